@@ -1,0 +1,45 @@
+#!/bin/sh
+# The k3 test ladder. Runs, in order:
+#   1. every unit test program  $K3_BUILD/tests/test_*   (kernels, parsers)
+#   2. every gate script        tests/gates/NN-*.sh      (engine vs reference,
+#      bad input, mutation checks, ...), sorted by name so cheap gates come first.
+# A step passes when it exits 0. The last line is "N passed, N failed".
+# K3_ONLY=pattern runs only the steps whose name contains pattern.
+set -u
+: "${K3_BIN:=bin/k3}" "${K3_BUILD:=build}" "${PYTHON:=/usr/bin/python3}"
+K3_MODELS="${K3_MODELS:-$K3_BUILD/models}"
+export K3_BIN K3_BUILD PYTHON K3_MODELS
+mkdir -p "$K3_MODELS"
+
+pass=0
+fail=0
+failed=""
+run_step() {
+    name=$1
+    shift
+    case "$name" in *"${K3_ONLY:-}"*) ;; *) return ;; esac
+    start=$(date +%s)
+    if "$@" >"$K3_BUILD/step.log" 2>&1; then
+        pass=$((pass + 1))
+        echo "PASS $name ($(($(date +%s) - start)) s)"
+    else
+        fail=$((fail + 1))
+        failed="$failed $name"
+        echo "FAIL $name ($(($(date +%s) - start)) s)"
+        sed 's/^/    /' "$K3_BUILD/step.log" | tail -n 40
+    fi
+}
+
+for t in "$K3_BUILD"/tests/test_*; do
+    [ -x "$t" ] || continue
+    case "$t" in *.d) continue ;; esac
+    run_step "unit/$(basename "$t")" "$t"
+done
+for g in tests/gates/*.sh; do
+    [ -f "$g" ] || continue
+    run_step "gate/$(basename "$g" .sh)" sh "$g"
+done
+
+[ -n "$failed" ] && echo "failed:$failed"
+echo "$pass passed, $fail failed"
+[ "$fail" -eq 0 ]

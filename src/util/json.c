@@ -13,10 +13,14 @@
 
 #define MAX_DEPTH 512
 
+/* C99 has no max_align_t; this union is at least as aligned as anything
+ * the arena hands out (nodes, pointers, sizes, strings). */
+typedef union { long double ld; void *p; long long ll; double d; } align_t;
+
 typedef struct chunk {
     struct chunk *next;
     size_t used, cap;
-    max_align_t data[];
+    align_t data[];
 } chunk;
 
 struct k3_json_doc {
@@ -48,7 +52,7 @@ static void fail(parser *ps, const char *fmt, ...)
 
 static void *arena_alloc(parser *ps, size_t n)
 {
-    n = (n + sizeof(max_align_t) - 1) / sizeof(max_align_t) * sizeof(max_align_t);
+    n = (n + sizeof(align_t) - 1) / sizeof(align_t) * sizeof(align_t);
     chunk *c = ps->doc->chunks;
     if (!c || c->cap - c->used < n) {
         size_t cap = n > (1u << 20) ? n : (1u << 20);

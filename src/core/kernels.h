@@ -1,0 +1,63 @@
+/* kernels.h - the numeric kernels of k3 and their one summation contract.
+ *
+ * THE ORDER CONTRACT. Every dot product in the engine (matrix rows, norms,
+ * attention scores) is computed as:
+ *     acc[0..15] = 0
+ *     for i in 0..n-1:  acc[i % 16] = fmaf(a[i], b[i], acc[i % 16])
+ *     for w in 8, 4, 2, 1:  acc[j] = acc[j] + acc[j + w]   (j < w)
+ *     result = acc[0]
+ * Sixteen lanes map onto one AVX-512 register, two AVX2 registers or four
+ * NEON registers, so every SIMD path can reproduce these exact bits; FMA is
+ * used everywhere (fmaf in C), so the scalar path agrees with SIMD paths.
+ * Threads split matrices by output rows only, never inside a dot product,
+ * so results do not depend on the thread count either.
+ *
+ * Weight elements are converted exactly to float before the FMA: BF16 by a
+ * shift, MXFP4 as E2M1 value times 2^(scale-127), both exact in fp32. */
+#ifndef K3_CORE_KERNELS_H
+#define K3_CORE_KERNELS_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+/* A weight matrix [rows, cols] as stored on disk, row-major. */
+typedef enum { K3_MAT_F32, K3_MAT_BF16, K3_MAT_MXFP4 } k3_mat_kind;
+
+typedef struct k3_mat {
+    k3_mat_kind kind;
+    int64_t rows, cols;
+    const void *w;           /* F32: float; BF16: uint16 bits; MXFP4: packed nibbles */
+    const uint8_t *scales;   /* MXFP4 only: [rows][cols/32] E8M0 bytes */
+} k3_mat;
+
+float k3_bf16_to_f32(uint16_t b);
+/* Decoded value of MXFP4 element i of a row (exact). */
+float k3_mxfp4_value(const uint8_t *packed_row, const uint8_t *scale_row, int64_t i);
+/* Index of the first scale byte equal to 255 (E8M0 NaN), or -1. */
+int64_t k3_mxfp4_find_nan_scale(const uint8_t *scales, size_t n);
+
+/* Canonical dot product (see the contract above). */
+float k3_dot(const float *a, const float *b, size_t n);
+
+/* y[r] = row r of m . x  for r in [0, rows). */
+void k3_matvec(const k3_mat *m, const float *x, float *y);
+/* Y[t][r] = row r of m . X[t]  for T inputs X [T][cols] -> Y [T][rows];
+ * each element bit-identical to k3_matvec on X[t]. */
+void k3_matmul(const k3_mat *m, const float *X, size_t T, float *Y);
+
+/* Rows [r0, r0+n) of m as a matrix of its own (no copy). */
+k3_mat k3_mat_rows(const k3_mat *m, int64_t r0, int64_t n);
+/* y[c] = sum over rows r of m[r][c] * x[r]  (x has rows entries, y cols).
+ * Order: rows r = 0..rows-1, one fmaf each, for every c. */
+void k3_matvec_t(const k3_mat *m, const float *x, float *y);
+
+/* out = x / sqrt(mean(x^2) + eps) * w   (out may alias x). */
+void k3_rmsnorm(float *out, const float *x, const float *w, size_t n, float eps);
+/* SiTU in place on gate: gate[i] = b1 tanh(g/b1) sigmoid(g) * b2 tanh(u/b2). */
+void k3_situ(float *gate, const float *up, size_t n, float b1, float b2);
+/* In-place softmax over n scores. */
+void k3_softmax(float *x, size_t n);
+/* Index of the largest value; ties go to the lowest index. */
+size_t k3_argmax(const float *x, size_t n);
+
+#endif

@@ -1,0 +1,127 @@
+/* kda.c - Kimi Delta Attention (SPEC section 4, "KDA").
+ *
+ * Per token, per head h (head_dim d, key channel c, value channel j):
+ *   q, k, v  = SiLU(causal depthwise conv over the last K inputs)
+ *   alpha_c  = exp(lower_bound * sigmoid(exp(A_log[h]) * (graw_c + dt_bias_c)))
+ *   beta     = sigmoid(W_b x)[h]
+ *   q, k     L2-normalised (eps 1e-6 inside the sqrt), q *= d^-0.5
+ *   S        = diag(alpha) S                     decay first,
+ *   S       += outer(beta k, v - S^T k)          then the delta rule,
+ *   o        = S^T q                              then read the new state.
+ *   o        = rms(o, o_norm) * sigmoid(W_g x)[head slice];  out = W_o o
+ *
+ * Order contract for the state products (S^T k, S^T q): for each value
+ * channel j the sum over key channels c runs c = 0..d-1 with one fmaf per
+ * term, so a vectorised path works across j and keeps the same bits. The
+ * projections go through k3_matmul, so a T-token call and T one-token calls
+ * produce identical results. */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/mathfn.h"
+#include "model/model.h"
+#include "util/error.h"
+
+/* Causal depthwise conv of one token for one of q/k/v, then SiLU.
+ * hist holds the previous K-1 inputs (oldest first) and is shifted. */
+static void short_conv(float *y, const float *in, float *hist, const float *taps, size_t C,
+                       size_t K)
+{
+    for (size_t c = 0; c < C; c++) {
+        const float *w = taps + c * K;
+        float acc = 0.0f;
+        for (size_t k = 0; k + 1 < K; k++)
+            acc = fmaf(w[k], hist[k * C + c], acc);
+        acc = fmaf(w[K - 1], in[c], acc);
+        y[c] = k3_siluf(acc);
+        for (size_t k = 0; k + 2 < K; k++)
+            hist[k * C + c] = hist[(k + 1) * C + c];
+        if (K > 1)
+            hist[(K - 2) * C + c] = in[c];
+    }
+}
+
+static void l2norm(float *x, size_t n, float extra_scale)
+{
+    float inv = 1.0f / sqrtf(k3_dot(x, x, n) + 1e-6f);
+    for (size_t i = 0; i < n; i++)
+        x[i] = x[i] * inv * extra_scale;
+}
+
+/* One head's state update and read for one token (see the header comment). */
+static void delta_step(float *S, const float *q, const float *k, const float *v,
+                       const float *alpha, float beta, float *o, float *u, size_t d)
+{
+    for (size_t c = 0; c < d; c++)
+        for (size_t j = 0; j < d; j++)
+            S[c * d + j] *= alpha[c];
+    for (size_t j = 0; j < d; j++)
+        u[j] = 0.0f;
+    for (size_t c = 0; c < d; c++)
+        for (size_t j = 0; j < d; j++)
+            u[j] = fmaf(S[c * d + j], k[c], u[j]);
+    for (size_t j = 0; j < d; j++)
+        u[j] = v[j] - u[j];
+    for (size_t c = 0; c < d; c++) {
+        float bk = beta * k[c];
+        for (size_t j = 0; j < d; j++)
+            S[c * d + j] = fmaf(bk, u[j], S[c * d + j]);
+    }
+    for (size_t j = 0; j < d; j++)
+        o[j] = 0.0f;
+    for (size_t c = 0; c < d; c++)
+        for (size_t j = 0; j < d; j++)
+            o[j] = fmaf(S[c * d + j], q[c], o[j]);
+}
+
+int k3_kda_forward(const k3_model *m, k3_state *s, int layer, const float *x, size_t T,
+                   float *out, k3_err *e)
+{
+    const k3_config *cfg = &m->cfg;
+    const k3_kda_weights *w = &m->w.layers[layer].kda;
+    size_t NH = (size_t)cfg->kda_num_heads;
+    size_t D = (size_t)cfg->kda_head_dim, C = NH * D, K = (size_t)cfg->short_conv_kernel_size;
+    float eps = (float)cfg->rms_norm_eps, lb = (float)cfg->gate_lower_bound;
+    float qscale = 1.0f / sqrtf((float)D);
+    /* Projections of all T tokens, then the recurrence token by token. */
+    size_t nq = T * C;
+    float *buf = k3_malloc(e, (7 * nq + T * D + T * NH + 3 * C + 2 * D) * sizeof *buf,
+                           "KDA scratch");
+    if (!buf)
+        return e->code;
+    float *Q = buf, *Kp = Q + nq, *V = Kp + nq, *G = V + nq, *GR = G + nq, *O = GR + nq,
+          *FA = O + nq, *B = FA + T * D, *conv = B + T * NH, *alpha = conv + 3 * C, *u = alpha + D;
+    k3_matmul(&w->q, x, T, Q);
+    k3_matmul(&w->k, x, T, Kp);
+    k3_matmul(&w->v, x, T, V);
+    k3_matmul(&w->g, x, T, G);
+    k3_matmul(&w->f_a, x, T, FA);
+    k3_matmul(&w->f_b, FA, T, GR);
+    k3_matmul(&w->b, x, T, B);
+    float *hist = s->conv[layer], *S = s->S[layer];
+    size_t hstride = (K - 1) * C;
+    for (size_t t = 0; t < T; t++) {
+        float *q = conv, *k = conv + C, *v = conv + 2 * C;
+        short_conv(q, Q + t * C, hist, w->conv[0], C, K);
+        short_conv(k, Kp + t * C, hist + hstride, w->conv[1], C, K);
+        short_conv(v, V + t * C, hist + 2 * hstride, w->conv[2], C, K);
+        for (size_t h = 0; h < NH; h++) {
+            float *qh = q + h * D, *kh = k + h * D, *vh = v + h * D, *oh = O + t * C + h * D;
+            const float *gr = GR + t * C + h * D, *dtb = w->dt_bias + h * D;
+            float a = k3_expf(w->A_log[h]);
+            for (size_t c = 0; c < D; c++)
+                alpha[c] = k3_expf(lb * k3_sigmoidf(a * (gr[c] + dtb[c])));
+            float beta = k3_sigmoidf(B[t * NH + h]);
+            l2norm(qh, D, qscale);
+            l2norm(kh, D, 1.0f);
+            delta_step(S + h * D * D, qh, kh, vh, alpha, beta, oh, u, D);
+            k3_rmsnorm(oh, oh, w->o_norm, D, eps);
+            for (size_t j = 0; j < D; j++)
+                oh[j] *= k3_sigmoidf(G[t * C + h * D + j]);
+        }
+    }
+    k3_matmul(&w->o, O, T, out);
+    free(buf);
+    return K3_OK;
+}

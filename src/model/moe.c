@@ -1,0 +1,132 @@
+/* moe.c - the latent mixture-of-experts block and the dense SiTU MLP
+ * (SPEC section 4).
+ *
+ *   s_e   = sigmoid(W_gate x)                 all experts, fp32
+ *   pick  = top k of s_e + bias_e             (the bias steers selection only)
+ *   w_j   = s_j / (sum of picked s + 1e-20) * routed_scaling_factor
+ *   z     = W_latent_down x
+ *   y     = sum_j w_j * w2_j(SiTU(w1_j z, w3_j z))
+ *   y     = rms(y, routed_expert_norm)        on the aggregate, not per expert
+ *   out   = W_latent_up y + W_down SiTU(W_gate x, W_up x)   (shared experts)
+ *
+ * Summation order: the weighted expert outputs are added in ascending
+ * expert index, whatever order they were chosen or arrived in, so the sum
+ * does not depend on scores' ties, caches or I/O timing. */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/mathfn.h"
+#include "model/model.h"
+#include "util/error.h"
+
+/* Top k of score+bias, returned in ascending expert index. Ties in the
+ * biased score go to the lower index. */
+static void route(const float *logit, const float *bias, size_t E, size_t k, float scaling,
+                  int renormalize, int32_t *ids, float *weights, float *sig)
+{
+    for (size_t x = 0; x < E; x++)
+        sig[x] = k3_sigmoidf(logit[x]);
+    for (size_t j = 0; j < k; j++) {
+        int32_t best = -1;
+        for (size_t x = 0; x < E; x++) {
+            int taken = 0;
+            for (size_t q = 0; q < j && !taken; q++)
+                taken = ids[q] == (int32_t)x;
+            if (taken)
+                continue;
+            if (best < 0 || sig[x] + bias[x] > sig[best] + bias[best])
+                best = (int32_t)x;
+        }
+        ids[j] = best;
+    }
+    for (size_t a = 1; a < k; a++) /* insertion sort by expert index */
+        for (size_t b = a; b > 0 && ids[b - 1] > ids[b]; b--) {
+            int32_t t = ids[b];
+            ids[b] = ids[b - 1];
+            ids[b - 1] = t;
+        }
+    float sum = 0.0f;
+    for (size_t j = 0; j < k; j++)
+        sum += sig[ids[j]];
+    for (size_t j = 0; j < k; j++)
+        weights[j] = renormalize ? sig[ids[j]] / (sum + 1e-20f) * scaling : sig[ids[j]] * scaling;
+}
+
+/* SiTU MLP: out = down(SiTU(gate x, up x)) for T rows; tmp holds 2*T*width. */
+static void situ_mlp(const k3_mat *gate, const k3_mat *up, const k3_mat *down, const float *x,
+                     size_t T, float *out, float *tmp, float b1, float b2)
+{
+    size_t F = (size_t)gate->rows;
+    k3_matmul(gate, x, T, tmp);
+    k3_matmul(up, x, T, tmp + T * F);
+    k3_situ(tmp, tmp + T * F, T * F, b1, b2);
+    k3_matmul(down, tmp, T, out);
+}
+
+int k3_dense_mlp_forward(const k3_model *m, int layer, const float *x, size_t T, float *out,
+                         k3_err *e)
+{
+    const k3_layer_weights *L = &m->w.layers[layer];
+    float *tmp = k3_malloc(e, 2 * T * (size_t)L->gate.rows * sizeof *tmp, "MLP scratch");
+    if (!tmp)
+        return e->code;
+    situ_mlp(&L->gate, &L->up, &L->down, x, T, out, tmp, (float)m->cfg.situ_beta,
+             (float)m->cfg.situ_linear_beta);
+    free(tmp);
+    return K3_OK;
+}
+
+int k3_moe_forward(const k3_model *m, int layer, const float *x, size_t T, float *out, k3_err *e)
+{
+    const k3_config *c = &m->cfg;
+    const k3_moe_weights *w = &m->w.layers[layer].moe;
+    size_t H = (size_t)c->hidden_size, E = (size_t)c->num_experts;
+    size_t k = (size_t)c->num_experts_per_token, Z = (size_t)c->routed_expert_hidden_size;
+    size_t F = (size_t)c->moe_intermediate_size;
+    size_t S = (size_t)(c->moe_intermediate_size * c->num_shared_experts);
+    float b1 = (float)c->situ_beta, b2 = (float)c->situ_linear_beta;
+    size_t wide = (S > F ? S : F);
+    size_t nf = T * E + E + T * k + 2 * T * Z + 2 * T * wide + T * H + 2 * F + Z;
+    float *buf = k3_malloc(e, nf * sizeof *buf, "MoE scratch");
+    int32_t *ids = k3_malloc(e, T * k * sizeof *ids, "MoE routing");
+    if (!buf || !ids) {
+        free(buf);
+        free(ids);
+        return e->code;
+    }
+    float *logits = buf, *sig = logits + T * E, *wts = sig + E, *z = wts + T * k;
+    float *y = z + T * Z, *tmp = y + T * Z, *shared = tmp + 2 * T * wide;
+    float *h = shared + T * H, *u = h + F, *o = u + F; /* one expert's activations */
+
+    k3_matmul(&w->router, x, T, logits);
+    for (size_t t = 0; t < T; t++)
+        route(logits + t * E, w->router_bias, E, k, (float)c->routed_scaling_factor,
+              c->moe_renormalize, ids + t * k, wts + t * k, sig);
+    k3_matmul(&w->latent_down, x, T, z);
+    memset(y, 0, T * Z * sizeof *y);
+    for (size_t t = 0; t < T; t++) {
+        float *yt = y + t * Z;
+        for (size_t j = 0; j < k; j++) {
+            const k3_expert *ex = &w->experts[ids[t * k + j]];
+            k3_matvec(&ex->w1, z + t * Z, h);
+            k3_matvec(&ex->w3, z + t * Z, u);
+            k3_situ(h, u, F, b1, b2);
+            k3_matvec(&ex->w2, h, o);
+            float wj = wts[t * k + j];
+            for (size_t i = 0; i < Z; i++)
+                yt[i] = fmaf(wj, o[i], yt[i]);
+        }
+        if (w->latent_norm)
+            k3_rmsnorm(yt, yt, w->latent_norm, Z, (float)c->rms_norm_eps);
+    }
+    k3_matmul(&w->latent_up, y, T, out);
+    if (S > 0) {
+        situ_mlp(&w->shared_gate, &w->shared_up, &w->shared_down, x, T, shared, tmp, b1, b2);
+        for (size_t i = 0; i < T * H; i++)
+            out[i] = out[i] + shared[i];
+    }
+    free(buf);
+    free(ids);
+    return K3_OK;
+}

@@ -13,8 +13,10 @@ PYTHON  ?= /usr/bin/python3
 OPT     ?= -O2 -g
 # -ffp-contract=off: the compiler must never fuse a*b+c on its own; kernels
 # call fmaf() where they mean it, so results do not depend on the compiler.
+# WERROR= (empty) lets deliberately broken mutants of the source build.
+WERROR  ?= -Werror
 CFLAGS_BASE = -std=c99 -D_POSIX_C_SOURCE=200809L -D_FILE_OFFSET_BITS=64 \
-	-Wall -Wextra -Werror -Wshadow -Wstrict-prototypes -Wmissing-prototypes \
+	-Wall -Wextra $(WERROR) -Wshadow -Wstrict-prototypes -Wmissing-prototypes \
 	-Wpointer-arith -Wvla -Wformat=2 -Wundef \
 	-ffp-contract=off -fno-fast-math -fopenmp -Iinclude -Isrc
 CFLAGS  ?=

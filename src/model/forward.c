@@ -68,24 +68,6 @@ int k3_model_is_eos(const k3_model *m, uint32_t id)
     return 0;
 }
 
-/* AttnRes over n sources of H floats: score_s = rms(s, norm) . proj,
- * out = sum_s softmax(score)_s * s (raw sources, in source order). */
-static void attn_res(float *out, const float *const *src, size_t n, const float *norm,
-                     const float *proj, size_t H, float eps, float *tmp, float *score)
-{
-    for (size_t s = 0; s < n; s++) {
-        k3_rmsnorm(tmp, src[s], norm, H, eps);
-        score[s] = k3_dot(tmp, proj, H);
-    }
-    k3_softmax(score, n);
-    for (size_t i = 0; i < H; i++) {
-        float acc = 0.0f;
-        for (size_t s = 0; s < n; s++)
-            acc = fmaf(score[s], src[s][i], acc);
-        out[i] = acc;
-    }
-}
-
 /* Per-call working memory for T tokens. */
 typedef struct {
     float *hin, *prefix, *h, *x, *a, *bank, *tmp, *score;
@@ -142,7 +124,7 @@ int k3_forward(k3_model *m, k3_state *s, const uint32_t *ids, size_t T, float *l
                 for (size_t b = 0; b < nbank; b++)
                     w.src[b] = bank + b * H;
                 w.src[nbank] = hin;
-                attn_res(w.h + t * H, w.src, nbank + 1, lw->attn_res_norm, lw->attn_res_proj, H,
+                k3_attn_res(w.h + t * H, w.src, nbank + 1, lw->attn_res_norm, lw->attn_res_proj, H,
                          eps, w.tmp, w.score);
             } else {
                 memcpy(w.h + t * H, hin, H * sizeof(float));
@@ -167,7 +149,7 @@ int k3_forward(k3_model *m, k3_state *s, const uint32_t *ids, size_t T, float *l
             for (size_t b = 0; b < nbank; b++)
                 w.src[b] = bank + b * H;
             w.src[nbank] = w.prefix + t * H;
-            attn_res(w.h + t * H, w.src, nbank + 1, lw->mlp_res_norm, lw->mlp_res_proj, H, eps,
+            k3_attn_res(w.h + t * H, w.src, nbank + 1, lw->mlp_res_norm, lw->mlp_res_proj, H, eps,
                      w.tmp, w.score);
             k3_rmsnorm(w.x + t * H, w.h + t * H, lw->post_norm, H, eps);
         }
@@ -185,7 +167,7 @@ int k3_forward(k3_model *m, k3_state *s, const uint32_t *ids, size_t T, float *l
             for (size_t b = 0; b < nbank; b++)
                 w.src[b] = bank + b * H;
             w.src[nbank] = w.hin + t * H;
-            attn_res(w.h + t * H, w.src, nbank + 1, W->out_res_norm, W->out_res_proj, H, eps,
+            k3_attn_res(w.h + t * H, w.src, nbank + 1, W->out_res_norm, W->out_res_proj, H, eps,
                      w.tmp, w.score);
             k3_rmsnorm(w.x + t * H, w.h + t * H, W->final_norm, H, eps);
         }

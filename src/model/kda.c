@@ -75,23 +75,44 @@ static void delta_step(float *S, const float *q, const float *k, const float *v,
             o[j] = fmaf(S[c * d + j], q[c], o[j]);
 }
 
+void k3_kda_step(const k3_config *cfg, const k3_kda_weights *w, float *hist, float *S,
+                 const float *q_pre, const float *k_pre, const float *v_pre, const float *graw,
+                 const float *beta_logit, float *o, float *scratch)
+{
+    size_t NH = (size_t)cfg->kda_num_heads, D = (size_t)cfg->kda_head_dim, C = NH * D;
+    size_t K = (size_t)cfg->short_conv_kernel_size, hstride = (K - 1) * C;
+    float lb = (float)cfg->gate_lower_bound, qscale = 1.0f / sqrtf((float)D);
+    float *q = scratch, *k = q + C, *v = k + C, *alpha = v + C, *u = alpha + D;
+    short_conv(q, q_pre, hist, w->conv[0], C, K);
+    short_conv(k, k_pre, hist + hstride, w->conv[1], C, K);
+    short_conv(v, v_pre, hist + 2 * hstride, w->conv[2], C, K);
+    for (size_t h = 0; h < NH; h++) {
+        const float *gr = graw + h * D, *dtb = w->dt_bias + h * D;
+        float a = k3_expf(w->A_log[h]); /* A_log is indexed by head */
+        for (size_t c = 0; c < D; c++)
+            alpha[c] = k3_expf(lb * k3_sigmoidf(a * (gr[c] + dtb[c])));
+        float beta = k3_sigmoidf(beta_logit[h]);
+        l2norm(q + h * D, D, qscale);
+        l2norm(k + h * D, D, 1.0f);
+        delta_step(S + h * D * D, q + h * D, k + h * D, v + h * D, alpha, beta, o + h * D, u, D);
+    }
+}
+
 int k3_kda_forward(const k3_model *m, k3_state *s, int layer, const float *x, size_t T,
                    float *out, k3_err *e)
 {
     const k3_config *cfg = &m->cfg;
     const k3_kda_weights *w = &m->w.layers[layer].kda;
-    size_t NH = (size_t)cfg->kda_num_heads;
-    size_t D = (size_t)cfg->kda_head_dim, C = NH * D, K = (size_t)cfg->short_conv_kernel_size;
-    float eps = (float)cfg->rms_norm_eps, lb = (float)cfg->gate_lower_bound;
-    float qscale = 1.0f / sqrtf((float)D);
+    size_t NH = (size_t)cfg->kda_num_heads, D = (size_t)cfg->kda_head_dim, C = NH * D;
+    float eps = (float)cfg->rms_norm_eps;
     /* Projections of all T tokens, then the recurrence token by token. */
     size_t nq = T * C;
-    float *buf = k3_malloc(e, (7 * nq + T * D + T * NH + 3 * C + 2 * D) * sizeof *buf,
+    float *buf = k3_malloc(e, (6 * nq + T * D + T * NH + 3 * C + 2 * D) * sizeof *buf,
                            "KDA scratch");
     if (!buf)
         return e->code;
-    float *Q = buf, *Kp = Q + nq, *V = Kp + nq, *G = V + nq, *GR = G + nq, *O = GR + nq,
-          *FA = O + nq, *B = FA + T * D, *conv = B + T * NH, *alpha = conv + 3 * C, *u = alpha + D;
+    float *Q = buf, *Kp = Q + nq, *V = Kp + nq, *G = V + nq, *GR = G + nq, *O = GR + nq;
+    float *FA = O + nq, *B = FA + T * D, *scratch = B + T * NH;
     k3_matmul(&w->q, x, T, Q);
     k3_matmul(&w->k, x, T, Kp);
     k3_matmul(&w->v, x, T, V);
@@ -99,26 +120,14 @@ int k3_kda_forward(const k3_model *m, k3_state *s, int layer, const float *x, si
     k3_matmul(&w->f_a, x, T, FA);
     k3_matmul(&w->f_b, FA, T, GR);
     k3_matmul(&w->b, x, T, B);
-    float *hist = s->conv[layer], *S = s->S[layer];
-    size_t hstride = (K - 1) * C;
     for (size_t t = 0; t < T; t++) {
-        float *q = conv, *k = conv + C, *v = conv + 2 * C;
-        short_conv(q, Q + t * C, hist, w->conv[0], C, K);
-        short_conv(k, Kp + t * C, hist + hstride, w->conv[1], C, K);
-        short_conv(v, V + t * C, hist + 2 * hstride, w->conv[2], C, K);
+        float *o = O + t * C;
+        k3_kda_step(cfg, w, s->conv[layer], s->S[layer], Q + t * C, Kp + t * C, V + t * C,
+                    GR + t * C, B + t * NH, o, scratch);
         for (size_t h = 0; h < NH; h++) {
-            float *qh = q + h * D, *kh = k + h * D, *vh = v + h * D, *oh = O + t * C + h * D;
-            const float *gr = GR + t * C + h * D, *dtb = w->dt_bias + h * D;
-            float a = k3_expf(w->A_log[h]);
-            for (size_t c = 0; c < D; c++)
-                alpha[c] = k3_expf(lb * k3_sigmoidf(a * (gr[c] + dtb[c])));
-            float beta = k3_sigmoidf(B[t * NH + h]);
-            l2norm(qh, D, qscale);
-            l2norm(kh, D, 1.0f);
-            delta_step(S + h * D * D, qh, kh, vh, alpha, beta, oh, u, D);
-            k3_rmsnorm(oh, oh, w->o_norm, D, eps);
+            k3_rmsnorm(o + h * D, o + h * D, w->o_norm, D, eps);
             for (size_t j = 0; j < D; j++)
-                oh[j] *= k3_sigmoidf(G[t * C + h * D + j]);
+                o[h * D + j] *= k3_sigmoidf(G[t * C + h * D + j]);
         }
     }
     k3_matmul(&w->o, O, T, out);

@@ -20,25 +20,52 @@
 #include "model/model.h"
 #include "util/error.h"
 
+void k3_mla_attend(const k3_config *cfg, const k3_mat *kv_b, const float *cache, size_t npos,
+                   const float *q, float *o, float *scratch)
+{
+    size_t NH = (size_t)cfg->num_attention_heads, R = (size_t)cfg->kv_lora_rank;
+    size_t DN = (size_t)cfg->qk_nope_head_dim, DR = (size_t)cfg->qk_rope_head_dim;
+    size_t DV = (size_t)cfg->v_head_dim, DQ = DN + DR, KW = R + DR;
+    float scale = 1.0f / sqrtf((float)DQ);
+    float *qabs = scratch, *ctx = qabs + R, *p = ctx + R;
+    for (size_t h = 0; h < NH; h++) {
+        const float *qn = q + h * DQ, *qr = qn + DN;
+        k3_mat kb = k3_mat_rows(kv_b, (int64_t)(h * (DN + DV)), (int64_t)DN);
+        k3_mat vb = k3_mat_rows(kv_b, (int64_t)(h * (DN + DV) + DN), (int64_t)DV);
+        k3_matvec_t(&kb, qn, qabs);
+        for (size_t j = 0; j < npos; j++) {
+            const float *kv = cache + j * KW;
+            p[j] = (k3_dot(qabs, kv, R) + k3_dot(qr, kv + R, DR)) * scale;
+        }
+        k3_softmax(p, npos);
+        for (size_t c = 0; c < R; c++)
+            ctx[c] = 0.0f;
+        for (size_t j = 0; j < npos; j++) {
+            const float *kv = cache + j * KW;
+            for (size_t c = 0; c < R; c++)
+                ctx[c] = fmaf(p[j], kv[c], ctx[c]);
+        }
+        k3_matvec(&vb, ctx, o + h * DV);
+    }
+}
+
 int k3_mla_forward(const k3_model *m, k3_state *s, int layer, const float *x, size_t T,
                    float *out, k3_err *e)
 {
     const k3_config *cfg = &m->cfg;
     const k3_mla_weights *w = &m->w.layers[layer].mla;
     size_t NH = (size_t)cfg->num_attention_heads, QL = (size_t)cfg->q_lora_rank;
-    size_t R = (size_t)cfg->kv_lora_rank, DN = (size_t)cfg->qk_nope_head_dim;
-    size_t DR = (size_t)cfg->qk_rope_head_dim, DV = (size_t)cfg->v_head_dim;
-    size_t DQ = DN + DR, KW = R + DR;
+    size_t R = (size_t)cfg->kv_lora_rank, DR = (size_t)cfg->qk_rope_head_dim;
+    size_t DV = (size_t)cfg->v_head_dim, DQ = (size_t)cfg->qk_nope_head_dim + DR, KW = R + DR;
     int64_t end = s->pos + (int64_t)T;
     if (k3_state_reserve(s, end, e) != K3_OK)
         return e->code;
-    float scale = 1.0f / sqrtf((float)DQ);
-    size_t need = T * QL + T * NH * DQ + T * KW + 2 * T * NH * DV + R + R + (size_t)end;
+    size_t need = T * QL + T * NH * DQ + T * KW + 2 * T * NH * DV + 2 * R + (size_t)end;
     float *buf = k3_malloc(e, need * sizeof *buf, "MLA scratch");
     if (!buf)
         return e->code;
     float *QA = buf, *Q = QA + T * QL, *CKV = Q + T * NH * DQ, *G = CKV + T * KW;
-    float *O = G + T * NH * DV, *qabs = O + T * NH * DV, *ctx = qabs + R, *p = ctx + R;
+    float *O = G + T * NH * DV, *scratch = O + T * NH * DV;
     float *cache = s->kv[layer];
 
     k3_matmul(&w->q_a, x, T, QA);
@@ -53,29 +80,11 @@ int k3_mla_forward(const k3_model *m, k3_state *s, int layer, const float *x, si
         memcpy(row + R, CKV + t * KW + R, DR * sizeof *row);
     }
     for (size_t t = 0; t < T; t++) {
-        size_t npos = (size_t)s->pos + t + 1; /* causal: positions 0..pos+t */
-        for (size_t h = 0; h < NH; h++) {
-            const float *qn = Q + (t * NH + h) * DQ, *qr = qn + DN;
-            k3_mat kb = k3_mat_rows(&w->kv_b, (int64_t)(h * (DN + DV)), (int64_t)DN);
-            k3_mat vb = k3_mat_rows(&w->kv_b, (int64_t)(h * (DN + DV) + DN), (int64_t)DV);
-            k3_matvec_t(&kb, qn, qabs);
-            for (size_t j = 0; j < npos; j++) {
-                const float *kv = cache + j * KW;
-                p[j] = (k3_dot(qabs, kv, R) + k3_dot(qr, kv + R, DR)) * scale;
-            }
-            k3_softmax(p, npos);
-            for (size_t c = 0; c < R; c++)
-                ctx[c] = 0.0f;
-            for (size_t j = 0; j < npos; j++) {
-                const float *kv = cache + j * KW;
-                for (size_t c = 0; c < R; c++)
-                    ctx[c] = fmaf(p[j], kv[c], ctx[c]);
-            }
-            float *oh = O + (t * NH + h) * DV;
-            k3_matvec(&vb, ctx, oh);
-            for (size_t j = 0; j < DV; j++)
-                oh[j] *= k3_sigmoidf(G[(t * NH + h) * DV + j]);
-        }
+        float *o = O + t * NH * DV;
+        /* causal: token t sees positions 0 .. pos + t */
+        k3_mla_attend(cfg, &w->kv_b, cache, (size_t)s->pos + t + 1, Q + t * NH * DQ, o, scratch);
+        for (size_t j = 0; j < NH * DV; j++)
+            o[j] *= k3_sigmoidf(G[t * NH * DV + j]);
     }
     k3_matmul(&w->o, O, T, out);
     free(buf);

@@ -29,6 +29,35 @@ struct k3_state {
 /* Makes room for positions [0, need) in every MLA cache. */
 int k3_state_reserve(k3_state *s, int64_t need, k3_err *e);
 
+/* AttnRes over n sources of H floats: score_s = rms(s, norm) . proj, and
+ * out = sum_s softmax(score)_s * s (raw sources, summed in source order).
+ * tmp holds H floats, score n floats. */
+void k3_attn_res(float *out, const float *const *src, size_t n, const float *norm,
+                 const float *proj, size_t H, float eps, float *tmp, float *score);
+
+/* KDA's recurrence for one token, all heads (kda.c): short conv of the
+ * pre-conv projections, gates, L2 norms, decay, delta rule, read. o gets
+ * [NH][D] before o_norm. hist is the conv state, S the recurrent state;
+ * scratch holds 3*C + 2*D floats. */
+void k3_kda_step(const k3_config *c, const k3_kda_weights *w, float *hist, float *S,
+                 const float *q_pre, const float *k_pre, const float *v_pre, const float *graw,
+                 const float *beta_logit, float *o, float *scratch);
+
+/* MLA attention of one token's queries q [NH][nope+rope] over cache rows
+ * [0, npos) (mla.c). o gets [NH][v] before the output gate; scratch holds
+ * 2*R + npos floats. */
+void k3_mla_attend(const k3_config *c, const k3_mat *kv_b, const float *cache, size_t npos,
+                   const float *q, float *o, float *scratch);
+
+/* Router: top k of sigmoid(logit)+bias, ids in ASCENDING expert index with
+ * their weights (moe.c). sig is E floats of scratch. */
+void k3_route(const k3_config *c, const float *logit, const float *bias, int32_t *ids,
+              float *weights, float *sig);
+
+/* The MoE block on T tokens of x [T][H] (moe.c). */
+int k3_moe_block(const k3_config *c, const k3_moe_weights *w, const float *x, size_t T,
+                 float *out, k3_err *e);
+
 /* The three blocks, over T consecutive tokens at positions s->pos... x is
  * [T][H] (already normed); out is [T][H]. */
 int k3_kda_forward(const k3_model *m, k3_state *s, int layer, const float *x, size_t T,

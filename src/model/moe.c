@@ -20,11 +20,13 @@
 #include "model/model.h"
 #include "util/error.h"
 
-/* Top k of score+bias, returned in ascending expert index. Ties in the
- * biased score go to the lower index. */
-static void route(const float *logit, const float *bias, size_t E, size_t k, float scaling,
-                  int renormalize, int32_t *ids, float *weights, float *sig)
+/* Ties in the biased score go to the lower index. */
+void k3_route(const k3_config *c, const float *logit, const float *bias, int32_t *ids,
+              float *weights, float *sig)
 {
+    size_t E = (size_t)c->num_experts, k = (size_t)c->num_experts_per_token;
+    float scaling = (float)c->routed_scaling_factor;
+    int renormalize = c->moe_renormalize;
     for (size_t x = 0; x < E; x++)
         sig[x] = k3_sigmoidf(logit[x]);
     for (size_t j = 0; j < k; j++) {
@@ -79,8 +81,12 @@ int k3_dense_mlp_forward(const k3_model *m, int layer, const float *x, size_t T,
 
 int k3_moe_forward(const k3_model *m, int layer, const float *x, size_t T, float *out, k3_err *e)
 {
-    const k3_config *c = &m->cfg;
-    const k3_moe_weights *w = &m->w.layers[layer].moe;
+    return k3_moe_block(&m->cfg, &m->w.layers[layer].moe, x, T, out, e);
+}
+
+int k3_moe_block(const k3_config *c, const k3_moe_weights *w, const float *x, size_t T,
+                 float *out, k3_err *e)
+{
     size_t H = (size_t)c->hidden_size, E = (size_t)c->num_experts;
     size_t k = (size_t)c->num_experts_per_token, Z = (size_t)c->routed_expert_hidden_size;
     size_t F = (size_t)c->moe_intermediate_size;
@@ -101,8 +107,7 @@ int k3_moe_forward(const k3_model *m, int layer, const float *x, size_t T, float
 
     k3_matmul(&w->router, x, T, logits);
     for (size_t t = 0; t < T; t++)
-        route(logits + t * E, w->router_bias, E, k, (float)c->routed_scaling_factor,
-              c->moe_renormalize, ids + t * k, wts + t * k, sig);
+        k3_route(c, logits + t * E, w->router_bias, ids + t * k, wts + t * k, sig);
     k3_matmul(&w->latent_down, x, T, z);
     memset(y, 0, T * Z * sizeof *y);
     for (size_t t = 0; t < T; t++) {

@@ -1,0 +1,23 @@
+/* attnres.c - attention residuals: a softmax over depth (SPEC section 4). */
+#include <math.h>
+
+#include "core/kernels.h"
+#include "model/model.h"
+
+/* AttnRes over n sources of H floats: score_s = rms(s, norm) . proj,
+ * out = sum_s softmax(score)_s * s (raw sources, in source order). */
+void k3_attn_res(float *out, const float *const *src, size_t n, const float *norm,
+                     const float *proj, size_t H, float eps, float *tmp, float *score)
+{
+    for (size_t s = 0; s < n; s++) {
+        k3_rmsnorm(tmp, src[s], norm, H, eps);
+        score[s] = k3_dot(tmp, proj, H);
+    }
+    k3_softmax(score, n);
+    for (size_t i = 0; i < H; i++) {
+        float acc = 0.0f;
+        for (size_t s = 0; s < n; s++)
+            acc = fmaf(score[s], src[s][i], acc);
+        out[i] = acc;
+    }
+}

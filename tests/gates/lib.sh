@@ -1,0 +1,54 @@
+# lib.sh - shared by the gate scripts (sourced, POSIX sh).
+# Environment from tests/run.sh: K3_BIN, K3_BUILD, K3_MODELS, PYTHON.
+set -eu
+
+die() {
+    echo "FAIL: $*" >&2
+    exit 1
+}
+
+# model NAME PRESET [maker args...]: makes $K3_MODELS/NAME with the
+# checkpoint maker unless an identical one (same maker, same arguments) is
+# already there. Prints the directory.
+model() {
+    name=$1
+    preset=$2
+    shift 2
+    dir="$K3_MODELS/$name"
+    stamp=$(cat tools/make_checkpoint.py | cksum | cut -d' ' -f1)-$preset-$*
+    if [ ! -f "$dir/.stamp" ] || [ "$(cat "$dir/.stamp")" != "$stamp" ]; then
+        rm -rf "$dir"
+        "$PYTHON" tools/make_checkpoint.py "$dir" --preset "$preset" "$@" >&2
+        echo "$stamp" >"$dir/.stamp"
+    fi
+    echo "$dir"
+}
+
+# vocab_of DIR: the model's vocab_size.
+vocab_of() {
+    "$PYTHON" -c 'import json,sys; c=json.load(open(sys.argv[1]+"/config.json")); print(c.get("text_config",c)["vocab_size"])' "$1"
+}
+
+# prompt_ids VOCAB N: N deterministic ids spread over the ordinary vocabulary.
+prompt_ids() {
+    "$PYTHON" -c 'import sys; v,n=int(sys.argv[1]),int(sys.argv[2]); print(",".join(str((i*7919+13)%(v-256)) for i in range(n)))' "$1" "$2"
+}
+
+# expect_exit CODE PATTERN CMD...: CMD must exit with CODE and print a
+# message on stderr matching PATTERN (grep -E).
+expect_exit() {
+    want=$1
+    pat=$2
+    shift 2
+    set +e
+    "$@" >"$K3_BUILD/expect.out" 2>"$K3_BUILD/expect.err"
+    got=$?
+    set -e
+    if [ "$got" -ne "$want" ] || ! grep -Eq -- "$pat" "$K3_BUILD/expect.err"; then
+        echo "command: $*" >&2
+        echo "wanted exit $want and stderr matching /$pat/; got exit $got:" >&2
+        cat "$K3_BUILD/expect.err" >&2
+        return 1
+    fi
+    echo "ok ($got): $(head -c 200 "$K3_BUILD/expect.err")"
+}

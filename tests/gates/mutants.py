@@ -1,0 +1,77 @@
+#!/usr/bin/python3
+"""mutants.py - deliberate corruptions of the engine, for 50-mutants.sh.
+
+  mutants.py list                 names of the mutants
+  mutants.py apply NAME SRC DST   copy the source tree SRC to DST and apply NAME
+
+Each mutant is a list of exact (file, old, new) replacements. If an `old`
+text is no longer in the source the mutant cannot be applied and this exits
+1: a mutation test that silently stops mutating would prove nothing.
+"""
+import shutil
+import sys
+
+DECAY = """    for (size_t c = 0; c < d; c++)
+        for (size_t j = 0; j < d; j++)
+            S[c * d + j] *= alpha[c];
+"""
+READ = """    for (size_t j = 0; j < d; j++)
+        o[j] = 0.0f;
+"""
+
+MUTANTS = {
+    # MXFP4: the even element taken from the HIGH nibble instead of the low.
+    "swapped-nibbles": [
+        ("src/core/kernels.c",
+         "(i & 1) ? (uint8_t)(byte >> 4) : (uint8_t)(byte & 15)",
+         "(i & 1) ? (uint8_t)(byte & 15) : (uint8_t)(byte >> 4)"),
+    ],
+    # Router: the selection bias leaks into the mixing weights.
+    "bias-in-weights": [
+        ("src/model/moe.c", "sum += sig[ids[j]];", "sum += sig[ids[j]] + bias[ids[j]];"),
+        ("src/model/moe.c", "weights[j] = renormalize ? sig[ids[j]] / (sum + 1e-20f) * scaling",
+         "weights[j] = renormalize ? (sig[ids[j]] + bias[ids[j]]) / (sum + 1e-20f) * scaling"),
+    ],
+    # The latent norm applied to each expert's output instead of the sum.
+    "per-expert-norm": [
+        ("src/model/moe.c", "k3_matvec(&ex->w2, h, o);",
+         "k3_matvec(&ex->w2, h, o);\n            k3_rmsnorm(o, o, w->latent_norm, Z, (float)c->rms_norm_eps);"),
+        ("src/model/moe.c", "k3_rmsnorm(yt, yt, w->latent_norm, Z, (float)c->rms_norm_eps);", "(void)yt;"),
+    ],
+    # AttnRes skipped: every mix just passes the newest source through.
+    "skipped-attnres": [
+        ("src/model/attnres.c", "out[i] = acc;", "out[i] = src[n - 1][i];"),
+    ],
+    # MLA: the shared rope part of the keys dropped from the scores.
+    "dropped-rope": [
+        ("src/model/mla.c", "(k3_dot(qabs, kv, R) + k3_dot(qr, kv + R, DR)) * scale",
+         "k3_dot(qabs, kv, R) * scale"),
+    ],
+    # KDA: the decay applied after the delta update instead of before.
+    "decay-after-delta": [
+        ("src/model/kda.c", DECAY + "    for (size_t j = 0; j < d; j++)\n        u[j] = 0.0f;",
+         "    for (size_t j = 0; j < d; j++)\n        u[j] = 0.0f;"),
+        ("src/model/kda.c", READ, DECAY + READ),
+    ],
+}
+
+
+def apply(name, src, dst):
+    shutil.rmtree(dst, ignore_errors=True)
+    for part in ("src", "include"):
+        shutil.copytree(f"{src}/{part}", f"{dst}/{part}")
+    shutil.copy(f"{src}/Makefile", dst)
+    for path, old, new in MUTANTS[name]:
+        text = open(f"{dst}/{path}").read()
+        if text.count(old) < 1:
+            sys.exit(f"mutant {name}: '{old[:60]}' not found in {path}; update tests/gates/mutants.py")
+        open(f"{dst}/{path}", "w").write(text.replace(old, new))
+
+
+if __name__ == "__main__":
+    if sys.argv[1:2] == ["list"]:
+        print("\n".join(MUTANTS))
+    elif sys.argv[1:2] == ["apply"] and len(sys.argv) == 5:
+        apply(*sys.argv[2:5])
+    else:
+        sys.exit(__doc__)

@@ -1,0 +1,140 @@
+/* test_parsers.c - the strict JSON reader and the config reader. */
+#include <stdlib.h>
+#include <string.h>
+
+#include "check.h"
+#include "model/config.h"
+#include "util/json.h"
+
+static int parses(const char *s)
+{
+    char err[256];
+    k3_json_doc *d = k3_json_parse(s, strlen(s), err, sizeof err);
+    k3_json_free(d);
+    return d != NULL;
+}
+
+static void test_json(void)
+{
+    char err[256];
+    const char *ok[] = { "{}", "[]", "0", "-0.5e+3", "\"\\u00e9\\ud83d\\ude00\"", "[true,false,null]",
+                         "{\"a\":{\"b\":[1,2,{\"c\":\"d\"}]}}", " \t\r\n1 " };
+    const char *bad[] = { "", "{", "[1,]", "{\"a\":1,}", "01", "1.", ".5", "NaN", "\"\\x\"",
+                          "\"\\ud800\"", "\"\\udc00\"", "{\"a\":1,\"a\":2}", "[1] 2", "'a'",
+                          "\"\x01\"", "\"\xc3\x28\"", "\"\xed\xa0\x80\"", "1e999", "{1:2}", "tru" };
+    for (size_t i = 0; i < sizeof ok / sizeof *ok; i++)
+        CHECK(parses(ok[i]), "should parse: %s", ok[i]);
+    for (size_t i = 0; i < sizeof bad / sizeof *bad; i++)
+        CHECK(!parses(bad[i]), "should be refused: %s", bad[i]);
+
+    /* Exact integers beyond 2^53 and escapes decode correctly. */
+    const char *s = "{\"n\":9007199254740993,\"s\":\"a\\u0000b\\n\",\"f\":1.5}";
+    k3_json_doc *d = k3_json_parse(s, strlen(s), err, sizeof err);
+    CHECK(d != NULL, "%s", err);
+    if (d) {
+        const k3_json *r = k3_json_root(d);
+        const k3_json *n = k3_json_get(r, "n"), *str = k3_json_get(r, "s"), *f = k3_json_get(r, "f");
+        CHECK(n && n->is_int && n->integer == 9007199254740993LL, "big integer");
+        CHECK(str && str->len == 4 && !memcmp(str->str, "a\0b\n", 4), "escapes");
+        CHECK(f && !f->is_int && f->number == 1.5, "float");
+        k3_json_free(d);
+    }
+
+    /* Error messages name the byte offset. */
+    CHECK(!k3_json_parse("[1,2,x]", 7, err, sizeof err) && strstr(err, "byte 5"), "offset: %s", err);
+
+    /* Deep nesting is refused, not a stack overflow. */
+    size_t depth = 100000;
+    char *deep = malloc(depth + 1);
+    memset(deep, '[', depth);
+    deep[depth] = 0;
+    CHECK(!k3_json_parse(deep, depth, err, sizeof err) && strstr(err, "nesting"), "deep: %s", err);
+    free(deep);
+
+    /* Duplicate keys in a large object (the sorted path). */
+    char big[4096] = "{";
+    for (int i = 0; i < 100; i++)
+        sprintf(big + strlen(big), "\"k%d\":%d,", i % 99, i);
+    big[strlen(big) - 1] = '}';
+    CHECK(!parses(big), "duplicate key in a large object");
+}
+
+static const char *GOOD =
+    "{\"text_config\":{\"vocab_size\":512,\"hidden_size\":64,\"intermediate_size\":96,"
+    "\"num_hidden_layers\":3,\"num_attention_heads\":2,\"q_lora_rank\":32,\"kv_lora_rank\":32,"
+    "\"qk_nope_head_dim\":16,\"qk_rope_head_dim\":8,\"v_head_dim\":16,\"mla_use_nope\":true,"
+    "\"mla_use_output_gate\":true,\"hidden_act\":\"situ\",\"activation_situ_beta\":4.0,"
+    "\"activation_situ_linear_beta\":25.0,\"rms_norm_eps\":1e-5,\"attn_res_block_size\":2,"
+    "\"first_k_dense_replace\":1,\"moe_layer_freq\":1,\"num_experts\":8,\"num_experts_per_token\":2,"
+    "\"num_shared_experts\":1,\"moe_intermediate_size\":32,\"routed_expert_hidden_size\":64,"
+    "\"latent_moe_use_norm\":true,\"moe_renormalize\":true,\"moe_router_activation_func\":\"sigmoid\","
+    "\"routed_scaling_factor\":1.0,\"num_expert_group\":1,\"topk_group\":1,\"tie_word_embeddings\":false,"
+    "\"bos_token_id\":256,\"eos_token_id\":258,\"pad_token_id\":511,"
+    "\"linear_attn_config\":{\"head_dim\":16,\"num_heads\":2,\"short_conv_kernel_size\":4,"
+    "\"gate_lower_bound\":-5.0,\"use_full_rank_gate\":true,\"kda_layers\":[1,2],\"full_attn_layers\":[3]},"
+    "\"quantization_config\":{\"format\":\"mxfp4-pack-quantized\",\"config_groups\":{\"group_0\":"
+    "{\"weights\":{\"group_size\":32,\"num_bits\":4}}}}}}";
+
+/* GOOD with the first occurrence of `from` replaced by `to`. */
+static int parse_edited(const char *from, const char *to, k3_err *e)
+{
+    char buf[4096];
+    const char *p = strstr(GOOD, from);
+    if (!p)
+        return -1;
+    snprintf(buf, sizeof buf, "%.*s%s%s", (int)(p - GOOD), GOOD, to, p + strlen(from));
+    k3_config c;
+    memset(e, 0, sizeof *e);
+    int rc = k3_config_parse(&c, buf, strlen(buf), "config.json", e);
+    if (rc == K3_OK)
+        k3_config_free(&c);
+    return rc;
+}
+
+static void test_config(void)
+{
+    k3_err e;
+    CHECK(parse_edited("{", "{", &e) == K3_OK, "good config: %s", e.msg);
+    k3_config c;
+    memset(&e, 0, sizeof e);
+    if (k3_config_parse(&c, GOOD, strlen(GOOD), "config.json", &e) == K3_OK) {
+        CHECK(c.layer_kind[0] == K3_LAYER_KDA && c.layer_kind[2] == K3_LAYER_MLA, "one-based layer lists");
+        CHECK(c.n_eos == 1 && c.eos_ids[0] == 258, "eos");
+        k3_config_free(&c);
+    }
+    /* Every missing field is named at once. */
+    CHECK(parse_edited("\"vocab_size\":512,\"hidden_size\":64,", "", &e) == K3_EINPUT &&
+              strstr(e.msg, "vocab_size") && strstr(e.msg, "hidden_size"),
+          "two missing fields: %s", e.msg);
+    CHECK(parse_edited("\"hidden_size\":64", "\"hidden_size\":\"64\"", &e) == K3_EINPUT &&
+              strstr(e.msg, "hidden_size"), "wrong type: %s", e.msg);
+    CHECK(parse_edited("\"kda_layers\":[1,2]", "\"kda_layers\":[1,7]", &e) == K3_EINPUT &&
+              strstr(e.msg, "kda_layers"), "layer out of range: %s", e.msg);
+    CHECK(parse_edited("\"kda_layers\":[1,2]", "\"kda_layers\":[1,3]", &e) == K3_EINPUT,
+          "layer in both lists: %s", e.msg);
+    CHECK(parse_edited("\"kda_layers\":[1,2]", "\"kda_layers\":[1]", &e) == K3_EINPUT,
+          "layer in neither list: %s", e.msg);
+    CHECK(parse_edited("\"num_experts_per_token\":2", "\"num_experts_per_token\":9", &e) == K3_EINPUT &&
+              strstr(e.msg, "num_experts_per_token"), "top-k > experts: %s", e.msg);
+    CHECK(parse_edited("\"moe_intermediate_size\":32", "\"moe_intermediate_size\":40", &e) == K3_EINPUT &&
+              strstr(e.msg, "32"), "MXFP4 width: %s", e.msg);
+    CHECK(parse_edited("\"sigmoid\"", "\"softmax\"", &e) == K3_EINPUT &&
+              strstr(e.msg, "moe_router_activation_func"), "router activation: %s", e.msg);
+    CHECK(parse_edited("\"quantization_config\"", "\"quantization_confi\"", &e) == K3_EINPUT &&
+              strstr(e.msg, "quantization_config"), "no quantization_config: %s", e.msg);
+    /* Flat configs are accepted. */
+    char flat[4096];
+    const char *inner = strchr(GOOD + 1, '{');
+    snprintf(flat, sizeof flat, "%.*s", (int)(strlen(inner) - 1), inner);
+    memset(&e, 0, sizeof e);
+    CHECK(k3_config_parse(&c, flat, strlen(flat), "config.json", &e) == K3_OK, "flat: %s", e.msg);
+    if (!e.code)
+        k3_config_free(&c);
+}
+
+int main(void)
+{
+    test_json();
+    test_config();
+    return check_report("test_parsers");
+}

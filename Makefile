@@ -33,7 +33,7 @@ CLI_OBJ  := $(CLI_SRC:%.c=$(BUILD)/%.o)
 TEST_BIN := $(TEST_SRC:tests/unit/%.c=$(BUILD)/tests/%)
 K3_BIN   := $(if $(filter build,$(BUILD)),bin/k3,$(BUILD)/bin/k3)
 
-.PHONY: all test asan ubsan clean
+.PHONY: all test asan ubsan clean demo
 all: $(K3_BIN) $(TEST_BIN)
 
 $(BUILD)/%.o: %.c
@@ -53,6 +53,7 @@ $(BUILD)/tests/%: tests/unit/%.c $(BUILD)/libk3.a
 	$(CC) $(ALL_CFLAGS) -MMD -MP -o $@ $< $(BUILD)/libk3.a $(LDLIBS)
 
 test: all
+	@sh scripts/deps.sh test
 	K3_BIN=$(K3_BIN) K3_BUILD=$(BUILD) PYTHON=$(PYTHON) sh tests/run.sh
 
 SAN_FLAGS = -fno-omit-frame-pointer -fno-sanitize-recover=all
@@ -60,6 +61,14 @@ asan:
 	$(MAKE) BUILD=build-asan OPT="-O1 -g" CFLAGS="$(SAN_FLAGS) -fsanitize=address,undefined" test
 ubsan:
 	$(MAKE) BUILD=build-ubsan OPT="-O1 -g" CFLAGS="$(SAN_FLAGS) -fsanitize=undefined" test
+
+# The README's first command: build, make the small demo model (release
+# format, random weights) and run it.
+DEMO_DIR ?= models/demo
+demo: $(K3_BIN)
+	@sh scripts/deps.sh demo
+	@test -f $(DEMO_DIR)/config.json || $(PYTHON) tools/make_checkpoint.py $(DEMO_DIR) --preset demo
+	$(K3_BIN) $(DEMO_DIR) --ids 1,2,3,4,5,6,7,8 --gen 16
 
 clean:
 	rm -rf build build-* bin

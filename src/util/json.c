@@ -5,6 +5,8 @@
  * MB (safetensors headers cap at 100 MB) and the arena grows in chunks. */
 #include "json.h"
 
+#include "util/error.h"
+
 #include <math.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -36,6 +38,7 @@ typedef struct {
     int failed;
 } parser;
 
+static void fail(parser *ps, const char *fmt, ...) K3_PRINTF(2, 3);
 static void fail(parser *ps, const char *fmt, ...)
 {
     if (ps->failed)

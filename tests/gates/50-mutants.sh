@@ -15,7 +15,9 @@ for preset in tiny-a tiny-b; do
 done
 for m in $("$PYTHON" tests/gates/mutants.py list); do
     "$PYTHON" tests/gates/mutants.py apply "$m" . "$work/$m"
-    make -s -C "$work/$m" bin/k3 OPT=-O1 WERROR= >/dev/null 2>&1
+    # A clean make: the parent make (e.g. make asan) must not pass its
+    # variables down through MAKEFLAGS.
+    MAKEFLAGS= MAKELEVEL= make -s -C "$work/$m" BUILD=build bin/k3 OPT=-O1 WERROR= CFLAGS= >/dev/null 2>&1
     caught=""
     for preset in tiny-a tiny-b; do
         dir="$K3_MODELS/$preset"

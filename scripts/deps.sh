@@ -1,0 +1,33 @@
+#!/bin/sh
+# deps.sh demo|test - installs what `make demo` or `make test` needs and is
+# missing, so the README's two commands work on a fresh Debian machine.
+#   demo: a C compiler, make, python3 with numpy (the model maker)
+#   test: the above plus node and npm, and the pinned npm packages (npm ci)
+# Uses apt-get (through sudo when not root). Prints what it installs; does
+# nothing when everything is present. Exit 1 if something cannot be had.
+set -eu
+what=${1:-demo}
+pkgs=""
+command -v cc >/dev/null 2>&1 || pkgs="$pkgs build-essential"
+command -v make >/dev/null 2>&1 || pkgs="$pkgs make"
+/usr/bin/python3 -c 'import numpy' >/dev/null 2>&1 || pkgs="$pkgs python3 python3-numpy"
+if [ "$what" = test ]; then
+    command -v node >/dev/null 2>&1 || pkgs="$pkgs nodejs"
+    command -v npm >/dev/null 2>&1 || pkgs="$pkgs npm"
+fi
+if [ -n "$pkgs" ]; then
+    echo "k3: installing missing packages:$pkgs"
+    if ! command -v apt-get >/dev/null 2>&1; then
+        echo "k3: no apt-get here; install:$pkgs" >&2
+        exit 1
+    fi
+    sudo=""
+    [ "$(id -u)" -eq 0 ] || sudo=sudo
+    $sudo apt-get update -qq
+    DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq --no-install-recommends $pkgs
+fi
+if [ "$what" = test ] && [ -f package-lock.json ] && [ ! -d node_modules ]; then
+    echo "k3: installing the pinned npm packages (npm ci)"
+    npm ci --no-audit --no-fund --loglevel=error
+fi
+exit 0

@@ -18,23 +18,26 @@ WERROR  ?= -Werror
 CFLAGS_BASE = -std=c99 -D_POSIX_C_SOURCE=200809L -D_FILE_OFFSET_BITS=64 \
 	-Wall -Wextra $(WERROR) -Wshadow -Wstrict-prototypes -Wmissing-prototypes \
 	-Wpointer-arith -Wvla -Wformat=2 -Wundef \
-	-ffp-contract=off -fno-fast-math -fopenmp -Iinclude -Isrc
+	-ffp-contract=off -fno-fast-math -fopenmp -pthread -Iinclude -Isrc
 CFLAGS  ?=
-LDLIBS  = -lm -fopenmp
+LDLIBS  = -lm -fopenmp -pthread
 ALL_CFLAGS = $(CFLAGS_BASE) $(OPT) $(CFLAGS)
 
 LIB_SRC  := $(sort $(wildcard src/*/*.c))
 LIB_SRC  := $(filter-out src/cli/%,$(LIB_SRC))
 CLI_SRC  := $(sort $(wildcard src/cli/*.c))
 TEST_SRC := $(sort $(wildcard tests/unit/test_*.c))
+# Test programs that gate scripts run with arguments (a model dir, ...).
+PROG_SRC := $(sort $(wildcard tests/progs/*.c))
 
 LIB_OBJ  := $(LIB_SRC:%.c=$(BUILD)/%.o)
 CLI_OBJ  := $(CLI_SRC:%.c=$(BUILD)/%.o)
 TEST_BIN := $(TEST_SRC:tests/unit/%.c=$(BUILD)/tests/%)
+PROG_BIN := $(PROG_SRC:tests/progs/%.c=$(BUILD)/progs/%)
 K3_BIN   := $(if $(filter build,$(BUILD)),bin/k3,$(BUILD)/bin/k3)
 
 .PHONY: all test asan ubsan clean demo
-all: $(K3_BIN) $(TEST_BIN)
+all: $(K3_BIN) $(TEST_BIN) $(PROG_BIN)
 
 $(BUILD)/%.o: %.c
 	@mkdir -p $(dir $@)
@@ -51,6 +54,10 @@ $(K3_BIN): $(CLI_OBJ) $(BUILD)/libk3.a
 $(BUILD)/tests/%: tests/unit/%.c $(BUILD)/libk3.a
 	@mkdir -p $(dir $@)
 	$(CC) $(ALL_CFLAGS) -MMD -MP -o $@ $< $(BUILD)/libk3.a $(LDLIBS)
+
+$(BUILD)/progs/%: tests/progs/%.c $(BUILD)/libk3.a
+	@mkdir -p $(dir $@)
+	$(CC) $(ALL_CFLAGS) -Itests/unit -MMD -MP -o $@ $< $(BUILD)/libk3.a $(LDLIBS)
 
 test: all
 	@sh scripts/deps.sh test
@@ -73,4 +80,4 @@ demo: $(K3_BIN)
 clean:
 	rm -rf build build-* bin
 
--include $(LIB_OBJ:.o=.d) $(CLI_OBJ:.o=.d) $(TEST_BIN:=.d)
+-include $(LIB_OBJ:.o=.d) $(CLI_OBJ:.o=.d) $(TEST_BIN:=.d) $(PROG_BIN:=.d)

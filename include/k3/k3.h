@@ -9,25 +9,73 @@
 
 #include <stddef.h>
 #include <stdint.h>
+#include <stdio.h>
 
 #include "k3/error.h"
 
 typedef struct k3_model k3_model;
 typedef struct k3_state k3_state;
 
+/* How the model is held in memory. None of these changes a computed bit;
+ * they trade memory for speed. GB means GiB (2^30 bytes). */
 typedef struct k3_model_opts {
-    int n_layers;  /* bind and run only the first n layers (diagnostics); 0 = all */
+    int n_layers;        /* bind and run only the first n layers (diagnostics); 0 = all */
+    double budget_gb;    /* total budget (a preset): splits trunk and cache; < 0 = unset */
+    double trunk_gb;     /* pinned trunk budget; layers beyond it stream; < 0 = pin all */
+    int trunk_layers;    /* pin exactly this many layers (diagnostics); < 0 = use trunk_gb */
+    int trunk_ring;      /* ring slots for streamed layers; 0 = default (2) */
+    double cache_gb;     /* expert cache budget; < 0 = every expert resident */
+    int64_t cache_experts; /* expert cache in experts (diagnostics); > 0 overrides cache_gb */
+    int stream_embed;    /* read embedding rows from disk per token */
+    int stream_lm_head;  /* stream lm_head through the ring instead of pinning it */
+    int64_t max_context; /* positions the KV cache is planned for; 0 = 4096 */
+    int max_batch;       /* largest number of tokens per k3_forward call; 0 = 512 */
+    int no_mem_check;    /* plan, but do not refuse a plan larger than the machine */
+    int plan_only;       /* index, bind and plan; load nothing (k3_forward unusable) */
+    const char *trunk_dir; /* packed trunk (k3 pack-trunk): layers and lm_head from
+                            * DIR/trunk.bin, checksummed; NULL = from the shards */
 } k3_model_opts;
 
+/* Everything resident, nothing streamed. */
+void k3_model_opts_default(k3_model_opts *o);
+
+/* Opens MODEL_DIR: reads the config, indexes the shards, binds and checks
+ * every tensor, makes the memory plan (K3_EBUDGET if it does not fit) and
+ * loads what the plan keeps resident. */
 int k3_model_open(k3_model **out, const char *dir, const k3_model_opts *opts, k3_err *e);
+
+/* Cumulative I/O of the run so far (for per-step deltas). */
+typedef struct k3_io_counters {
+    uint64_t trunk_bytes, expert_bytes;      /* bytes read from disk */
+    uint64_t expert_requests, expert_hits;
+    double io_wait_seconds;                  /* compute stalled on reads */
+} k3_io_counters;
+void k3_model_io(const k3_model *m, k3_io_counters *c);
+
+/* Writes every routed-expert request as a line "layer expert hit|miss"
+ * (for tools/sim_cache.py); NULL stops. */
+void k3_model_set_trace(k3_model *m, FILE *trace);
+
+/* Named memory budgets: ultra 8 GB, laptop 16, desktop 32, workstation 64,
+ * server 256, max (everything resident: -1), auto (what the machine has
+ * available now). Returns 0 and sets *gb, or -1 for an unknown name. */
+int k3_preset_budget(const char *name, double *gb);
+/* Prints the presets, and with a model the plan each would make. */
+void k3_print_presets(FILE *f);
+
+/* Prints the memory plan and the run's I/O statistics so far. */
+void k3_model_print_plan(const k3_model *m, FILE *f);
+void k3_model_print_io(const k3_model *m, FILE *f);
+/* The same as JSON members (no surrounding braces). */
+void k3_model_print_json(const k3_model *m, FILE *f, const char *indent);
 void k3_model_close(k3_model *m);
 
 uint32_t k3_model_vocab(const k3_model *m);
+/* Tensors in the checkpoint's shards (all of them, vision tower included). */
+size_t k3_model_tensor_count(const k3_model *m);
 int k3_model_n_layers(const k3_model *m);
 /* Generation stops on these ids (the config's eos_token_id list). */
 int k3_model_is_eos(const k3_model *m, uint32_t id);
-/* Bytes of weights read into memory. */
-uint64_t k3_model_weight_bytes(const k3_model *m);
 
 int k3_state_new(k3_state **out, const k3_model *m, k3_err *e);
 void k3_state_free(k3_state *s);

@@ -1,11 +1,21 @@
-/* main.c - the k3 command: parse options, open the model, dispatch. */
+/* main.c - the k3 command: parse options, then one of
+ *   --render-chat, --tokenize, --detokenize, --tokenize-jsonl (no model), or
+ *   generation from --prompt / --prompt-file (text out) or --ids (ids out). */
+#include <errno.h>
 #include <omp.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
 
+#include "cli/chat_cmd.h"
 #include "cli/generate.h"
 #include "cli/options.h"
+#include "cli/pack_cmd.h"
+#include "cli/tokenize_cmd.h"
 #include "k3/k3.h"
+#include "k3/tokenizer.h"
 #include "util/error.h"
 
 #ifndef K3_VERSION
@@ -15,14 +25,184 @@
 #define K3_GIT_COMMIT "unknown"
 #endif
 
+/* Prompt files may be large documents, but not unbounded. */
+#define MAX_PROMPT_BYTES (64u << 20)
+
 static int fail(const k3_err *e)
 {
     fprintf(stderr, "k3: error: %s\n", e->msg);
     return e->code;
 }
 
+/* DIR/trace.txt for --dump-cache-trace (DIR is created if missing). */
+static FILE *open_trace(const char *dir, k3_err *e)
+{
+    char path[4096];
+    if (mkdir(dir, 0777) != 0 && errno != EEXIST) {
+        k3_fail(e, K3_EINPUT, "--dump-cache-trace %s: cannot create: %s", dir, strerror(errno));
+        return NULL;
+    }
+    snprintf(path, sizeof path, "%s/trace.txt", dir);
+    FILE *f = fopen(path, "w");
+    if (!f)
+        k3_fail(e, K3_EINPUT, "%s: cannot create: %s", path, strerror(errno));
+    return f;
+}
+
+/* The prompt text of --prompt or --prompt-file (malloc'd), or NULL. */
+static char *prompt_text(const k3_options *o, size_t *len, k3_err *e)
+{
+    if (o->prompt_file)
+        return k3_read_small_file(e, o->prompt_file, MAX_PROMPT_BYTES, len);
+    if (!o->prompt)
+        return NULL;
+    *len = strlen(o->prompt);
+    char *t = k3_malloc(e, *len + 1, "prompt");
+    if (t)
+        memcpy(t, o->prompt, *len + 1);
+    return t;
+}
+
+/* The commands that need only a tokenizer (or nothing). Returns -1 when
+ * the options ask for none of them. */
+static int tokenizer_command(const k3_options *o, k3_err *e)
+{
+    if (!o->render_chat && !o->detokenize && !o->tokenize_jsonl && !o->tokenize)
+        return -1;
+    const char *dir = o->tok_dir ? o->tok_dir : o->model_dir;
+    k3_tokenizer *tok = NULL;
+    if (dir && k3_tok_load(&tok, dir, e) != K3_OK)
+        return e->code;
+    if (!tok && !(o->render_chat && !o->tokenize)) {
+        k3_fail(e, K3_EINPUT, "no tokenizer: give --tok DIR (or a MODEL_DIR holding tiktoken.model)");
+    } else if (o->render_chat) {
+        k3_cmd_render_chat(tok, o->render_chat, o->tokenize, stdout, e);
+    } else if (o->detokenize) {
+        if (k3_cmd_detokenize(tok, o->detokenize, stdout, e) == K3_OK)
+            fputc('\n', stdout);
+    } else if (o->tokenize_jsonl) {
+        k3_cmd_tokenize_jsonl(tok, o->tokenize_jsonl, o->prompt_special, stdout, e);
+    } else {
+        size_t len = 0;
+        char *text = prompt_text(o, &len, e);
+        if (text)
+            k3_cmd_tokenize(tok, text, len, o->prompt_special, stdout, e);
+        else if (!e->code)
+            k3_fail(e, K3_EINPUT, "--tokenize needs --prompt TEXT or --prompt-file FILE");
+        free(text);
+    }
+    k3_tok_free(tok);
+    return e->code;
+}
+
+/* Maps the memory options onto the model's. */
+static int model_options(const k3_options *o, size_t prompt_len, k3_model_opts *mo, k3_err *e)
+{
+    k3_model_opts_default(mo);
+    mo->n_layers = o->layers;
+    if (o->preset && k3_preset_budget(o->preset, &mo->budget_gb) != 0)
+        return k3_fail(e, K3_EINPUT, "--preset %s: expected ultra, laptop, desktop, workstation, "
+                                     "server, max or auto", o->preset);
+    if (o->trunk_gb >= 0 || o->cache_gb >= 0)
+        mo->budget_gb = -1; /* explicit sizes win over a preset */
+    mo->trunk_gb = o->trunk_gb;
+    mo->cache_gb = o->cache_gb;
+    mo->trunk_layers = (int)o->trunk_layers;
+    mo->cache_experts = o->cache_experts;
+    mo->trunk_ring = o->trunk_ring;
+    mo->stream_embed = o->stream_embed;
+    mo->stream_lm_head = o->stream_lm_head;
+    mo->max_context = o->max_context ? o->max_context : (int64_t)(prompt_len + (size_t)o->gen);
+    mo->max_batch = (int)(prompt_len + (size_t)o->gen);
+    mo->no_mem_check = o->no_mem_check;
+    mo->plan_only = o->plan_only;
+    mo->trunk_dir = o->trunk_dir;
+    return K3_OK;
+}
+
+static double seconds_now(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
+/* --plan: open (index + bind + plan, nothing loaded), print, exit. */
+static int plan_only(const k3_options *o, k3_err *e)
+{
+    k3_model_opts mo;
+    k3_model *m = NULL;
+    double t0 = seconds_now();
+    if (model_options(o, 1, &mo, e) == K3_OK && k3_model_open(&m, o->model_dir, &mo, e) == K3_OK) {
+        printf("indexed and bound %zu tensors in %.3f s\n", k3_model_tensor_count(m),
+               seconds_now() - t0);
+        k3_model_print_plan(m, stdout);
+    }
+    k3_model_close(m);
+    return e->code;
+}
+
+static int generate(const k3_options *o, k3_err *e)
+{
+    uint32_t *ids = NULL;
+    size_t n = 0;
+    k3_tokenizer *tok = NULL;
+    k3_model *m = NULL;
+    FILE *trace = NULL;
+    k3_model_opts mo;
+    if (o->ids_csv) {
+        if (k3_parse_ids(o->ids_csv, &ids, &n, e) != K3_OK)
+            goto done;
+    } else {
+        size_t len = 0;
+        char *text = prompt_text(o, &len, e);
+        if (!text) {
+            if (!e->code)
+                k3_fail(e, K3_EINPUT, "no prompt: give --prompt TEXT, --prompt-file FILE or --ids 1,2,3");
+            goto done;
+        }
+        if (k3_tok_load(&tok, o->tok_dir ? o->tok_dir : o->model_dir, e) == K3_OK)
+            k3_tok_encode(tok, text, len, o->prompt_special, &ids, &n, e);
+        free(text);
+        if (e->code)
+            goto done;
+        if (n == 0) {
+            k3_fail(e, K3_EINPUT, "the prompt is empty: there is nothing to continue from");
+            goto done;
+        }
+    }
+    if (model_options(o, n, &mo, e) != K3_OK || k3_model_open(&m, o->model_dir, &mo, e) != K3_OK)
+        goto done;
+    if (tok && k3_tok_vocab_size(tok) > k3_model_vocab(m)) {
+        k3_fail(e, K3_EINPUT, "the tokenizer has %u ids but the model only %u: wrong --tok?",
+                k3_tok_vocab_size(tok), k3_model_vocab(m));
+        goto done;
+    }
+    for (size_t i = 0; i < n; i++)
+        if (ids[i] >= k3_model_vocab(m)) {
+            k3_fail(e, K3_EINPUT, "--ids: token id %u is outside the vocabulary (%u ids)", ids[i],
+                    k3_model_vocab(m));
+            goto done;
+        }
+    if (!o->quiet)
+        k3_model_print_plan(m, stderr);
+    if (o->cache_trace_dir && !(trace = open_trace(o->cache_trace_dir, e)))
+        goto done;
+    k3_model_set_trace(m, trace);
+    k3_run_generate(m, o, ids, n, tok, e);
+done:
+    if (trace && fclose(trace) != 0)
+        k3_fail(e, K3_ERUNTIME, "%s: write failed", o->cache_trace_dir);
+    k3_model_close(m);
+    k3_tok_free(tok);
+    free(ids);
+    return e->code;
+}
+
 int main(int argc, char **argv)
 {
+    if (argc > 1 && !strcmp(argv[1], "pack-trunk"))
+        return k3_cmd_pack_trunk(argc - 1, argv + 1);
     k3_err e = { 0, "" };
     k3_options o;
     if (k3_options_parse(&o, argc, argv, &e) != K3_OK)
@@ -35,31 +215,20 @@ int main(int argc, char **argv)
         printf("k3 %s (commit %s)\n", K3_VERSION, K3_GIT_COMMIT);
         return 0;
     }
+    if (o.list_presets) {
+        k3_print_presets(stdout);
+        return 0;
+    }
+    if (o.threads)
+        omp_set_num_threads(o.threads);
+    int rc = tokenizer_command(&o, &e);
+    if (rc >= 0)
+        return rc ? fail(&e) : 0;
     if (!o.model_dir) {
         fprintf(stderr, "k3: error: no MODEL_DIR given (see k3 --help)\n");
         return K3_EINPUT;
     }
-    if (!o.ids_csv) {
-        fprintf(stderr, "k3: error: no prompt: give --ids 1,2,3 (see k3 --help)\n");
-        return K3_EINPUT;
-    }
-    if (o.threads)
-        omp_set_num_threads(o.threads);
-    uint32_t *ids = NULL;
-    size_t n = 0;
-    k3_model *m = NULL;
-    if (k3_parse_ids(o.ids_csv, &ids, &n, &e) != K3_OK)
-        return fail(&e);
-    k3_model_opts mo = { o.layers };
-    if (k3_model_open(&m, o.model_dir, &mo, &e) == K3_OK) {
-        for (size_t i = 0; i < n && !e.code; i++)
-            if (ids[i] >= k3_model_vocab(m))
-                k3_fail(&e, K3_EINPUT, "--ids: token id %u is outside the vocabulary (%u ids)",
-                        ids[i], k3_model_vocab(m));
-        if (!e.code)
-            k3_run_generate(m, &o, ids, n, &e);
-    }
-    k3_model_close(m);
-    free(ids);
-    return e.code ? fail(&e) : 0;
+    if (o.plan_only)
+        return plan_only(&o, &e) ? fail(&e) : 0;
+    return generate(&o, &e) ? fail(&e) : 0;
 }

@@ -11,6 +11,14 @@
 typedef struct k3_options {
     const char *model_dir;
     const char *ids_csv;          /* --ids */
+    const char *tok_dir;          /* --tok DIR (default: the model directory) */
+    const char *prompt;           /* --prompt TEXT */
+    const char *prompt_file;      /* --prompt-file FILE */
+    int prompt_special;           /* --prompt-special: special-token text becomes ids */
+    int tokenize;                 /* --tokenize: print the prompt's ids and exit */
+    const char *detokenize;       /* --detokenize IDS */
+    const char *tokenize_jsonl;   /* --tokenize-jsonl FILE (tokenizer gate) */
+    const char *render_chat;      /* --render-chat FILE */
     long gen;                     /* --gen N (default 16) */
     int recompute;                /* --recompute: rerun the whole sequence each step */
     int ignore_eos;               /* --ignore-eos: do not stop at an end-of-message id */
@@ -18,6 +26,18 @@ typedef struct k3_options {
     const char *dump_prompt_logits; /* --dump-prompt-logits FILE: one row per prompt token */
     const char *out_json;         /* --out FILE */
     int layers;                   /* --layers N */
+    const char *preset;           /* --preset NAME */
+    int list_presets;             /* --list-presets */
+    double trunk_gb, cache_gb;    /* --trunk-gb, --cache-gb (< 0: not given) */
+    int trunk_ring;               /* --trunk-ring N */
+    long trunk_layers;            /* --trunk-layers N (-1: not given) */
+    long cache_experts;           /* --cache-experts N (0: not given) */
+    int stream_embed, stream_lm_head; /* --stream-embed, --stream-lm-head */
+    long max_context;             /* --max-context N */
+    int no_mem_check;             /* --no-mem-check */
+    int plan_only;                /* --plan: print the memory plan and exit */
+    const char *trunk_dir;        /* --trunk DIR: packed trunk (k3 pack-trunk) */
+    const char *cache_trace_dir;  /* --dump-cache-trace DIR */
     int threads;                  /* --threads N (0 = all cores) */
     int quiet;                    /* --quiet */
     int help, version;

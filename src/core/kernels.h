@@ -13,7 +13,16 @@
  * so results do not depend on the thread count either.
  *
  * Weight elements are converted exactly to float before the FMA: BF16 by a
- * shift, MXFP4 as E2M1 value times 2^(scale-127), both exact in fp32. */
+ * shift, MXFP4 as E2M1 value times 2^(scale-127), both exact in fp32.
+ *
+ * IMPLEMENTATIONS. The functions below are drivers (matmul.c) over one
+ * table of inner loops per instruction set: the plain C kernels (kernels.c,
+ * "scalar", the reference), AVX2+FMA and AVX-512F (kernels_x86.c), NEON
+ * (kernels_neon.c). The table is chosen once per process at the first call
+ * (dispatch.c): the best the CPU runs, or the one named by the environment
+ * variable K3_KERNELS=scalar|avx2|avx512|neon (a name this build or CPU
+ * cannot run is an error, exit status 2). Every table follows the contract
+ * above, so the choice changes speed, never a bit of any result. */
 #ifndef K3_CORE_KERNELS_H
 #define K3_CORE_KERNELS_H
 
@@ -38,6 +47,12 @@ int64_t k3_mxfp4_find_nan_scale(const uint8_t *scales, size_t n);
 
 /* Canonical dot product (see the contract above). */
 float k3_dot(const float *a, const float *b, size_t n);
+/* y[i] = fmaf(a, x[i], y[i]) for i < n: elementwise, so any vector width
+ * gives the same bits. The building block for sums whose order runs over
+ * an outer index (state updates, transposed products). */
+void k3_axpy(float *y, float a, const float *x, size_t n);
+/* Name of the kernel table in use ("scalar", "avx2", "avx512", "neon"). */
+const char *k3_kernels_name(void);
 
 /* y[r] = row r of m . x  for r in [0, rows). */
 void k3_matvec(const k3_mat *m, const float *x, float *y);
@@ -48,7 +63,7 @@ void k3_matmul(const k3_mat *m, const float *X, size_t T, float *Y);
 /* Rows [r0, r0+n) of m as a matrix of its own (no copy). */
 k3_mat k3_mat_rows(const k3_mat *m, int64_t r0, int64_t n);
 /* y[c] = sum over rows r of m[r][c] * x[r]  (x has rows entries, y cols).
- * Order: rows r = 0..rows-1, one fmaf each, for every c. */
+ * Order: y[c] starts at 0, then rows r = 0..rows-1, one fmaf each, for every c. */
 void k3_matvec_t(const k3_mat *m, const float *x, float *y);
 
 /* out = x / sqrt(mean(x^2) + eps) * w   (out may alias x). */

@@ -98,11 +98,10 @@ void k3_kda_step(const k3_config *cfg, const k3_kda_weights *w, float *hist, flo
     }
 }
 
-int k3_kda_forward(const k3_model *m, k3_state *s, int layer, const float *x, size_t T,
-                   float *out, k3_err *e)
+int k3_kda_forward(const k3_config *cfg, const k3_layer_weights *lw, k3_state *s, int layer,
+                   const float *x, size_t T, float *out, k3_err *e)
 {
-    const k3_config *cfg = &m->cfg;
-    const k3_kda_weights *w = &m->w.layers[layer].kda;
+    const k3_kda_weights *w = &lw->kda;
     size_t NH = (size_t)cfg->kda_num_heads, D = (size_t)cfg->kda_head_dim, C = NH * D;
     float eps = (float)cfg->rms_norm_eps;
     /* Projections of all T tokens, then the recurrence token by token. */

@@ -49,11 +49,10 @@ void k3_mla_attend(const k3_config *cfg, const k3_mat *kv_b, const float *cache,
     }
 }
 
-int k3_mla_forward(const k3_model *m, k3_state *s, int layer, const float *x, size_t T,
-                   float *out, k3_err *e)
+int k3_mla_forward(const k3_config *cfg, const k3_layer_weights *lw, k3_state *s, int layer,
+                   const float *x, size_t T, float *out, k3_err *e)
 {
-    const k3_config *cfg = &m->cfg;
-    const k3_mla_weights *w = &m->w.layers[layer].mla;
+    const k3_mla_weights *w = &lw->mla;
     size_t NH = (size_t)cfg->num_attention_heads, QL = (size_t)cfg->q_lora_rank;
     size_t R = (size_t)cfg->kv_lora_rank, DR = (size_t)cfg->qk_rope_head_dim;
     size_t DV = (size_t)cfg->v_head_dim, DQ = (size_t)cfg->qk_nope_head_dim + DR, KW = R + DR;

@@ -2,16 +2,32 @@
 #ifndef K3_MODEL_MODEL_H
 #define K3_MODEL_MODEL_H
 
+#include "cache/expert_cache.h"
 #include "io/safetensors.h"
+#include "io/trunk.h"
+#include "io/trunk_file.h"
 #include "k3/k3.h"
 #include "model/config.h"
+#include "model/plan.h"
 #include "model/weights.h"
 
 struct k3_model {
     k3_config cfg;
     k3_st_index *ix;
     k3_weights w;
+    k3_plan plan;
+    k3_trunk *trunk;          /* layer and lm_head runs */
+    k3_trunk_file *trunk_file;/* --trunk: the runs come from its trunk.bin */
+    k3_expert_cache *experts; /* NULL when the model has no MoE layer */
 };
+
+/* Where a MoE block gets its routed experts: a resident array indexed by
+ * expert id (tests), or the expert cache for `layer`. */
+typedef struct k3_expert_source {
+    const k3_expert *resident;
+    k3_expert_cache *cache;
+    int layer;
+} k3_expert_source;
 
 /* Per-sequence state. KDA layers keep the last K-1 pre-conv inputs of q, k
  * and v (oldest first) and the recurrent state S [heads][key d][value d];
@@ -55,18 +71,16 @@ void k3_route(const k3_config *c, const float *logit, const float *bias, int32_t
               float *weights, float *sig);
 
 /* The MoE block on T tokens of x [T][H] (moe.c). */
-int k3_moe_block(const k3_config *c, const k3_moe_weights *w, const float *x, size_t T,
-                 float *out, k3_err *e);
+int k3_moe_block(const k3_config *c, const k3_moe_weights *w, const k3_expert_source *src,
+                 const float *x, size_t T, float *out, k3_err *e);
 
-/* The three blocks, over T consecutive tokens at positions s->pos... x is
- * [T][H] (already normed); out is [T][H]. */
-int k3_kda_forward(const k3_model *m, k3_state *s, int layer, const float *x, size_t T,
-                   float *out, k3_err *e);
-int k3_mla_forward(const k3_model *m, k3_state *s, int layer, const float *x, size_t T,
-                   float *out, k3_err *e);
-int k3_moe_forward(const k3_model *m, int layer, const float *x, size_t T, float *out,
-                   k3_err *e);
-int k3_dense_mlp_forward(const k3_model *m, int layer, const float *x, size_t T, float *out,
-                         k3_err *e);
+/* The blocks, over T consecutive tokens at positions s->pos... with layer
+ * `layer`'s weights in view lw. x is [T][H] (already normed); out [T][H]. */
+int k3_kda_forward(const k3_config *c, const k3_layer_weights *lw, k3_state *s, int layer,
+                   const float *x, size_t T, float *out, k3_err *e);
+int k3_mla_forward(const k3_config *c, const k3_layer_weights *lw, k3_state *s, int layer,
+                   const float *x, size_t T, float *out, k3_err *e);
+int k3_dense_mlp_forward(const k3_config *c, const k3_layer_weights *lw, const float *x,
+                         size_t T, float *out, k3_err *e);
 
 #endif

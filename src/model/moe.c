@@ -66,26 +66,97 @@ static void situ_mlp(const k3_mat *gate, const k3_mat *up, const k3_mat *down, c
     k3_matmul(down, tmp, T, out);
 }
 
-int k3_dense_mlp_forward(const k3_model *m, int layer, const float *x, size_t T, float *out,
-                         k3_err *e)
+int k3_dense_mlp_forward(const k3_config *c, const k3_layer_weights *L, const float *x,
+                         size_t T, float *out, k3_err *e)
 {
-    const k3_layer_weights *L = &m->w.layers[layer];
     float *tmp = k3_malloc(e, 2 * T * (size_t)L->gate.rows * sizeof *tmp, "MLP scratch");
     if (!tmp)
         return e->code;
-    situ_mlp(&L->gate, &L->up, &L->down, x, T, out, tmp, (float)m->cfg.situ_beta,
-             (float)m->cfg.situ_linear_beta);
+    situ_mlp(&L->gate, &L->up, &L->down, x, T, out, tmp, (float)c->situ_beta,
+             (float)c->situ_linear_beta);
     free(tmp);
     return K3_OK;
 }
 
-int k3_moe_forward(const k3_model *m, int layer, const float *x, size_t T, float *out, k3_err *e)
+/* Up to n experts' views: from the resident array or pinned in the cache. */
+static int fetch(const k3_expert_source *src, const int32_t *ids, size_t n,
+                 const k3_expert **out, k3_err *e)
 {
-    return k3_moe_block(&m->cfg, &m->w.layers[layer].moe, x, T, out, e);
+    if (src->resident) {
+        for (size_t i = 0; i < n; i++)
+            out[i] = &src->resident[ids[i]];
+        return K3_OK;
+    }
+    return k3_ec_fetch(src->cache, src->layer, ids, n, out, e);
 }
 
-int k3_moe_block(const k3_config *c, const k3_moe_weights *w, const float *x, size_t T,
-                 float *out, k3_err *e)
+static void release(const k3_expert_source *src, const int32_t *ids, size_t n)
+{
+    if (!src->resident)
+        k3_ec_release(src->cache, src->layer, ids, n);
+}
+
+/* The routed experts of all T tokens. Each expert any token chose is
+ * fetched once (the union, ascending, in chunks no larger than what the
+ * source can pin at once) and applied to every token that chose it. Each
+ * token's chosen ids are ascending and so is the union, so every token
+ * still adds its experts' outputs in ascending expert order: the sum does
+ * not depend on T, the chunking or the cache. */
+static int routed(const k3_config *c, const k3_expert_source *src, const int32_t *ids,
+                  const float *wts, const float *z, size_t T, float *y, float *act, k3_err *e)
+{
+    size_t E = (size_t)c->num_experts, k = (size_t)c->num_experts_per_token;
+    size_t Z = (size_t)c->routed_expert_hidden_size, F = (size_t)c->moe_intermediate_size;
+    float b1 = (float)c->situ_beta, b2 = (float)c->situ_linear_beta;
+    size_t cap = src->resident ? E : k3_ec_capacity(src->cache);
+    int32_t *uni = k3_malloc(e, (E + 1) * sizeof *uni, "MoE union");
+    const k3_expert **views = k3_malloc(e, (E + 1) * sizeof *views, "MoE union");
+    size_t *next = k3_calloc(e, T + 1, sizeof *next, "MoE union"); /* per token: next pick */
+    if (!uni || !views || !next) {
+        free(uni), free(views), free(next);
+        return e->code;
+    }
+    size_t nu = 0;
+    for (size_t x = 0; x < E; x++)
+        for (size_t t = 0; t < T; t++) {
+            size_t j = 0;
+            while (j < k && ids[t * k + j] != (int32_t)x)
+                j++;
+            if (j < k) {
+                uni[nu++] = (int32_t)x;
+                break;
+            }
+        }
+    float *h = act, *u = h + F, *o = u + F;
+    int rc = K3_OK;
+    for (size_t c0 = 0; c0 < nu && rc == K3_OK; c0 += cap) {
+        size_t n = nu - c0 < cap ? nu - c0 : cap;
+        if ((rc = fetch(src, uni + c0, n, views, e)) != K3_OK)
+            break;
+        for (size_t q = 0; q < n; q++) {
+            const k3_expert *ex = views[q];
+            for (size_t t = 0; t < T; t++) {
+                size_t j = next[t];
+                if (j >= k || ids[t * k + j] != uni[c0 + q])
+                    continue;
+                next[t]++;
+                k3_matvec(&ex->w1, z + t * Z, h);
+                k3_matvec(&ex->w3, z + t * Z, u);
+                k3_situ(h, u, F, b1, b2);
+                k3_matvec(&ex->w2, h, o);
+                float wj = wts[t * k + j];
+                for (size_t i = 0; i < Z; i++)
+                    y[t * Z + i] = fmaf(wj, o[i], y[t * Z + i]);
+            }
+        }
+        release(src, uni + c0, n);
+    }
+    free(uni), free(views), free(next);
+    return rc;
+}
+
+int k3_moe_block(const k3_config *c, const k3_moe_weights *w, const k3_expert_source *src,
+                 const float *x, size_t T, float *out, k3_err *e)
 {
     size_t H = (size_t)c->hidden_size, E = (size_t)c->num_experts;
     size_t k = (size_t)c->num_experts_per_token, Z = (size_t)c->routed_expert_hidden_size;
@@ -102,36 +173,26 @@ int k3_moe_block(const k3_config *c, const k3_moe_weights *w, const float *x, si
         return e->code;
     }
     float *logits = buf, *sig = logits + T * E, *wts = sig + E, *z = wts + T * k;
-    float *y = z + T * Z, *tmp = y + T * Z, *shared = tmp + 2 * T * wide;
-    float *h = shared + T * H, *u = h + F, *o = u + F; /* one expert's activations */
+    float *y = z + T * Z, *tmp = y + T * Z, *shared = tmp + 2 * T * wide, *act = shared + T * H;
 
     k3_matmul(&w->router, x, T, logits);
     for (size_t t = 0; t < T; t++)
         k3_route(c, logits + t * E, w->router_bias, ids + t * k, wts + t * k, sig);
     k3_matmul(&w->latent_down, x, T, z);
     memset(y, 0, T * Z * sizeof *y);
-    for (size_t t = 0; t < T; t++) {
-        float *yt = y + t * Z;
-        for (size_t j = 0; j < k; j++) {
-            const k3_expert *ex = &w->experts[ids[t * k + j]];
-            k3_matvec(&ex->w1, z + t * Z, h);
-            k3_matvec(&ex->w3, z + t * Z, u);
-            k3_situ(h, u, F, b1, b2);
-            k3_matvec(&ex->w2, h, o);
-            float wj = wts[t * k + j];
-            for (size_t i = 0; i < Z; i++)
-                yt[i] = fmaf(wj, o[i], yt[i]);
-        }
+    int rc = routed(c, src, ids, wts, z, T, y, act, e);
+    if (rc == K3_OK) {
         if (w->latent_norm)
-            k3_rmsnorm(yt, yt, w->latent_norm, Z, (float)c->rms_norm_eps);
-    }
-    k3_matmul(&w->latent_up, y, T, out);
-    if (S > 0) {
-        situ_mlp(&w->shared_gate, &w->shared_up, &w->shared_down, x, T, shared, tmp, b1, b2);
-        for (size_t i = 0; i < T * H; i++)
-            out[i] = out[i] + shared[i];
+            for (size_t t = 0; t < T; t++)
+                k3_rmsnorm(y + t * Z, y + t * Z, w->latent_norm, Z, (float)c->rms_norm_eps);
+        k3_matmul(&w->latent_up, y, T, out);
+        if (S > 0) {
+            situ_mlp(&w->shared_gate, &w->shared_up, &w->shared_down, x, T, shared, tmp, b1, b2);
+            for (size_t i = 0; i < T * H; i++)
+                out[i] = out[i] + shared[i];
+        }
     }
     free(buf);
     free(ids);
-    return K3_OK;
+    return rc;
 }

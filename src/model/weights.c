@@ -1,17 +1,25 @@
 /* weights.c - see weights.h. */
 #include "model/weights.h"
 
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "util/error.h"
 
+/* Matrices start at multiples of this in a run image (cache lines; also
+ * keeps every k3_mat's rows where SIMD loads like them). */
+#define IMAGE_ALIGN 64
+
 typedef struct {
     k3_weights *w;
     const k3_st_index *ix;
     k3_err *e;
     char name[256];
+    size_t run;              /* run being described */
+    size_t capslots;
+    size_t cappieces;
 } binder;
 
 static void *keep(binder *b, void *p)
@@ -34,8 +42,8 @@ static void *keep(binder *b, void *p)
     return p;
 }
 
-/* Finds b->name, checks dtype and shape (dims < 0 end the list), reads it. */
-static void *load(binder *b, k3_dtype dt, int64_t d0, int64_t d1, int64_t d2)
+/* Finds b->name and checks dtype and shape (dims < 0 end the list). */
+static const k3_tensor_info *check(binder *b, k3_dtype dt, int64_t d0, int64_t d1, int64_t d2)
 {
     if (b->e->code)
         return NULL;
@@ -61,37 +69,85 @@ static void *load(binder *b, k3_dtype dt, int64_t d0, int64_t d1, int64_t d2)
                 k3_dtype_name(t->dtype), got, k3_dtype_name(dt), exp);
         return NULL;
     }
+    return t;
+}
+
+/* Checks and reads b->name into memory. */
+static void *load(binder *b, k3_dtype dt, int64_t d0, int64_t d1, int64_t d2)
+{
+    const k3_tensor_info *t = check(b, dt, d0, d1, d2);
+    if (!t)
+        return NULL;
     void *p = keep(b, k3_malloc(b->e, (size_t)t->nbytes, b->name));
     if (p && k3_st_read(b->ix, t, 0, t->nbytes, p, b->e) != K3_OK)
         return NULL;
-    b->w->bytes += t->nbytes;
+    b->w->small_bytes += t->nbytes;
     return p;
 }
 
-static void set_name(binder *b, const char *prefix, int layer, const char *suffix)
+static void set_name(binder *b, int layer, const char *suffix)
 {
     if (layer >= 0)
         snprintf(b->name, sizeof b->name, "language_model.model.layers.%d.%s", layer, suffix);
     else
-        snprintf(b->name, sizeof b->name, "%s%s", prefix, suffix);
+        snprintf(b->name, sizeof b->name, "language_model.%s", suffix);
 }
 
-static k3_mat bf16_mat(binder *b, int layer, const char *suffix, int64_t rows, int64_t cols)
+/* Describes a BF16 matrix as the next piece of the current run, to be
+ * found at byte `field` of the view structure. */
+static k3_mat bf16_mat(binder *b, int layer, const char *suffix, size_t field, int64_t rows,
+                       int64_t cols)
 {
     k3_mat m = { K3_MAT_BF16, rows, cols, NULL, NULL };
-    set_name(b, "", layer, suffix);
-    m.w = load(b, K3_DT_BF16, rows, cols, -1);
+    set_name(b, layer, suffix);
+    const k3_tensor_info *t = check(b, K3_DT_BF16, rows, cols, -1);
+    if (!t)
+        return m;
+    k3_weights *w = b->w;
+    k3_run *r = &w->runs[b->run];
+    if (r->npieces == b->cappieces || w->nslots[b->run] == b->capslots) {
+        b->cappieces = b->cappieces ? 2 * b->cappieces : 32;
+        b->capslots = b->cappieces;
+        k3_run_piece *np = realloc(r->pieces, b->cappieces * sizeof *np);
+        k3_mat_slot *ns = np ? realloc(w->slots[b->run], b->capslots * sizeof *ns) : NULL;
+        if (np)
+            r->pieces = np;
+        if (!np || !ns) {
+            k3_fail(b->e, K3_ERUNTIME, "out of memory binding weights");
+            return m;
+        }
+        w->slots[b->run] = ns;
+    }
+    uint64_t off = (r->bytes + IMAGE_ALIGN - 1) / IMAGE_ALIGN * IMAGE_ALIGN;
+    k3_run_piece *p = &r->pieces[r->npieces++];
+    memset(p, 0, sizeof *p);
+    p->fd = k3_st_shard_fd(b->ix, t->shard);
+    p->path = k3_st_shard_path(b->ix, t->shard);
+    p->tensor = t->name;
+    p->src_off = t->offset;
+    p->len = t->nbytes;
+    p->dst_off = off;
+    k3_mat_slot *s = &w->slots[b->run][w->nslots[b->run]++];
+    s->field = field;
+    s->image_off = off;
+    r->bytes = off + t->nbytes;
     return m;
 }
 
-/* A BF16 or F32 vector of n (optionally [1,n]) converted to float. */
+/* Starts describing run `run`. */
+static void begin_run(binder *b, size_t run, const char *name)
+{
+    b->run = run;
+    b->cappieces = b->capslots = 0;
+    b->w->runs[run].name = name;
+}
+
+/* A BF16 or F32 vector of n (or [1,n] when row) read and converted to float. */
 static float *vec(binder *b, int layer, const char *suffix, k3_dtype dt, int64_t n, int row)
 {
-    set_name(b, "language_model.", layer, suffix);
+    set_name(b, layer, suffix);
     void *raw = row ? load(b, dt, 1, n, -1) : load(b, dt, n, -1, -1);
-    if (!raw)
-        return NULL;
-    if (dt == K3_DT_F32)
+    if (!raw || dt == K3_DT_F32)
         return raw;
     float *f = keep(b, k3_malloc(b->e, (size_t)n * sizeof *f, b->name));
     if (f)
@@ -100,25 +156,7 @@ static float *vec(binder *b, int layer, const char *suffix, k3_dtype dt, int64_t
     return f;
 }
 
-static k3_mat mxfp4_mat(binder *b, int layer, int expert, const char *which, int64_t rows,
-                        int64_t cols)
-{
-    k3_mat m = { K3_MAT_MXFP4, rows, cols, NULL, NULL };
-    char suffix[128];
-    snprintf(suffix, sizeof suffix, "block_sparse_moe.experts.%d.%s.weight_packed", expert, which);
-    set_name(b, "", layer, suffix);
-    m.w = load(b, K3_DT_U8, rows, cols / 2, -1);
-    snprintf(suffix, sizeof suffix, "block_sparse_moe.experts.%d.%s.weight_scale", expert, which);
-    set_name(b, "", layer, suffix);
-    m.scales = load(b, K3_DT_U8, rows, cols / 32, -1);
-    if (m.scales) {
-        int64_t bad = k3_mxfp4_find_nan_scale(m.scales, (size_t)(rows * (cols / 32)));
-        if (bad >= 0)
-            k3_fail(b->e, K3_EINPUT, "tensor %s: scale byte %lld is 255 (E8M0 NaN)", b->name,
-                    (long long)bad);
-    }
-    return m;
-}
+#define FIELD(member) offsetof(k3_layer_weights, member)
 
 static void bind_kda(binder *b, const k3_config *c, int i, k3_kda_weights *k)
 {
@@ -126,23 +164,23 @@ static void bind_kda(binder *b, const k3_config *c, int i, k3_kda_weights *k)
     int64_t K = c->short_conv_kernel_size;
     static const char *conv_names[3] = { "self_attn.q_conv1d.weight", "self_attn.k_conv1d.weight",
                                          "self_attn.v_conv1d.weight" };
-    k->q = bf16_mat(b, i, "self_attn.q_proj.weight", C, H);
-    k->k = bf16_mat(b, i, "self_attn.k_proj.weight", C, H);
-    k->v = bf16_mat(b, i, "self_attn.v_proj.weight", C, H);
-    k->g = bf16_mat(b, i, "self_attn.g_proj.weight", C, H);
-    k->o = bf16_mat(b, i, "self_attn.o_proj.weight", H, C);
-    k->f_a = bf16_mat(b, i, "self_attn.f_a_proj.weight", D, H);
-    k->f_b = bf16_mat(b, i, "self_attn.f_b_proj.weight", C, D);
-    k->b = bf16_mat(b, i, "self_attn.b_proj.weight", c->kda_num_heads, H);
+    k->q = bf16_mat(b, i, "self_attn.q_proj.weight", FIELD(kda.q), C, H);
+    k->k = bf16_mat(b, i, "self_attn.k_proj.weight", FIELD(kda.k), C, H);
+    k->v = bf16_mat(b, i, "self_attn.v_proj.weight", FIELD(kda.v), C, H);
+    k->g = bf16_mat(b, i, "self_attn.g_proj.weight", FIELD(kda.g), C, H);
+    k->o = bf16_mat(b, i, "self_attn.o_proj.weight", FIELD(kda.o), H, C);
+    k->f_a = bf16_mat(b, i, "self_attn.f_a_proj.weight", FIELD(kda.f_a), D, H);
+    k->f_b = bf16_mat(b, i, "self_attn.f_b_proj.weight", FIELD(kda.f_b), C, D);
+    k->b = bf16_mat(b, i, "self_attn.b_proj.weight", FIELD(kda.b), c->kda_num_heads, H);
     for (int j = 0; j < 3; j++) {
-        set_name(b, "", i, conv_names[j]);
+        set_name(b, i, conv_names[j]);
         k->conv[j] = load(b, K3_DT_F32, C, 1, K);
     }
-    set_name(b, "", i, "self_attn.A_log");
+    set_name(b, i, "self_attn.A_log");
     k->A_log = load(b, K3_DT_F32, D, -1, -1);
-    set_name(b, "", i, "self_attn.dt_bias");
+    set_name(b, i, "self_attn.dt_bias");
     k->dt_bias = load(b, K3_DT_F32, C, -1, -1);
-    set_name(b, "", i, "self_attn.o_norm.weight");
+    set_name(b, i, "self_attn.o_norm.weight");
     k->o_norm = load(b, K3_DT_F32, D, -1, -1);
 }
 
@@ -150,39 +188,67 @@ static void bind_mla(binder *b, const k3_config *c, int i, k3_mla_weights *m)
 {
     int64_t H = c->hidden_size, NH = c->num_attention_heads;
     int64_t dq = c->qk_nope_head_dim + c->qk_rope_head_dim;
-    m->q_a = bf16_mat(b, i, "self_attn.q_a_proj.weight", c->q_lora_rank, H);
+    m->q_a = bf16_mat(b, i, "self_attn.q_a_proj.weight", FIELD(mla.q_a), c->q_lora_rank, H);
     m->q_a_norm = vec(b, i, "self_attn.q_a_layernorm.weight", K3_DT_BF16, c->q_lora_rank, 0);
-    m->q_b = bf16_mat(b, i, "self_attn.q_b_proj.weight", NH * dq, c->q_lora_rank);
-    m->kv_a = bf16_mat(b, i, "self_attn.kv_a_proj_with_mqa.weight",
+    m->q_b = bf16_mat(b, i, "self_attn.q_b_proj.weight", FIELD(mla.q_b), NH * dq, c->q_lora_rank);
+    m->kv_a = bf16_mat(b, i, "self_attn.kv_a_proj_with_mqa.weight", FIELD(mla.kv_a),
                        c->kv_lora_rank + c->qk_rope_head_dim, H);
     m->kv_a_norm = vec(b, i, "self_attn.kv_a_layernorm.weight", K3_DT_BF16, c->kv_lora_rank, 0);
-    m->kv_b = bf16_mat(b, i, "self_attn.kv_b_proj.weight",
+    m->kv_b = bf16_mat(b, i, "self_attn.kv_b_proj.weight", FIELD(mla.kv_b),
                        NH * (c->qk_nope_head_dim + c->v_head_dim), c->kv_lora_rank);
-    m->g = bf16_mat(b, i, "self_attn.g_proj.weight", NH * c->v_head_dim, H);
-    m->o = bf16_mat(b, i, "self_attn.o_proj.weight", H, NH * c->v_head_dim);
+    m->g = bf16_mat(b, i, "self_attn.g_proj.weight", FIELD(mla.g), NH * c->v_head_dim, H);
+    m->o = bf16_mat(b, i, "self_attn.o_proj.weight", FIELD(mla.o), H, NH * c->v_head_dim);
 }
 
 static void bind_moe(binder *b, const k3_config *c, int i, k3_moe_weights *m)
 {
     int64_t H = c->hidden_size, E = c->num_experts, Z = c->routed_expert_hidden_size;
-    int64_t F = c->moe_intermediate_size, S = c->moe_intermediate_size * c->num_shared_experts;
-    m->router = bf16_mat(b, i, "block_sparse_moe.gate.weight", E, H);
-    set_name(b, "", i, "block_sparse_moe.gate.e_score_correction_bias");
+    int64_t S = c->moe_intermediate_size * c->num_shared_experts;
+    m->router = bf16_mat(b, i, "block_sparse_moe.gate.weight", FIELD(moe.router), E, H);
+    set_name(b, i, "block_sparse_moe.gate.e_score_correction_bias");
     m->router_bias = load(b, K3_DT_F32, E, -1, -1);
-    m->latent_down = bf16_mat(b, i, "block_sparse_moe.routed_expert_down_proj.weight", Z, H);
-    m->latent_up = bf16_mat(b, i, "block_sparse_moe.routed_expert_up_proj.weight", H, Z);
+    m->latent_down = bf16_mat(b, i, "block_sparse_moe.routed_expert_down_proj.weight",
+                              FIELD(moe.latent_down), Z, H);
+    m->latent_up = bf16_mat(b, i, "block_sparse_moe.routed_expert_up_proj.weight",
+                            FIELD(moe.latent_up), H, Z);
     if (c->latent_moe_use_norm)
         m->latent_norm = vec(b, i, "block_sparse_moe.routed_expert_norm.weight", K3_DT_BF16, Z, 0);
     if (S > 0) {
-        m->shared_gate = bf16_mat(b, i, "block_sparse_moe.shared_experts.gate_proj.weight", S, H);
-        m->shared_up = bf16_mat(b, i, "block_sparse_moe.shared_experts.up_proj.weight", S, H);
-        m->shared_down = bf16_mat(b, i, "block_sparse_moe.shared_experts.down_proj.weight", H, S);
+        m->shared_gate = bf16_mat(b, i, "block_sparse_moe.shared_experts.gate_proj.weight",
+                                  FIELD(moe.shared_gate), S, H);
+        m->shared_up = bf16_mat(b, i, "block_sparse_moe.shared_experts.up_proj.weight",
+                                FIELD(moe.shared_up), S, H);
+        m->shared_down = bf16_mat(b, i, "block_sparse_moe.shared_experts.down_proj.weight",
+                                  FIELD(moe.shared_down), H, S);
     }
-    m->experts = keep(b, k3_calloc(b->e, (size_t)E, sizeof *m->experts, "expert table"));
-    for (int x = 0; m->experts && x < E && !b->e->code; x++) {
-        m->experts[x].w1 = mxfp4_mat(b, i, x, "w1", F, Z);
-        m->experts[x].w3 = mxfp4_mat(b, i, x, "w3", F, Z);
-        m->experts[x].w2 = mxfp4_mat(b, i, x, "w2", Z, F);
+}
+
+static void bind_layer(binder *b, const k3_config *c, int i, k3_layer_weights *L)
+{
+    int64_t H = c->hidden_size;
+    char *name = keep(b, k3_malloc(b->e, 32, "run name"));
+    if (!name)
+        return;
+    snprintf(name, 32, "layer %d", i);
+    begin_run(b, (size_t)i, name);
+    L->kind = c->layer_kind[i];
+    L->dense = i < c->first_k_dense_replace;
+    L->input_norm = vec(b, i, "input_layernorm.weight", K3_DT_BF16, H, 0);
+    L->post_norm = vec(b, i, "post_attention_layernorm.weight", K3_DT_BF16, H, 0);
+    L->attn_res_norm = vec(b, i, "self_attention_res_norm.weight", K3_DT_BF16, H, 0);
+    L->attn_res_proj = vec(b, i, "self_attention_res_proj.weight", K3_DT_BF16, H, 1);
+    L->mlp_res_norm = vec(b, i, "mlp_res_norm.weight", K3_DT_BF16, H, 0);
+    L->mlp_res_proj = vec(b, i, "mlp_res_proj.weight", K3_DT_BF16, H, 1);
+    if (L->kind == K3_LAYER_KDA)
+        bind_kda(b, c, i, &L->kda);
+    else
+        bind_mla(b, c, i, &L->mla);
+    if (L->dense) {
+        L->gate = bf16_mat(b, i, "mlp.gate_proj.weight", FIELD(gate), c->intermediate_size, H);
+        L->up = bf16_mat(b, i, "mlp.up_proj.weight", FIELD(up), c->intermediate_size, H);
+        L->down = bf16_mat(b, i, "mlp.down_proj.weight", FIELD(down), H, c->intermediate_size);
+    } else {
+        bind_moe(b, c, i, &L->moe);
     }
 }
 
@@ -190,51 +256,99 @@ int k3_weights_bind(k3_weights *w, const k3_config *c, const k3_st_index *ix, in
                     k3_err *e)
 {
     memset(w, 0, sizeof *w);
-    binder b = { w, ix, e, "" };
+    binder b;
+    memset(&b, 0, sizeof b);
+    b.w = w;
+    b.ix = ix;
+    b.e = e;
     int64_t V = c->vocab_size, H = c->hidden_size;
     w->n_layers = n_layers;
-    w->embed = bf16_mat(&b, -1, "language_model.model.embed_tokens.weight", V, H);
-    if (c->tie_word_embeddings)
-        w->lm_head = w->embed;
-    else
-        w->lm_head = bf16_mat(&b, -1, "language_model.lm_head.weight", V, H);
+    w->nruns = (size_t)n_layers + 1;
+    w->runs = keep(&b, k3_calloc(e, w->nruns, sizeof *w->runs, "runs"));
+    w->slots = keep(&b, k3_calloc(e, w->nruns, sizeof *w->slots, "runs"));
+    w->nslots = keep(&b, k3_calloc(e, w->nruns, sizeof *w->nslots, "runs"));
+    w->layers = keep(&b, k3_calloc(e, (size_t)n_layers, sizeof *w->layers, "layers"));
+    if (e->code)
+        goto fail;
+
+    set_name(&b, -1, "model.embed_tokens.weight");
+    w->embed_info = check(&b, K3_DT_BF16, V, H, -1);
+    w->embed = (k3_mat){ K3_MAT_BF16, V, H, NULL, NULL };
+    begin_run(&b, (size_t)n_layers, "lm_head");
+    w->lm_head = bf16_mat(&b, -1, c->tie_word_embeddings ? "model.embed_tokens.weight"
+                                                         : "lm_head.weight", 0, V, H);
     w->final_norm = vec(&b, -1, "model.norm.weight", K3_DT_BF16, H, 0);
     w->out_res_norm = vec(&b, -1, "model.output_attn_res_norm.weight", K3_DT_BF16, H, 0);
     w->out_res_proj = vec(&b, -1, "model.output_attn_res_proj.weight", K3_DT_BF16, H, 1);
-    w->layers = keep(&b, k3_calloc(e, (size_t)n_layers, sizeof *w->layers, "layers"));
-    for (int i = 0; w->layers && i < n_layers && !e->code; i++) {
-        k3_layer_weights *L = &w->layers[i];
-        L->kind = c->layer_kind[i];
-        L->dense = i < c->first_k_dense_replace;
-        L->input_norm = vec(&b, i, "input_layernorm.weight", K3_DT_BF16, H, 0);
-        L->post_norm = vec(&b, i, "post_attention_layernorm.weight", K3_DT_BF16, H, 0);
-        L->attn_res_norm = vec(&b, i, "self_attention_res_norm.weight", K3_DT_BF16, H, 0);
-        L->attn_res_proj = vec(&b, i, "self_attention_res_proj.weight", K3_DT_BF16, H, 1);
-        L->mlp_res_norm = vec(&b, i, "mlp_res_norm.weight", K3_DT_BF16, H, 0);
-        L->mlp_res_proj = vec(&b, i, "mlp_res_proj.weight", K3_DT_BF16, H, 1);
-        if (L->kind == K3_LAYER_KDA)
-            bind_kda(&b, c, i, &L->kda);
-        else
-            bind_mla(&b, c, i, &L->mla);
-        if (L->dense) {
-            L->gate = bf16_mat(&b, i, "mlp.gate_proj.weight", c->intermediate_size, H);
-            L->up = bf16_mat(&b, i, "mlp.up_proj.weight", c->intermediate_size, H);
-            L->down = bf16_mat(&b, i, "mlp.down_proj.weight", H, c->intermediate_size);
-        } else {
-            bind_moe(&b, c, i, &L->moe);
-        }
-    }
-    if (e->code) {
-        k3_weights_free(w);
-        return e->code;
-    }
-    return K3_OK;
+    for (int i = 0; i < n_layers && !e->code; i++)
+        bind_layer(&b, c, i, &w->layers[i]);
+    if (!e->code)
+        return K3_OK;
+fail:
+    k3_weights_free(w);
+    return e->code;
+}
+
+int k3_weights_load_embed(k3_weights *w, const k3_st_index *ix, k3_err *e)
+{
+    binder b;
+    memset(&b, 0, sizeof b);
+    b.w = w;
+    b.ix = ix;
+    b.e = e;
+    snprintf(b.name, sizeof b.name, "%s", w->embed_info->name);
+    w->embed.w = load(&b, K3_DT_BF16, w->embed.rows, w->embed.cols, -1);
+    w->small_bytes -= w->embed_info->nbytes; /* counted by the plan as the embedding */
+    return e->code;
 }
 
 void k3_weights_free(k3_weights *w)
 {
+    for (size_t r = 0; w->runs && r < w->nruns; r++)
+        free(w->runs[r].pieces);
+    for (size_t r = 0; w->slots && r < w->nruns; r++)
+        free(w->slots[r]);
     for (size_t i = 0; i < w->nblocks; i++)
         free(w->blocks[i]);
     free(w->blocks);
     memset(w, 0, sizeof *w);
+}
+
+void k3_weights_layer_view(const k3_weights *w, int i, const uint8_t *image,
+                           k3_layer_weights *view)
+{
+    *view = w->layers[i];
+    for (size_t s = 0; s < w->nslots[i]; s++) {
+        k3_mat *m = (k3_mat *)((char *)view + w->slots[i][s].field);
+        m->w = image + w->slots[i][s].image_off;
+    }
+}
+
+k3_mat k3_weights_lm_head(const k3_weights *w, const uint8_t *image)
+{
+    k3_mat m = w->lm_head;
+    m.w = image + w->slots[w->n_layers][0].image_off;
+    return m;
+}
+
+int k3_weights_embed_row(const k3_weights *w, const k3_st_index *ix, uint32_t id, float *out,
+                         k3_err *e)
+{
+    size_t H = (size_t)w->embed.cols;
+    const uint16_t *row;
+    uint16_t *tmp = NULL;
+    if (w->embed.w) {
+        row = (const uint16_t *)w->embed.w + (size_t)id * H;
+    } else {
+        tmp = k3_malloc(e, H * sizeof *tmp, "embedding row");
+        if (!tmp || k3_st_read(ix, w->embed_info, (uint64_t)id * H * 2, H * 2, tmp, e) != K3_OK) {
+            free(tmp);
+            return e->code;
+        }
+        row = tmp;
+    }
+    for (size_t i = 0; i < H; i++)
+        out[i] = k3_bf16_to_f32(row[i]);
+    free(tmp);
+    return K3_OK;
 }

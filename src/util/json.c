@@ -151,21 +151,38 @@ static size_t put_utf8(unsigned char *o, unsigned cp)
 static int parse_string(parser *ps, const char **out, size_t *outlen)
 {
     ps->p++; /* opening quote */
+    /* The closing quote: the first '"' not escaped, i.e. not preceded by an
+     * odd run of backslashes (memchr is much faster than a byte loop). */
     const unsigned char *s = ps->p;
-    while (s < ps->end && *s != '"') {
-        if (*s == '\\' && s + 1 < ps->end)
-            s++;
+    for (;;) {
+        s = memchr(s, '"', (size_t)(ps->end - s));
+        if (!s) {
+            fail(ps, "unterminated string");
+            return 0;
+        }
+        size_t bs = 0;
+        while (s - bs > ps->p && s[-1 - (ptrdiff_t)bs] == '\\')
+            bs++;
+        if (bs % 2 == 0)
+            break;
         s++;
-    }
-    if (s >= ps->end) {
-        fail(ps, "unterminated string");
-        return 0;
     }
     unsigned char *buf = arena_alloc(ps, (size_t)(s - ps->p) + 1);
     if (!buf)
         return 0;
     size_t n = 0;
     while (*ps->p != '"') {
+        /* Fast path: a run of printable ASCII other than '"' and '\\' is
+         * copied as is (the closing quote found above ends every run). */
+        const unsigned char *q = ps->p;
+        while (*q >= 0x20 && *q < 0x80 && *q != '"' && *q != '\\')
+            q++;
+        if (q != ps->p) {
+            memcpy(buf + n, ps->p, (size_t)(q - ps->p));
+            n += (size_t)(q - ps->p);
+            ps->p = q;
+            continue;
+        }
         unsigned c = *ps->p;
         if (c < 0x20) {
             fail(ps, "control character in string");
@@ -276,6 +293,22 @@ static int parse_number(parser *ps, k3_json *v)
     }
     char tmp[64];
     size_t n = (size_t)(ps->p - s);
+    v->type = K3J_NUMBER;
+    v->is_int = 0;
+    if (integral && n <= 19) {
+        /* Exact int64 from the digits, not from the double; the double is
+         * the integer rounded once, exactly what strtod would return. */
+        int neg = s[0] == '-';
+        uint64_t acc = 0;
+        for (const unsigned char *q = s + neg; q < ps->p; q++)
+            acc = acc * 10 + (uint64_t)(*q - '0');
+        v->number = neg ? -(double)acc : (double)acc;
+        if (acc <= (uint64_t)INT64_MAX) {
+            v->is_int = 1;
+            v->integer = neg ? -(int64_t)acc : (int64_t)acc;
+        }
+        return 1;
+    }
     if (n >= sizeof tmp) {
         /* Long literals are legal JSON; strtod needs a terminated copy. */
         char *big = arena_alloc(ps, n + 1);
@@ -288,19 +321,6 @@ static int parse_number(parser *ps, k3_json *v)
         memcpy(tmp, s, n);
         tmp[n] = '\0';
         v->number = strtod(tmp, NULL);
-    }
-    v->type = K3J_NUMBER;
-    v->is_int = 0;
-    if (integral && n <= 19) {
-        /* Exact int64 from the digits, not from the double. */
-        int neg = s[0] == '-';
-        uint64_t acc = 0;
-        for (const unsigned char *q = s + neg; q < ps->p; q++)
-            acc = acc * 10 + (uint64_t)(*q - '0');
-        if (acc <= (uint64_t)INT64_MAX) {
-            v->is_int = 1;
-            v->integer = neg ? -(int64_t)acc : (int64_t)acc;
-        }
     }
     if (!isfinite(v->number)) {
         fail(ps, "number out of range");

@@ -1,6 +1,7 @@
 # 20-bad-input: broken checkpoints, configs and arguments each get exit 2
-# and a one-line message that names the file, tensor or field at fault —
-# never a crash, never a run on a guess.
+# (exit 4 for corruption only visible when an expert is read) and a one-line
+# message that names the file, tensor or field at fault -- never a crash,
+# never a run on a guess.
 . tests/gates/lib.sh
 good=$(model tiny-a tiny-a)
 work="$K3_BUILD/bad-input"
@@ -23,10 +24,16 @@ check index-missing-shard      'model-00009-of-000009.safetensors: cannot open s
 check index-wrong-shard        'index puts tensor .* in .*model-00001-of-000003.safetensors but it is in'
 check header-not-json          'model-00001-of-000003.safetensors: header is not valid JSON: byte [0-9]+'
 check header-too-long          'header length 1099511627776 exceeds'
-check nan-scale                'experts.3.w2.weight_scale: scale byte 5 is 255'
 check config-missing-fields    'config.json: missing required fields: hidden_size, rms_norm_eps'
 check config-layer-out-of-range 'kda_layers \(a layer index outside'
 check config-not-json          'config.json: not valid JSON'
+# Corruption inside an expert is found when the expert is read, mid-run:
+# exit 4 (run invalid), naming the tensor; no id is printed.
+"$PYTHON" tests/gates/corrupt.py nan-scale "$good" "$work/nan-scale"
+printf '%-26s ' nan-scale
+expect_exit 4 'RUN INVALID.*layers\.1\.block_sparse_moe\.experts\.[0-9]+\.w2\.weight_scale.*255' \
+    "$K3_BIN" "$work/nan-scale" --ids 1,2,3 --gen 2
+[ ! -s "$K3_BUILD/expect.out" ] || die "nan-scale: ids were printed after the failure"
 # Arguments.
 printf '%-26s ' id-out-of-range; expect_exit 2 'token id 512 is outside the vocabulary' "$K3_BIN" "$good" --ids 1,512
 printf '%-26s ' ids-malformed;   expect_exit 2 'entry 2 "" is not a token id' "$K3_BIN" "$good" --ids 1,,2
@@ -35,4 +42,4 @@ printf '%-26s ' no-model-dir;    expect_exit 2 'no such|cannot open' "$K3_BIN" "
 printf '%-26s ' unknown-option;  expect_exit 2 'unknown option --frobnicate' "$K3_BIN" "$good" --frobnicate
 printf '%-26s ' bad-gen;         expect_exit 2 '--gen expects an integer' "$K3_BIN" "$good" --ids 1 --gen x
 printf '%-26s ' layers-too-many; expect_exit 2 '--layers 9: the model has 6 layers' "$K3_BIN" "$good" --ids 1 --layers 9
-echo "$((n + 7)) bad inputs refused with exit 2 and a message naming the culprit"
+echo "$((n + 8)) bad inputs refused with exit 2 and a message naming the culprit"

@@ -159,13 +159,18 @@ def case_header_too_long(d):
 
 
 def case_nan_scale(d):
-    def f(h, data):
-        k = find(h, "experts.3.w2.weight_scale")
-        if k is None:
-            return None
-        b = h[k]["data_offsets"][0]
-        return data[:b + 5] + b"\xff" + data[b + 6:]
-    edit_header(d, f)
+    """Scale byte 5 of every layer-1 expert's w2 becomes 255 (E8M0 NaN), so
+    whichever experts the router picks, a corrupted one is loaded."""
+    for s in shards(d):
+        p = os.path.join(d, s)
+        h, data = read_header(p)
+        hit = [k for k in h if ".layers.1.block_sparse_moe.experts." in k
+               and k.endswith(".w2.weight_scale")]
+        for k in hit:
+            b = h[k]["data_offsets"][0]
+            data = data[:b + 5] + b"\xff" + data[b + 6:]
+        if hit:
+            write_shard(p, h, data)
 
 
 def case_config_missing_fields(d):

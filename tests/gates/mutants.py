@@ -34,9 +34,14 @@ MUTANTS = {
     ],
     # The latent norm applied to each expert's output instead of the sum.
     "per-expert-norm": [
+        ("src/model/moe.c", "static int routed(const k3_config *c, const k3_expert_source *src,",
+         "static int routed(const k3_config *c, const float *latent_norm, const k3_expert_source *src,"),
+        ("src/model/moe.c", "int rc = routed(c, src, ids, wts, z, T, y, act, e);",
+         "int rc = routed(c, w->latent_norm, src, ids, wts, z, T, y, act, e);"),
         ("src/model/moe.c", "k3_matvec(&ex->w2, h, o);",
-         "k3_matvec(&ex->w2, h, o);\n            k3_rmsnorm(o, o, w->latent_norm, Z, (float)c->rms_norm_eps);"),
-        ("src/model/moe.c", "k3_rmsnorm(yt, yt, w->latent_norm, Z, (float)c->rms_norm_eps);", "(void)yt;"),
+         "k3_matvec(&ex->w2, h, o);\n                k3_rmsnorm(o, o, latent_norm, Z, (float)c->rms_norm_eps);"),
+        ("src/model/moe.c", "k3_rmsnorm(y + t * Z, y + t * Z, w->latent_norm, Z, (float)c->rms_norm_eps);",
+         "(void)y;"),
     ],
     # AttnRes skipped: every mix just passes the newest source through.
     "skipped-attnres": [

@@ -270,10 +270,10 @@ static void test_moe(void)
         ex[x].w3 = m3;
         ex[x].w2 = m2;
     }
-    w.experts = ex;
+    k3_expert_source src = { ex, NULL, 0 };
     float *x = arr(f, "inputs", "x", NULL), *want = arr(f, "outputs", "out", NULL), out[16];
     k3_err e = { 0, "" };
-    CHECK(k3_moe_block(&c, &w, x, 2, out, &e) == K3_OK, "%s", e.msg);
+    CHECK(k3_moe_block(&c, &w, &src, x, 2, out, &e) == K3_OK, "%s", e.msg);
     CHECK(close_to(out, want, 16, 5e-6, "moe out"), "moe block output");
     for (int i = 0; i < 8; i++)
         free(keep[i]);

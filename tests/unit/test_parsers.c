@@ -40,6 +40,23 @@ static void test_json(void)
         k3_json_free(d);
     }
 
+    /* Escaped quotes and runs of backslashes end (or do not end) a string
+     * where RFC 8259 says; numbers decode to the double strtod gives. */
+    const char *q = "[\"a\\\"b\",\"c\\\\\",\"\\\\\\\"\",-12345678901234567,18446744073709551615]";
+    d = k3_json_parse(q, strlen(q), err, sizeof err);
+    CHECK(d != NULL, "%s", err);
+    if (d) {
+        const k3_json *r = k3_json_root(d);
+        CHECK(r->count == 5 && !strcmp(r->items[0].str, "a\"b") && !strcmp(r->items[1].str, "c\\") &&
+                  !strcmp(r->items[2].str, "\\\""), "escaped quotes");
+        CHECK(r->items[3].is_int && r->items[3].integer == -12345678901234567LL &&
+                  r->items[3].number == strtod("-12345678901234567", NULL), "negative integer");
+        CHECK(!r->items[4].is_int && r->items[4].number == strtod("18446744073709551615", NULL),
+              "integer beyond int64");
+        k3_json_free(d);
+    }
+    CHECK(!parses("[\"a\\\"]"), "an escaped quote does not close a string");
+
     /* Error messages name the byte offset. */
     CHECK(!k3_json_parse("[1,2,x]", 7, err, sizeof err) && strstr(err, "byte 5"), "offset: %s", err);
 

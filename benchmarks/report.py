@@ -1,0 +1,118 @@
+#!/usr/bin/python3
+"""report.py - the markdown summary of benchmarks/bench.sh.
+
+  report.py OUT_DIR SLICE_DIR RUNS
+
+Reads OUT_DIR/peak.txt (ceilings) and the engine's --out reports
+OUT_DIR/{decode,prefill}-TABLE-tTHREADS-pPROMPT-rRUN.json, and the slice's config.
+
+Bytes and FLOPs per token come from the tensor shapes (tools/k3ref.py):
+  weight bytes touched by one decode token = every stored tensor except the routed
+  experts and the embedding, plus top-k experts per MoE layer and one embedding row;
+  weight FLOPs per token = 2 x the weight elements those bytes hold (each is one
+  multiply-add per token); attention over positions and the KDA state update are
+  not counted (they are <1% of the weight FLOPs at these lengths).
+Decode time per token = median over a run's generation steps (the first step, the
+prompt, excluded), then median over runs. Prefill time = the first step of a --gen 1
+run (one k3_forward over the prompt plus its last-position logits), median over runs.
+"""
+import glob
+import json
+import os
+import re
+import statistics
+import sys
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "tools"))
+import k3ref  # noqa: E402
+
+BYTES = {"BF16": 2, "F32": 4, "U8": 1}
+
+
+def weight_costs(slice_dir):
+    """(bytes touched, weight elements multiplied) per decode token."""
+    with open(os.path.join(slice_dir, "config.json"), encoding="utf-8") as f:
+        top = json.load(f)
+    cfg = k3ref.Config(top.get("text_config", top))
+    share = cfg.num_experts_per_token / cfg.num_experts
+    nbytes = elems = 0.0
+    for name, (dtype, shape) in k3ref.expected_tensors(cfg).items():
+        n = 1
+        for d in shape:
+            n *= d
+        b = n * BYTES[dtype]
+        e = 2 * n if name.endswith(".weight_packed") else 0 if name.endswith(".weight_scale") else n
+        if "embed_tokens" in name:
+            b, e = b / shape[0], 0                      # one row, looked up
+        elif ".experts." in name:
+            b, e = b * share, e * share
+        nbytes += b
+        elems += e
+    return nbytes, elems
+
+
+def read_peak(path):
+    peak = {}
+    with open(path, encoding="utf-8") as f:
+        for line in f:
+            k, v = line.split()
+            peak[k] = v
+    return peak
+
+
+def runs_of(out_dir):
+    """{(kind, table, threads, prompt): [report dicts]}"""
+    groups = {}
+    for path in sorted(glob.glob(os.path.join(out_dir, "*.json"))):
+        m = re.match(r"(decode|prefill)-(\w+)-t(\d+)-p(\d+)-r\d+\.json$", os.path.basename(path))
+        if m:
+            with open(path, encoding="utf-8") as f:
+                groups.setdefault((m[1], m[2], int(m[3]), int(m[4])), []).append(json.load(f))
+    return groups
+
+
+def main(out_dir, slice_dir, runs):
+    peak = read_peak(os.path.join(out_dir, "peak.txt"))
+    bw = float(peak["read_gbps"])
+    best = peak["kernels_default"]
+    fma = float(peak.get(f"fma_gflops_{best}", peak["fma_gflops_scalar"]))
+    nbytes, elems = weight_costs(slice_dir)
+    groups = runs_of(out_dir)
+    print("## Ceilings\n")
+    print(f"- memory read bandwidth: **{bw:.1f} GB/s** ({peak['threads']} threads, "
+          f"{peak['read_buffer_mib']} MiB buffer, median of {peak['runs']} runs)")
+    for k, v in peak.items():
+        if k.startswith("fma_gflops_"):
+            print(f"- fp32 FMA peak, {k[len('fma_gflops_'):]}: **{float(v):.1f} GFLOP/s** "
+                  f"(all threads, median of {peak['runs']} runs)")
+    print(f"\nPer decode token the slice touches {nbytes / 1e9:.3f} GB of weights "
+          f"({2 * elems / 1e9:.2f} GFLOP of weight products).\n")
+
+    print(f"## Decode (medians of {runs} runs; scalar runs: 2 steps, {best} runs: more)\n")
+    print("| kernels | threads | s/token | weight GB/s | of bandwidth | speedup vs scalar |")
+    print("|---|---|---|---|---|---|")
+    dec = {}
+    for (kind, table, th, _), reps in sorted(groups.items()):
+        if kind == "decode":
+            dec[(table, th)] = statistics.median(
+                statistics.median(r["step_seconds"][1:]) for r in reps)
+    for (table, th), s in sorted(dec.items(), key=lambda kv: (kv[0][1], kv[0][0] != "scalar")):
+        sp = dec.get(("scalar", th), float("nan")) / s
+        print(f"| {table} | {th} | {s:.3f} | {nbytes / s / 1e9:.1f} | {nbytes / s / 1e9 / bw:.0%} "
+              f"| {sp:.1f}x |")
+
+    print(f"\n## Prefill (one k3_forward over the prompt; medians of {runs} runs)\n")
+    print(f"| kernels | threads | tokens | seconds | tokens/s | weight GFLOP/s | of {best} FMA peak |")
+    print("|---|---|---|---|---|---|---|")
+    for (kind, table, th, n), reps in sorted(groups.items(), key=lambda kv: (kv[0][3], kv[0][2])):
+        if kind != "prefill":
+            continue
+        s = statistics.median(r["prefill_seconds"] for r in reps)
+        gf = 2 * elems * n / s / 1e9
+        print(f"| {table} | {th} | {n} | {s:.2f} | {n / s:.1f} | {gf:.1f} | {gf / fma:.0%} |")
+
+
+if __name__ == "__main__":
+    if len(sys.argv) != 4:
+        sys.exit(__doc__)
+    main(sys.argv[1], sys.argv[2], int(sys.argv[3]))

@@ -1,0 +1,67 @@
+/* conv.h - the in-memory conversation (struct k3_chat) shared by the reader
+ * (read.c), the chat-loop helpers (conv.c) and the renderer (render.c).
+ *
+ * Plain data, already validated: the renderer trusts every field. All
+ * strings and arrays except msgs belong to the conversation's allocation
+ * list and are released together by k3_chat_free. */
+#ifndef K3_CHAT_CONV_H
+#define K3_CHAT_CONV_H
+
+#include <stddef.h>
+
+#include "k3/chat.h"
+
+/* A byte string; s == NULL means absent (JSON null or no key), which the
+ * format does not always treat like "". May hold NUL bytes (\u0000). */
+typedef struct k3_text {
+    const char *s;
+    size_t n;
+} k3_text;
+
+typedef enum { K3_ROLE_SYSTEM, K3_ROLE_USER, K3_ROLE_ASSISTANT, K3_ROLE_TOOL } k3_role;
+
+typedef struct k3_tool_call {
+    k3_text id;        /* matched by tool messages' tool_call_id */
+    k3_text name;      /* always present */
+    k3_text arguments; /* JSON text of an object (OpenAI style), or absent */
+} k3_tool_call;
+
+typedef struct k3_msg {
+    k3_role role;
+    k3_text content;
+    k3_text name;         /* system, user, tool */
+    k3_text reasoning;    /* assistant: reasoning_content */
+    k3_text tool_call_id; /* tool */
+    k3_tool_call *calls;  /* assistant */
+    size_t ncalls;
+} k3_msg;
+
+struct k3_chat {
+    k3_msg *msgs;
+    size_t n, cap;
+    /* Options. The strings are literals naming the option's value. */
+    int thinking;
+    int add_generation_prompt;
+    const char *effort;          /* "low" / "high" / "max", or NULL */
+    const char *tool_choice;     /* "required" / "none", or NULL ("auto") */
+    const char *response_format; /* "json_object" / "json_schema", or NULL ("text") */
+    k3_text schema_json;         /* json_schema: the schema, sorted compact JSON */
+    k3_text tools_json;          /* the tools list, sorted compact JSON; absent when none */
+    void **owned;                /* every allocation above except msgs */
+    size_t nowned, owned_cap;
+};
+
+/* An empty conversation with the default options. */
+int k3_chat_new(k3_chat **out, k3_err *e);
+
+/* n bytes owned by c (released by k3_chat_free). */
+void *k3_chat_alloc(k3_chat *c, size_t n, k3_err *e);
+
+/* A NUL-terminated copy of s[0..n) owned by c. */
+int k3_chat_keep(k3_chat *c, const char *s, size_t n, k3_text *out, k3_err *e);
+
+/* Appends a zeroed message of the given role; *out points at it until the
+ * next append. */
+int k3_chat_push(k3_chat *c, k3_role role, k3_msg **out, k3_err *e);
+
+#endif

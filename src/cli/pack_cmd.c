@@ -1,0 +1,132 @@
+/* pack_cmd.c - see pack_cmd.h. Binds the model exactly as the engine does
+ * (config, shard index, weights.c's run layout) so the packed runs are the
+ * engine's runs byte for byte, then hands the layout to the packer. */
+#include "cli/pack_cmd.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+#include "io/trunk_pack.h"
+#include "model/config.h"
+#include "model/weights.h"
+#include "util/error.h"
+
+static void usage(FILE *f)
+{
+    fputs("usage: k3 pack-trunk MODEL_DIR TRUNK_DIR [--layers N] [--force] [--verify] [--quiet]\n"
+          "\n"
+          "Copies the dense trunk (every layer's matrices, lm_head, the embedding) into\n"
+          "TRUNK_DIR/trunk.bin, one 4096-aligned run per layer, and describes it in\n"
+          "TRUNK_DIR/trunk.json; then run k3 with --trunk TRUNK_DIR. A trunk that is up\n"
+          "to date (same config.json, same tensor table, trunk.bin of the recorded size)\n"
+          "is left alone.\n"
+          "\n"
+          "  --layers N   pack only the first N layers (with lm_head and the embedding)\n"
+          "  --force      repack even when up to date\n"
+          "  --verify     when up to date, re-read trunk.bin and check every run's checksum\n"
+          "  --quiet      no progress or summary lines\n",
+          f);
+}
+
+typedef struct {
+    const char *model_dir, *trunk_dir;
+    int layers, force, verify, quiet;
+} pack_args;
+
+static int parse(pack_args *a, int argc, char **argv, k3_err *e)
+{
+    memset(a, 0, sizeof *a);
+    for (int i = 1; i < argc; i++) {
+        const char *s = argv[i];
+        if (!strcmp(s, "--force")) {
+            a->force = 1;
+        } else if (!strcmp(s, "--verify")) {
+            a->verify = 1;
+        } else if (!strcmp(s, "--quiet") || !strcmp(s, "-q")) {
+            a->quiet = 1;
+        } else if (!strcmp(s, "--layers")) {
+            char *end;
+            long v = i + 1 < argc ? strtol(argv[i + 1], &end, 10) : 0;
+            if (i + 1 >= argc || !*argv[i + 1] || *end || v < 1 || v > 100000)
+                return k3_fail(e, K3_EINPUT, "--layers expects an integer from 1 to 100000");
+            a->layers = (int)v;
+            i++;
+        } else if (s[0] == '-' && s[1]) {
+            return k3_fail(e, K3_EINPUT, "pack-trunk: unknown option %s (see k3 pack-trunk --help)",
+                           s);
+        } else if (!a->model_dir) {
+            a->model_dir = s;
+        } else if (!a->trunk_dir) {
+            a->trunk_dir = s;
+        } else {
+            return k3_fail(e, K3_EINPUT, "pack-trunk: unexpected argument \"%s\"", s);
+        }
+    }
+    if (!a->trunk_dir)
+        return k3_fail(e, K3_EINPUT, "pack-trunk: expected MODEL_DIR TRUNK_DIR (see k3 pack-trunk --help)");
+    return K3_OK;
+}
+
+static int pack(const pack_args *a, k3_err *e)
+{
+    k3_config cfg;
+    k3_st_index *ix = NULL;
+    k3_weights w;
+    k3_trunk_manifest m;
+    uint64_t config_hash = 0;
+    /* Zeroed, each is safe to free whether or not it was filled. */
+    memset(&cfg, 0, sizeof cfg);
+    memset(&w, 0, sizeof w);
+    memset(&m, 0, sizeof m);
+    if (k3_config_load(&cfg, a->model_dir, e) != K3_OK)
+        goto done;
+    int n = (int)cfg.num_hidden_layers;
+    if (a->layers > n) {
+        k3_fail(e, K3_EINPUT, "--layers %d: the model has %d layers", a->layers, n);
+        goto done;
+    }
+    if (k3_st_open(&ix, a->model_dir, e) != K3_OK ||
+        k3_weights_bind(&w, &cfg, ix, a->layers ? a->layers : n, e) != K3_OK)
+        goto done;
+    if (k3_trunk_config_hash(a->model_dir, &config_hash, e) != K3_OK ||
+        k3_trunk_layout(&m, w.runs, w.nruns, ix, w.embed_info, e) != K3_OK)
+        goto done;
+    m.config_hash = config_hash;
+    if (mkdir(a->trunk_dir, 0777) != 0 && errno != EEXIST) {
+        k3_fail(e, K3_EINPUT, "%s: cannot create: %s", a->trunk_dir, strerror(errno));
+        goto done;
+    }
+    k3_pack_opts o = { a->force, a->verify, a->quiet ? NULL : stderr };
+    k3_pack_result r;
+    if (k3_trunk_pack(&m, a->trunk_dir, &o, &r, e) == K3_OK && !r.up_to_date && !a->quiet)
+        fprintf(stderr, "pack-trunk: packed %zu runs (%d layers, lm_head, embedding), %.3f GB, "
+                        "into %s/trunk.bin in %.2f s: copy %.2f GB/s, verify %.2f GB/s\n",
+                m.nruns, w.n_layers, r.bytes / 1e9, a->trunk_dir, r.total_seconds,
+                r.copy_seconds > 0 ? r.bytes / r.copy_seconds / 1e9 : 0.0,
+                r.verify_seconds > 0 ? r.bytes / r.verify_seconds / 1e9 : 0.0);
+done:
+    k3_trunk_manifest_free(&m);
+    k3_weights_free(&w);
+    k3_st_close(ix);
+    k3_config_free(&cfg);
+    return e->code;
+}
+
+int k3_cmd_pack_trunk(int argc, char **argv)
+{
+    k3_err e = { 0, "" };
+    for (int i = 1; i < argc; i++)
+        if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) {
+            usage(stdout);
+            return 0;
+        }
+    pack_args a;
+    if (parse(&a, argc, argv, &e) == K3_OK)
+        pack(&a, &e);
+    if (e.code)
+        fprintf(stderr, "k3: error: %s\n", e.msg);
+    return e.code;
+}

@@ -1,0 +1,283 @@
+/* kernels_simd.h - the SIMD inner loops of kernels_isa.h, written once over
+ * a vector of the contract's 16 lanes. An ISA file includes it once per
+ * table after defining:
+ *
+ *   SIMD_FN(name)      this table's copy of a name, e.g. name##_avx512
+ *   SIMD_TARGET        attributes of every function here: the target ISA
+ *                      (empty when it is the baseline, as NEON on aarch64)
+ *   SIMD_MR, SIMD_NR   register block of tile(), rows x tokens: MR*NR
+ *                      accumulators, NR token vectors and one row vector
+ *                      must fit the register file
+ *   v16                16 float lanes; lane l takes element l of a 16-step
+ *   v16_zero() v16_load(p) v16_store(p, v)
+ *   v16_fma(a, b, c)   c + a*b per lane with one rounding (as fmaf)
+ *   v16_bf16(p)        16 BF16 values -> floats (exact)
+ *   mx_base            type of the 16 E2M1 values (from k3_e2m1),
+ *   mx_base_load()     loaded once per call
+ *   mx_table           type of those values times one group's scale,
+ *   mx_table_of(b, s)  each product rounded as the scalar E2M1[nib] * s
+ *   v16_mxfp4(p, tab, &lo, &hi)  the 32 elements of one group from its 16
+ *                      packed bytes: lo = elements 0-15, hi = 16-31
+ *
+ * and it defines the table SIMD_FN(k3_isa), named SIMD_NAME.
+ *
+ * Why this reproduces the contract bit for bit: an accumulator vector IS
+ * the 16 lanes of one dot; elements enter in ascending 16-steps, element i
+ * in lane i % 16, by a fused multiply-add (one rounding, as fmaf); the
+ * elements after the last whole step and the (8,4,2,1) tree run through the
+ * same scalar code as the plain kernels (k3_lanes_*, k3_reduce16); decoded
+ * weights are the same exact floats. No other operation touches a lane. */
+
+#define SIMD_AI static inline __attribute__((always_inline)) SIMD_TARGET
+
+/* Rows per row-dot call: each dot is one chain of dependent FMAs, so four
+ * rows at once keep four chains in flight (FMA latency ~4 cycles) and read
+ * four weight streams while x is loaded once per step for all of them. */
+#define SIMD_ROWS 4
+
+/* Stores the lanes of one dot, adds the elements [i0, n) by the scalar
+ * code, and returns the reduced sum. */
+SIMD_AI float SIMD_FN(finish_f32)(v16 acc, const float *w, const float *x, size_t i0, size_t n)
+{
+    float lanes[16];
+    v16_store(lanes, acc);
+    k3_lanes_f32(lanes, w, x, i0, n);
+    return k3_reduce16(lanes);
+}
+
+/* --- Row dots (matvec, k3_dot): R rows at once, R a constant once inlined. */
+
+SIMD_AI void SIMD_FN(dots_f32)(const float *w, const float *x, size_t n, float *y, const int R)
+{
+    v16 a[SIMD_ROWS];
+    size_t nv = n & ~(size_t)15;
+#pragma GCC unroll 8
+    for (int q = 0; q < R; q++)
+        a[q] = v16_zero();
+    for (size_t i = 0; i < nv; i += 16) {
+        v16 xv = v16_load(x + i);
+#pragma GCC unroll 8
+        for (int q = 0; q < R; q++)
+            a[q] = v16_fma(v16_load(w + (size_t)q * n + i), xv, a[q]);
+    }
+#pragma GCC unroll 8
+    for (int q = 0; q < R; q++)
+        y[q] = SIMD_FN(finish_f32)(a[q], w + (size_t)q * n, x, nv, n);
+}
+
+SIMD_AI void SIMD_FN(dots_bf16)(const uint16_t *w, const float *x, size_t n, float *y,
+                                const int R)
+{
+    v16 a[SIMD_ROWS];
+    size_t nv = n & ~(size_t)15;
+#pragma GCC unroll 8
+    for (int q = 0; q < R; q++)
+        a[q] = v16_zero();
+    for (size_t i = 0; i < nv; i += 16) {
+        v16 xv = v16_load(x + i);
+#pragma GCC unroll 8
+        for (int q = 0; q < R; q++)
+            a[q] = v16_fma(v16_bf16(w + (size_t)q * n + i), xv, a[q]);
+    }
+#pragma GCC unroll 8
+    for (int q = 0; q < R; q++) {
+        float lanes[16];
+        v16_store(lanes, a[q]);
+        k3_lanes_bf16(lanes, w + (size_t)q * n, x, nv, n);
+        y[q] = k3_reduce16(lanes);
+    }
+}
+
+/* n % 32 == 0: whole groups only, no tail. Expert rows are short (1.5-1.8
+ * KB), too short for the hardware prefetcher to ramp up on each of the R
+ * interleaved streams, so the same bytes of the next R rows are requested
+ * while these are computed (one request per 64-byte line; a prefetch past
+ * the matrix's end is harmless, and computed as an integer, not a pointer). */
+SIMD_AI void SIMD_FN(dots_mxfp4)(const uint8_t *packed, const uint8_t *scales, const float *x,
+                                 size_t n, float *y, const int R)
+{
+    v16 a[SIMD_ROWS];
+    mx_base base = mx_base_load();
+#pragma GCC unroll 8
+    for (int q = 0; q < R; q++)
+        a[q] = v16_zero();
+    for (size_t g = 0; g < n / 32; g++) {
+        v16 x0 = v16_load(x + 32 * g), x1 = v16_load(x + 32 * g + 16);
+        if (g % 4 == 0) {
+#pragma GCC unroll 8
+            for (int q = 0; q < R; q++)
+                __builtin_prefetch((const void *)((uintptr_t)packed +
+                                                  (size_t)(q + R) * (n / 2) + 16 * g));
+        }
+#pragma GCC unroll 8
+        for (int q = 0; q < R; q++) {
+            v16 lo, hi;
+            mx_table tab = mx_table_of(base, k3_e8m0(scales[(size_t)q * (n / 32) + g]));
+            v16_mxfp4(packed + (size_t)q * (n / 2) + 16 * g, tab, &lo, &hi);
+            a[q] = v16_fma(lo, x0, a[q]);
+            a[q] = v16_fma(hi, x1, a[q]);
+        }
+    }
+#pragma GCC unroll 8
+    for (int q = 0; q < R; q++) {
+        float lanes[16];
+        v16_store(lanes, a[q]);
+        y[q] = k3_reduce16(lanes);
+    }
+}
+
+SIMD_TARGET static void SIMD_FN(rows_f32)(const float *w, const float *x, size_t n, size_t rows,
+                                          float *y)
+{
+    size_t r = 0;
+    for (; r + SIMD_ROWS <= rows; r += SIMD_ROWS)
+        SIMD_FN(dots_f32)(w + r * n, x, n, y + r, SIMD_ROWS);
+    for (; r < rows; r++)
+        SIMD_FN(dots_f32)(w + r * n, x, n, y + r, 1);
+}
+
+SIMD_TARGET static void SIMD_FN(rows_bf16)(const uint16_t *w, const float *x, size_t n,
+                                           size_t rows, float *y)
+{
+    size_t r = 0;
+    for (; r + SIMD_ROWS <= rows; r += SIMD_ROWS)
+        SIMD_FN(dots_bf16)(w + r * n, x, n, y + r, SIMD_ROWS);
+    for (; r < rows; r++)
+        SIMD_FN(dots_bf16)(w + r * n, x, n, y + r, 1);
+}
+
+SIMD_TARGET static void SIMD_FN(rows_mxfp4)(const uint8_t *packed, const uint8_t *scales,
+                                            const float *x, size_t n, size_t rows, float *y)
+{
+    size_t r = 0;
+    for (; r + SIMD_ROWS <= rows; r += SIMD_ROWS)
+        SIMD_FN(dots_mxfp4)(packed + r * (n / 2), scales + r * (n / 32), x, n, y + r, SIMD_ROWS);
+    for (; r < rows; r++)
+        SIMD_FN(dots_mxfp4)(packed + r * (n / 2), scales + r * (n / 32), x, n, y + r, 1);
+}
+
+/* --- Decoding (k3_matmul's weight panels). ------------------------------- */
+
+SIMD_TARGET static void SIMD_FN(decode_bf16)(const uint16_t *w, size_t n, float *out)
+{
+    size_t i = 0;
+    for (; i + 16 <= n; i += 16)
+        v16_store(out + i, v16_bf16(w + i));
+    for (; i < n; i++)
+        out[i] = k3_bf16(w[i]);
+}
+
+SIMD_TARGET static void SIMD_FN(decode_mxfp4)(const uint8_t *packed, const uint8_t *scales,
+                                              size_t n, float *out)
+{
+    mx_base base = mx_base_load();
+    for (size_t g = 0; g < n / 32; g++) {
+        v16 lo, hi;
+        v16_mxfp4(packed + 16 * g, mx_table_of(base, k3_e8m0(scales[g])), &lo, &hi);
+        v16_store(out + 32 * g, lo);
+        v16_store(out + 32 * g + 16, hi);
+    }
+}
+
+/* --- Multi-token row dot (k3_matmul). ------------------------------------ */
+
+/* R rows x N tokens (constants once inlined): per 16-step, N token vectors
+ * are loaded once and each row vector once, for R*N FMAs. */
+SIMD_AI void SIMD_FN(tile_rn)(const float *w, size_t ldw, const float *x, size_t ldx, size_t k,
+                              float *acc, size_t lda, const int R, const int N)
+{
+    v16 a[SIMD_MR][SIMD_NR];
+    size_t kv = k & ~(size_t)15;
+#pragma GCC unroll 8
+    for (int r = 0; r < R; r++)
+#pragma GCC unroll 8
+        for (int t = 0; t < N; t++)
+            a[r][t] = v16_load(acc + ((size_t)r * lda + (size_t)t) * 16);
+    for (size_t i = 0; i < kv; i += 16) {
+        v16 xv[SIMD_NR];
+#pragma GCC unroll 8
+        for (int t = 0; t < N; t++)
+            xv[t] = v16_load(x + (size_t)t * ldx + i);
+#pragma GCC unroll 8
+        for (int r = 0; r < R; r++) {
+            v16 wv = v16_load(w + (size_t)r * ldw + i);
+#pragma GCC unroll 8
+            for (int t = 0; t < N; t++)
+                a[r][t] = v16_fma(wv, xv[t], a[r][t]);
+        }
+    }
+#pragma GCC unroll 8
+    for (int r = 0; r < R; r++)
+#pragma GCC unroll 8
+        for (int t = 0; t < N; t++) {
+            float *lanes = acc + ((size_t)r * lda + (size_t)t) * 16;
+            v16_store(lanes, a[r][t]);
+            k3_lanes_f32(lanes, w + (size_t)r * ldw, x + (size_t)t * ldx, kv, k);
+        }
+}
+
+/* R rows x any nr <= SIMD_NR tokens. */
+SIMD_AI void SIMD_FN(tile_r)(const float *w, size_t ldw, const float *x, size_t ldx, size_t nr,
+                             size_t k, float *acc, size_t lda, const int R)
+{
+    switch (nr) {
+#define SIMD_TILE_CASE(N)                                                                        \
+    case N:                                                                                      \
+        SIMD_FN(tile_rn)(w, ldw, x, ldx, k, acc, lda, R, N);                                     \
+        break;
+        SIMD_TILE_CASE(1)
+        SIMD_TILE_CASE(2)
+#if SIMD_NR >= 3
+        SIMD_TILE_CASE(3)
+#endif
+#if SIMD_NR >= 4
+        SIMD_TILE_CASE(4)
+#endif
+#if SIMD_NR >= 5
+        SIMD_TILE_CASE(5)
+#endif
+#if SIMD_NR >= 6
+        SIMD_TILE_CASE(6)
+#endif
+#undef SIMD_TILE_CASE
+    default:
+        break;
+    }
+}
+
+/* Whole SIMD_MR-row blocks use the full register block; a partial block
+ * (the last rows of a matrix) goes one row at a time. */
+SIMD_TARGET static void SIMD_FN(tile)(const float *w, size_t ldw, size_t mr, const float *x,
+                                      size_t ldx, size_t nr, size_t k, float *acc, size_t lda)
+{
+    if (mr == SIMD_MR) {
+        SIMD_FN(tile_r)(w, ldw, x, ldx, nr, k, acc, lda, SIMD_MR);
+        return;
+    }
+    for (size_t r = 0; r < mr; r++)
+        SIMD_FN(tile_r)(w + r * ldw, ldw, x, ldx, nr, k, acc + r * lda * 16, lda, 1);
+}
+
+SIMD_TARGET static void SIMD_FN(axpy)(float *y, float a, const float *x, size_t n)
+{
+    v16 av;
+    float a16[16];
+    for (int l = 0; l < 16; l++)
+        a16[l] = a;
+    av = v16_load(a16);
+    size_t i = 0;
+    for (; i + 16 <= n; i += 16)
+        v16_store(y + i, v16_fma(av, v16_load(x + i), v16_load(y + i)));
+    for (; i < n; i++)
+        y[i] = fmaf(a, x[i], y[i]);
+}
+
+const k3_isa SIMD_FN(k3_isa) = {
+    .name = SIMD_NAME, .mr = SIMD_MR, .nr = SIMD_NR,
+    .rows_f32 = SIMD_FN(rows_f32), .rows_bf16 = SIMD_FN(rows_bf16),
+    .rows_mxfp4 = SIMD_FN(rows_mxfp4), .decode_bf16 = SIMD_FN(decode_bf16),
+    .decode_mxfp4 = SIMD_FN(decode_mxfp4), .tile = SIMD_FN(tile), .axpy = SIMD_FN(axpy),
+};
+
+#undef SIMD_AI
+#undef SIMD_ROWS

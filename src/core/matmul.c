@@ -1,0 +1,200 @@
+/* matmul.c - the drivers of the matrix kernels (kernels.h): they split the
+ * work over threads and blocks and call the inner loops of the active ISA
+ * table (kernels_isa.h), so every ISA shares them. Threads split output
+ * rows only; each dot runs whole inside one thread, in contract order. */
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/kernels.h"
+#include "core/kernels_isa.h"
+
+/* Threads only pay off above this many multiply-adds. */
+#define PAR_MIN_WORK (1 << 15)
+
+/* Rows per matvec work item: 16 output floats are one 64-byte line, so two
+ * threads never write the same line. */
+#define MV_ROWS 16
+
+/* k3_matmul's blocking. The contract fixes the order inside each dot (16
+ * lanes, ascending elements) but neither the order of the (row, token)
+ * pairs nor where a dot may pause: its lanes can be parked in memory
+ * between column chunks and resumed. So rows go MM_ROWS at a time, tokens
+ * MM_TOKENS at a time and columns MM_COLS at a time:
+ *   panel  MM_ROWS x MM_COLS decoded weights (48 KB), decoded once per
+ *          token block and then read by every register tile from cache;
+ *   X      MM_TOKENS x MM_COLS inputs (48 KB), reused by every row tile;
+ *   lanes  MM_ROWS x MM_TOKENS x 16 accumulators (144 KB), parked in L2
+ *          between column chunks.
+ * With T <= MM_TOKENS every weight is read and decoded exactly once. 48 is
+ * a multiple of every table's register block (1, 2, 4 rows; 1, 2, 6
+ * tokens), and MM_COLS a multiple of 32 (MXFP4 groups) and of 16 (lanes). */
+#define MM_ROWS 48
+#define MM_TOKENS 48
+#define MM_COLS 256
+
+float k3_dot(const float *a, const float *b, size_t n)
+{
+    float y;
+    k3_isa_active()->rows_f32(a, b, n, 1, &y);
+    return y;
+}
+
+void k3_axpy(float *y, float a, const float *x, size_t n) { k3_isa_active()->axpy(y, a, x, n); }
+
+/* y[0..nrows) = rows r0.. of m times x. */
+static void row_dots(const k3_isa *isa, const k3_mat *m, int64_t r0, size_t nrows, const float *x,
+                     float *y)
+{
+    size_t n = (size_t)m->cols, r = (size_t)r0;
+    switch (m->kind) {
+    case K3_MAT_BF16:
+        isa->rows_bf16((const uint16_t *)m->w + r * n, x, n, nrows, y);
+        break;
+    case K3_MAT_MXFP4:
+        isa->rows_mxfp4((const uint8_t *)m->w + r * (n / 2), m->scales + r * (n / 32), x, n,
+                        nrows, y);
+        break;
+    case K3_MAT_F32:
+    default:
+        isa->rows_f32((const float *)m->w + r * n, x, n, nrows, y);
+        break;
+    }
+}
+
+void k3_matvec(const k3_mat *m, const float *x, float *y)
+{
+    const k3_isa *isa = k3_isa_active();
+    int64_t rows = m->rows, nblocks = (rows + MV_ROWS - 1) / MV_ROWS;
+#pragma omp parallel for schedule(static) if (rows * m->cols >= PAR_MIN_WORK)
+    for (int64_t b = 0; b < nblocks; b++) {
+        int64_t r0 = b * MV_ROWS;
+        size_t nr = (size_t)(rows - r0 < MV_ROWS ? rows - r0 : MV_ROWS);
+        row_dots(isa, m, r0, nr, x, y + r0);
+    }
+}
+
+/* Columns [k0, k0+kc) of rows r0..r0+rb as floats: F32 in place, other
+ * kinds decoded into panel. Returns the rows' start; *ld their stride. */
+static const float *panel_of(const k3_isa *isa, const k3_mat *m, size_t r0, size_t rb, size_t k0,
+                             size_t kc, float *panel, size_t *ld)
+{
+    size_t n = (size_t)m->cols;
+    if (m->kind == K3_MAT_F32) {
+        *ld = n;
+        return (const float *)m->w + r0 * n + k0;
+    }
+    for (size_t r = 0; r < rb; r++) {
+        size_t row = r0 + r;
+        if (m->kind == K3_MAT_BF16)
+            isa->decode_bf16((const uint16_t *)m->w + row * n + k0, kc, panel + r * MM_COLS);
+        else
+            isa->decode_mxfp4((const uint8_t *)m->w + row * (n / 2) + k0 / 2,
+                              m->scales + row * (n / 32) + k0 / 32, kc, panel + r * MM_COLS);
+    }
+    *ld = MM_COLS;
+    return panel;
+}
+
+/* Rows r0..r0+rb (rb <= MM_ROWS) for all T tokens; scratch holds the
+ * panel and the parked lanes. */
+static void matmul_rows(const k3_isa *isa, const k3_mat *m, size_t r0, size_t rb, const float *X,
+                        size_t T, float *Y, float *scratch)
+{
+    size_t n = (size_t)m->cols, rows = (size_t)m->rows;
+    float *panel = scratch, *lanes = scratch + MM_ROWS * MM_COLS;
+    for (size_t t0 = 0; t0 < T; t0 += MM_TOKENS) {
+        size_t tb = T - t0 < MM_TOKENS ? T - t0 : MM_TOKENS;
+        memset(lanes, 0, MM_ROWS * MM_TOKENS * 16 * sizeof *lanes);
+        for (size_t k0 = 0; k0 < n; k0 += MM_COLS) {
+            size_t kc = n - k0 < MM_COLS ? n - k0 : MM_COLS, ld;
+            const float *w = panel_of(isa, m, r0, rb, k0, kc, panel, &ld);
+            /* Token tiles outside: a tile's inputs stay in L1 while every
+             * row tile of the panel passes over them. */
+            for (size_t t = 0; t < tb; t += isa->nr) {
+                size_t nr = tb - t < isa->nr ? tb - t : isa->nr;
+                for (size_t r = 0; r < rb; r += isa->mr) {
+                    size_t mr = rb - r < isa->mr ? rb - r : isa->mr;
+                    isa->tile(w + r * ld, ld, mr, X + (t0 + t) * n + k0, n, nr, kc,
+                              lanes + (r * MM_TOKENS + t) * 16, MM_TOKENS);
+                }
+            }
+        }
+        for (size_t r = 0; r < rb; r++)
+            for (size_t t = 0; t < tb; t++)
+                Y[(t0 + t) * rows + r0 + r] = k3_reduce16(lanes + (r * MM_TOKENS + t) * 16);
+    }
+}
+
+void k3_matmul(const k3_mat *m, const float *X, size_t T, float *Y)
+{
+    if (T == 1) { /* one input: the row dots stream the weights once already */
+        k3_matvec(m, X, Y);
+        return;
+    }
+    const k3_isa *isa = k3_isa_active();
+    int64_t rows = m->rows, nblocks = (rows + MM_ROWS - 1) / MM_ROWS;
+    size_t n = (size_t)m->cols;
+#pragma omp parallel if (rows * m->cols * (int64_t)T >= PAR_MIN_WORK)
+    {
+        void *scratch = NULL;
+        if (posix_memalign(&scratch, 64, (MM_ROWS * MM_COLS + MM_ROWS * MM_TOKENS * 16) *
+                                             sizeof(float)) != 0)
+            scratch = NULL;
+#pragma omp for schedule(static)
+        for (int64_t b = 0; b < nblocks; b++) {
+            size_t r0 = (size_t)(b * MM_ROWS);
+            size_t rb = (size_t)rows - r0 < MM_ROWS ? (size_t)rows - r0 : MM_ROWS;
+            if (scratch) {
+                matmul_rows(isa, m, r0, rb, X, T, Y, scratch);
+            } else { /* no scratch memory: one token at a time, same bits */
+                for (size_t t = 0; t < T; t++)
+                    row_dots(isa, m, (int64_t)r0, rb, X + t * n, Y + t * (size_t)rows + r0);
+            }
+        }
+        free(scratch);
+    }
+}
+
+k3_mat k3_mat_rows(const k3_mat *m, int64_t r0, int64_t n)
+{
+    k3_mat v = *m;
+    size_t cols = (size_t)m->cols;
+    v.rows = n;
+    switch (m->kind) {
+    case K3_MAT_BF16: v.w = (const uint16_t *)m->w + (size_t)r0 * cols; break;
+    case K3_MAT_F32: v.w = (const float *)m->w + (size_t)r0 * cols; break;
+    case K3_MAT_MXFP4:
+        v.w = (const uint8_t *)m->w + (size_t)r0 * (cols / 2);
+        v.scales = m->scales + (size_t)r0 * (cols / 32);
+        break;
+    }
+    return v;
+}
+
+/* Column chunks of MT_COLS keep the decoded row and y in L1; within a
+ * chunk, rows go in ascending order, which is the contract's order for
+ * every y[c]. */
+#define MT_COLS 256
+
+void k3_matvec_t(const k3_mat *m, const float *x, float *y)
+{
+    const k3_isa *isa = k3_isa_active();
+    size_t n = (size_t)m->cols;
+    float row[MT_COLS];
+    memset(y, 0, n * sizeof *y);
+    for (size_t c0 = 0; c0 < n; c0 += MT_COLS) {
+        size_t len = n - c0 < MT_COLS ? n - c0 : MT_COLS;
+        for (int64_t r = 0; r < m->rows; r++) {
+            size_t k = (size_t)r;
+            const float *w = row;
+            if (m->kind == K3_MAT_BF16)
+                isa->decode_bf16((const uint16_t *)m->w + k * n + c0, len, row);
+            else if (m->kind == K3_MAT_MXFP4)
+                isa->decode_mxfp4((const uint8_t *)m->w + k * (n / 2) + c0 / 2,
+                                  m->scales + k * (n / 32) + c0 / 32, len, row);
+            else
+                w = (const float *)m->w + k * n + c0;
+            isa->axpy(y + c0, x[r], w, len);
+        }
+    }
+}

@@ -1,0 +1,437 @@
+/* direct.c - see direct.h. */
+#if defined(__linux__)
+#define _GNU_SOURCE          /* O_DIRECT, preadv */
+#elif defined(__APPLE__)
+#define _DARWIN_C_SOURCE     /* F_NOCACHE, preadv */
+#endif
+#include "io/direct.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#ifdef _WIN32
+#include <malloc.h>
+#include <windows.h>
+#else
+#include <fcntl.h>
+#include <pthread.h>
+#include <sys/uio.h>
+#include <unistd.h>
+#endif
+
+#include "io/pread_all.h"
+#include "util/error.h"
+
+/* ---- process-wide counters (and the fault shim's numbering) ---- */
+
+#ifdef _WIN32
+static SRWLOCK lock = SRWLOCK_INIT;
+static void lock_take(void) { AcquireSRWLockExclusive(&lock); }
+static void lock_give(void) { ReleaseSRWLockExclusive(&lock); }
+#else
+static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
+static void lock_take(void) { pthread_mutex_lock(&lock); }
+static void lock_give(void) { pthread_mutex_unlock(&lock); }
+#endif
+
+static k3_io_counts counts;
+static uint64_t allocs;
+
+/* Counts one read request and returns its number (from 1). */
+static uint64_t count_read(void)
+{
+    lock_take();
+    uint64_t n = ++counts.reads;
+    lock_give();
+    return n;
+}
+
+static void count_bytes(uint64_t n)
+{
+    lock_take();
+    counts.bytes += n;
+    lock_give();
+}
+
+static void count_fallback(void)
+{
+    lock_take();
+    counts.fallbacks++;
+    lock_give();
+}
+
+static uint64_t count_alloc(void)
+{
+    lock_take();
+    uint64_t n = ++allocs;
+    lock_give();
+    return n;
+}
+
+void k3_io_counts_get(k3_io_counts *c)
+{
+    lock_take();
+    *c = counts;
+    lock_give();
+}
+
+/* ---- fault injection (test builds only) ---- */
+
+enum { FAULT_NONE, FAULT_FAIL, FAULT_SHORT, FAULT_CORRUPT, FAULT_EINVAL };
+
+#ifdef K3_FAULT_INJECTION
+static struct {
+    int parsed;
+    uint64_t read_first, read_count; /* faulty read numbers [first, first + count) */
+    int read_mode;
+    uint64_t alloc_n;                /* failing allocation number, 0 = none */
+} fault;
+
+/* A malformed K3_FAULT is a broken test, not a condition to run on. */
+static void fault_bad(const char *spec)
+{
+    fprintf(stderr, "K3_FAULT=%s: expected read:N:fail|short|corrupt|einval[:COUNT] or alloc:N\n",
+            spec);
+    abort();
+}
+
+static uint64_t fault_number(const char *s, char **end, const char *spec)
+{
+    if (*s < '0' || *s > '9')
+        fault_bad(spec);
+    unsigned long long v = strtoull(s, end, 10);
+    if (v == 0)
+        fault_bad(spec);
+    return (uint64_t)v;
+}
+
+/* Called with the lock held. */
+static void fault_parse(void)
+{
+    static const char *modes[] = { "fail", "short", "corrupt", "einval" };
+    const char *spec = getenv("K3_FAULT");
+    char *end;
+    fault.parsed = 1;
+    if (!spec || !*spec)
+        return;
+    if (!strncmp(spec, "alloc:", 6)) {
+        fault.alloc_n = fault_number(spec + 6, &end, spec);
+        if (*end)
+            fault_bad(spec);
+        return;
+    }
+    if (strncmp(spec, "read:", 5))
+        fault_bad(spec);
+    fault.read_first = fault_number(spec + 5, &end, spec);
+    if (*end++ != ':')
+        fault_bad(spec);
+    for (int m = 0; m < 4; m++) {
+        size_t n = strlen(modes[m]);
+        if (!strncmp(end, modes[m], n) && (end[n] == '\0' || end[n] == ':')) {
+            fault.read_mode = FAULT_FAIL + m;
+            end += n;
+            break;
+        }
+    }
+    if (!fault.read_mode)
+        fault_bad(spec);
+    fault.read_count = 1;
+    if (*end == ':')
+        fault.read_count = fault_number(end + 1, &end, spec);
+    if (*end)
+        fault_bad(spec);
+}
+
+static int fault_read(uint64_t n)
+{
+    lock_take();
+    if (!fault.parsed)
+        fault_parse();
+    int mode = n >= fault.read_first && n - fault.read_first < fault.read_count ? fault.read_mode
+                                                                               : FAULT_NONE;
+    lock_give();
+    return mode;
+}
+
+static int fault_alloc(uint64_t n)
+{
+    lock_take();
+    if (!fault.parsed)
+        fault_parse();
+    int fail = fault.alloc_n == n;
+    lock_give();
+    return fail;
+}
+#else
+static int fault_read(uint64_t n)
+{
+    (void)n;
+    return FAULT_NONE;
+}
+
+static int fault_alloc(uint64_t n)
+{
+    (void)n;
+    return 0;
+}
+#endif
+
+/* ---- files ---- */
+
+int k3_file_open(k3_file *f, const char *path, int direct, k3_err *e)
+{
+    memset(f, 0, sizeof *f);
+    size_t n = strlen(path) + 1;
+    if (!(f->path = k3_malloc(e, n, "file name")))
+        return e->code;
+    memcpy(f->path, path, n);
+#ifdef _WIN32
+    f->handle = INVALID_HANDLE_VALUE;
+    if (direct) {
+        f->handle = CreateFileA(path, GENERIC_READ, FILE_SHARE_READ, NULL, OPEN_EXISTING,
+                                FILE_ATTRIBUTE_NORMAL | FILE_FLAG_NO_BUFFERING, NULL);
+        f->direct = f->handle != INVALID_HANDLE_VALUE;
+        if (!f->direct && GetLastError() == ERROR_INVALID_PARAMETER)
+            count_fallback();
+    }
+    if (f->handle == INVALID_HANDLE_VALUE)
+        f->handle = CreateFileA(path, GENERIC_READ, FILE_SHARE_READ, NULL, OPEN_EXISTING,
+                                FILE_ATTRIBUTE_NORMAL, NULL);
+    if (f->handle == INVALID_HANDLE_VALUE) {
+        k3_fail(e, K3_EINPUT, "%s: cannot open (Windows error %lu)", path,
+                (unsigned long)GetLastError());
+        k3_file_close(f);
+        return e->code;
+    }
+#else
+    (void)direct; /* used below on systems with a direct-I/O switch */
+    f->fd = -1;
+#if defined(O_DIRECT)
+    if (direct) {
+        f->fd = open(path, O_RDONLY | O_DIRECT);
+        f->direct = f->fd >= 0;
+        if (f->fd < 0 && errno == EINVAL)
+            count_fallback();
+    }
+#endif
+    if (f->fd < 0)
+        f->fd = open(path, O_RDONLY);
+    if (f->fd < 0) {
+        k3_fail(e, K3_EINPUT, "%s: cannot open: %s", path, strerror(errno));
+        k3_file_close(f);
+        return e->code;
+    }
+#if defined(__APPLE__)
+    f->direct = direct && fcntl(f->fd, F_NOCACHE, 1) == 0;
+#endif
+#endif
+    return K3_OK;
+}
+
+void k3_file_close(k3_file *f)
+{
+#ifdef _WIN32
+    if (f->handle && f->handle != INVALID_HANDLE_VALUE)
+        CloseHandle(f->handle);
+    f->handle = INVALID_HANDLE_VALUE;
+#else
+    if (f->path && f->fd >= 0)
+        close(f->fd);
+    f->fd = -1;
+#endif
+    free(f->path);
+    f->path = NULL;
+}
+
+int k3_file_is_direct(const k3_file *f)
+{
+#if !defined(_WIN32) && defined(O_DIRECT)
+    return f->direct && (fcntl(f->fd, F_GETFL) & O_DIRECT) != 0;
+#else
+    return f->direct;
+#endif
+}
+
+/* The file system refused a direct read: clear O_DIRECT on the descriptor
+ * (Linux allows it with F_SETFL) so this and every later read is buffered.
+ * Several threads may get here at once; the first one switches the file. */
+static int drop_direct(k3_file *f)
+{
+#if !defined(_WIN32) && defined(O_DIRECT)
+    if (!f->direct)
+        return 0;
+    lock_take(); /* so that one switch is counted once */
+    int flags = fcntl(f->fd, F_GETFL), ok = flags >= 0;
+    if (ok && (flags & O_DIRECT)) {
+        ok = fcntl(f->fd, F_SETFL, flags & ~O_DIRECT) == 0;
+        counts.fallbacks += (uint64_t)ok;
+    }
+    lock_give();
+    return ok;
+#else
+    (void)f;
+    return 0;
+#endif
+}
+
+/* ---- memory ---- */
+
+void *k3_io_alloc(size_t n, const char *what, k3_err *e)
+{
+    size_t len = (size_t)k3_io_align_up(n ? n : 1);
+    void *p = NULL;
+    if (!fault_alloc(count_alloc())) {
+#ifdef _WIN32
+        p = _aligned_malloc(len, K3_IO_ALIGN);
+#else
+        if (posix_memalign(&p, K3_IO_ALIGN, len) != 0)
+            p = NULL;
+#endif
+    }
+    if (!p)
+        k3_fail(e, K3_ERUNTIME, "out of memory allocating %zu aligned bytes for %s", len, what);
+    return p;
+}
+
+void k3_io_free(void *p)
+{
+#ifdef _WIN32
+    _aligned_free(p);
+#else
+    free(p);
+#endif
+}
+
+/* ---- reads ---- */
+
+/* One read request of the whole range, looping over partial transfers;
+ * returns the bytes read (fewer only at end of file) or -1 with errno. */
+static int64_t read_once(k3_file *f, uint64_t off, const k3_iov *iov, int niov)
+{
+    uint64_t done = 0;
+#ifdef _WIN32
+    for (int i = 0; i < niov; i++)
+        for (size_t at = 0; at < iov[i].len;) {
+            OVERLAPPED ov;
+            memset(&ov, 0, sizeof ov);
+            ov.Offset = (DWORD)(off + done);
+            ov.OffsetHigh = (DWORD)((off + done) >> 32);
+            size_t left = iov[i].len - at;
+            DWORD want = left > (1u << 30) ? (1u << 30) : (DWORD)left, got = 0;
+            if (!ReadFile(f->handle, (char *)iov[i].buf + at, want, &got, &ov)) {
+                if (GetLastError() == ERROR_HANDLE_EOF)
+                    return (int64_t)done;
+                errno = GetLastError() == ERROR_INVALID_PARAMETER ? EINVAL : EIO;
+                return -1;
+            }
+            if (got == 0)
+                return (int64_t)done;
+            at += got;
+            done += got;
+        }
+#else
+    struct iovec v[K3_IO_MAX_SEGS];
+    for (int i = 0; i < niov; i++) {
+        v[i].iov_base = iov[i].buf;
+        v[i].iov_len = iov[i].len;
+    }
+    struct iovec *p = v;
+    int n = niov;
+    while (n > 0) {
+        ssize_t r = preadv(f->fd, p, n, (off_t)(off + done));
+        if (r < 0) {
+            if (errno == EINTR)
+                continue;
+            return -1;
+        }
+        if (r == 0)
+            break;
+        done += (uint64_t)r;
+        for (; n > 0 && (size_t)r >= p->iov_len; p++, n--)
+            r -= (ssize_t)p->iov_len;
+        if (n > 0) {
+            p->iov_base = (char *)p->iov_base + r;
+            p->iov_len -= (size_t)r;
+        }
+    }
+#endif
+    return (int64_t)done;
+}
+
+/* One attempt, counted, with the fault shim's say. */
+static int64_t attempt(k3_file *f, uint64_t off, const k3_iov *iov, int niov, uint64_t need)
+{
+    int mode = fault_read(count_read());
+    if (mode == FAULT_FAIL || mode == FAULT_EINVAL) {
+        errno = mode == FAULT_FAIL ? EIO : EINVAL;
+        return -1;
+    }
+    int64_t got = read_once(f, off, iov, niov);
+    if (got <= 0)
+        return got;
+    count_bytes((uint64_t)got);
+    if (mode == FAULT_SHORT && (uint64_t)got >= need)
+        got = (int64_t)need - 1;
+    if (mode == FAULT_CORRUPT) {
+        uint64_t left = (uint64_t)got;
+        for (int i = 0; i < niov && left; i++) {
+            size_t n = left < iov[i].len ? (size_t)left : iov[i].len;
+            for (size_t j = 0; j < n; j++)
+                ((uint8_t *)iov[i].buf)[j] ^= 0xFF;
+            left -= n;
+        }
+    }
+    return got;
+}
+
+int k3_file_readv(k3_file *f, uint64_t off, const k3_iov *iov, int niov, uint64_t need,
+                  k3_err *e)
+{
+    uint64_t total = 0;
+    int ok = off % K3_IO_ALIGN == 0 && niov >= 1 && niov <= K3_IO_MAX_SEGS;
+    for (int i = 0; ok && i < niov; i++) {
+        ok = (uintptr_t)iov[i].buf % K3_IO_ALIGN == 0 && iov[i].len % K3_IO_ALIGN == 0;
+        total += iov[i].len;
+    }
+    if (!ok || need > total)
+        return k3_fail(e, K3_ERUNTIME, "internal: misaligned read of %s at %llu", f->path,
+                       (unsigned long long)off);
+    char why[96] = "";
+    int fell_back = 0;
+    for (int n = 1; n <= K3_READ_ATTEMPTS;) {
+        int64_t got = attempt(f, off, iov, niov, need);
+        if (got >= 0 && (uint64_t)got >= need)
+            return K3_OK;
+        int err = got < 0 ? errno : 0;
+        if (err == EINVAL && !fell_back && drop_direct(f)) {
+            fell_back = 1; /* not an attempt: the same read again, buffered */
+            continue;
+        }
+        if (got < 0)
+            snprintf(why, sizeof why, "%s", strerror(err));
+        else
+            snprintf(why, sizeof why, "short read: %lld of %llu bytes", (long long)got,
+                     (unsigned long long)need);
+        n++;
+    }
+    return k3_fail(e, K3_EINVALID,
+                   "RUN INVALID: reading bytes %llu..%llu of %s failed after %d attempts (%s)",
+                   (unsigned long long)off, (unsigned long long)(off + need), f->path,
+                   K3_READ_ATTEMPTS, why);
+}
+
+int k3_read_span(k3_file *f, void *buf, size_t cap, uint64_t off, uint64_t len,
+                 const uint8_t **data, k3_err *e)
+{
+    uint64_t start = k3_io_align_down(off);
+    *data = (const uint8_t *)buf + (off - start);
+    if (len == 0)
+        return K3_OK;
+    if (cap < k3_span_cap(off, len))
+        return k3_fail(e, K3_ERUNTIME, "internal: %zu-byte buffer for a %zu-byte span of %s", cap,
+                       k3_span_cap(off, len), f->path);
+    k3_iov v = { buf, k3_span_cap(off, len) };
+    return k3_file_readv(f, start, &v, 1, off + len - start, e);
+}

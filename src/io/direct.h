@@ -1,0 +1,106 @@
+/* direct.h - the platform layer for weight reads: files opened for direct
+ * (uncached) I/O where allowed, aligned buffers, and reads of unaligned byte
+ * ranges through aligned supersets.
+ *
+ * Why direct I/O: weights are read once per use and are far larger than
+ * memory; through the page cache every byte would be copied twice and the
+ * cache would evict what the engine keeps resident itself. Direct reads need
+ * the file offset, the length and the buffer address aligned (K3_IO_ALIGN
+ * covers 512-byte and 4 KiB devices), so every read here is of whole aligned
+ * blocks, and callers find their (unaligned) bytes inside the buffer.
+ *
+ *   Linux    O_DIRECT. If the open, or a read, is refused with EINVAL (a file
+ *            system without direct I/O), the file silently falls back to
+ *            buffered reads for good; k3_io_counts_get counts fallbacks.
+ *   macOS    F_NOCACHE (no alignment demands, so no fallback needed).
+ *   Windows  FILE_FLAG_NO_BUFFERING handles, buffered if the open fails.
+ *
+ * Every read is tried K3_READ_ATTEMPTS times (io/pread_all.h); if all fail or
+ * come back short the call returns K3_EINVALID with "RUN INVALID: reading
+ * ... from FILE failed after N attempts (why)": a weight that cannot be read
+ * stops the run, it is never replaced.
+ *
+ * Thread safety: reads of one k3_file may run concurrently from several
+ * threads (positioned reads, no shared offset); open and close may not.
+ *
+ * Fault injection (test builds only, compiled with -DK3_FAULT_INJECTION),
+ * from the environment variable K3_FAULT, read once:
+ *   read:N:MODE[:COUNT]  read requests N .. N+COUNT-1 (COUNT defaults to 1;
+ *                        numbered from 1 across the process, every attempt
+ *                        counts) misbehave: MODE fail (EIO), short (fewer
+ *                        bytes than needed), corrupt (every byte read is
+ *                        inverted), einval (EINVAL, as a file system without
+ *                        direct I/O would answer).
+ *   alloc:N              the Nth k3_io_alloc of the process fails. */
+#ifndef K3_IO_DIRECT_H
+#define K3_IO_DIRECT_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "k3/error.h"
+
+#define K3_IO_ALIGN 4096u
+/* Most buffers one read may scatter into (Linux and macOS take up to 1024). */
+#define K3_IO_MAX_SEGS 64
+
+static inline uint64_t k3_io_align_down(uint64_t x) { return x & ~(uint64_t)(K3_IO_ALIGN - 1); }
+static inline uint64_t k3_io_align_up(uint64_t x) { return k3_io_align_down(x + K3_IO_ALIGN - 1); }
+
+typedef struct k3_file {
+    char *path;               /* for messages */
+#ifdef _WIN32
+    void *handle;
+#else
+    int fd;
+#endif
+    int direct;               /* direct I/O granted at open (Linux may drop it later) */
+} k3_file;
+
+/* Opens path for reading; direct asks for direct I/O where allowed. A file
+ * that cannot be opened is K3_EINPUT naming it. */
+int k3_file_open(k3_file *f, const char *path, int direct, k3_err *e);
+void k3_file_close(k3_file *f);
+/* Whether reads of f currently bypass the page cache. */
+int k3_file_is_direct(const k3_file *f);
+
+/* n bytes (rounded up to K3_IO_ALIGN) aligned to K3_IO_ALIGN; K3_ERUNTIME
+ * naming `what` on failure. Free with k3_io_free. */
+void *k3_io_alloc(size_t n, const char *what, k3_err *e);
+void k3_io_free(void *p);
+
+/* One destination of a scattered read. */
+typedef struct k3_iov {
+    void *buf;
+    size_t len;
+} k3_iov;
+
+/* Reads the file range [off, off + sum of lengths) into the buffers in
+ * order. off, every address and every length must be multiples of
+ * K3_IO_ALIGN, niov in 1..K3_IO_MAX_SEGS. The range may run past the end of
+ * the file: the read succeeds once the first `need` bytes have arrived. */
+int k3_file_readv(k3_file *f, uint64_t off, const k3_iov *iov, int niov, uint64_t need,
+                  k3_err *e);
+
+/* Buffer bytes k3_read_span needs for [off, off + len). */
+static inline size_t k3_span_cap(uint64_t off, uint64_t len)
+{
+    return (size_t)(k3_io_align_up(off + len) - k3_io_align_down(off));
+}
+
+/* Reads the unaligned range [off, off + len) through its aligned superset
+ * into buf (K3_IO_ALIGN-aligned, cap >= k3_span_cap(off, len)); *data points
+ * at byte off inside buf. */
+int k3_read_span(k3_file *f, void *buf, size_t cap, uint64_t off, uint64_t len,
+                 const uint8_t **data, k3_err *e);
+
+/* Process-wide counters of this layer. */
+typedef struct k3_io_counts {
+    uint64_t reads;           /* read requests issued (every attempt) */
+    uint64_t bytes;           /* bytes they returned */
+    uint64_t fallbacks;       /* direct I/O refused, file switched to buffered */
+} k3_io_counts;
+
+void k3_io_counts_get(k3_io_counts *c);
+
+#endif

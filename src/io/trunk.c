@@ -1,0 +1,353 @@
+/* trunk.c - see trunk.h. */
+#include "io/trunk.h"
+
+#include <errno.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "io/pread_all.h"
+#include "util/error.h"
+#include "util/xxh64.h"
+
+enum { SLOT_EMPTY, SLOT_INFLIGHT, SLOT_LOADED };
+
+typedef struct {
+    uint8_t *buf;
+    int state;
+    size_t run;          /* valid when INFLIGHT or LOADED */
+    int refs;            /* acquisitions not yet released */
+    uint64_t last_use;   /* LRU clock */
+    int failed;          /* the read of `run` failed: acquire reports it */
+    char msg[512];
+} slot;
+
+struct k3_trunk {
+    const k3_run *runs;
+    size_t nruns, nring;
+    const uint8_t *is_pinned; /* [nruns] */
+    uint8_t **pinned;    /* [nruns]: image of each pinned run, else NULL */
+    slot *ring;          /* [nring] */
+    uint64_t clock;
+    pthread_t reader;
+    int have_reader, stop;
+    pthread_mutex_t mu;
+    pthread_cond_t cv;
+    size_t *queue;       /* ring indices to fill, FIFO */
+    size_t qhead, qlen;
+    k3_trunk_stats st;
+};
+
+static double now(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
+/* Reads piece p of run r into buf; on failure writes a message. */
+static int read_piece(const k3_run *r, const k3_run_piece *p, uint8_t *buf, char *msg,
+                      size_t msglen)
+{
+    if (p->file) {
+        k3_err e = { 0, "" };
+        k3_iov v = { buf + p->dst_off, (size_t)k3_io_align_up(p->len) };
+        if (k3_file_readv(p->file, p->src_off, &v, 1, p->len, &e) == K3_OK)
+            return 0;
+        snprintf(msg, msglen, "%s, for %s", e.msg, r->name);
+        return -1;
+    }
+    for (int attempt = 1; attempt <= K3_READ_ATTEMPTS; attempt++)
+        if (k3_pread_all(p->fd, buf + p->dst_off, (size_t)p->len, (off_t)p->src_off) ==
+            (ssize_t)p->len)
+            return 0;
+    snprintf(msg, msglen, "RUN INVALID: reading %s from %s failed after %d attempts", r->name,
+             p->path, K3_READ_ATTEMPTS);
+    return -1;
+}
+
+/* Reads every piece of run r into buf and checks its checksum if it has
+ * one; on failure writes a message. *verify_s gets the checking time. */
+static int read_run(const k3_run *r, uint8_t *buf, double *verify_s, char *msg, size_t msglen)
+{
+    *verify_s = 0;
+    for (size_t i = 0; i < r->npieces; i++)
+        if (read_piece(r, &r->pieces[i], buf, msg, msglen) != 0)
+            return -1;
+    if (!r->verify)
+        return 0;
+    double t0 = now();
+    uint64_t got = k3_xxh64(buf, (size_t)r->bytes, 0);
+    *verify_s = now() - t0;
+    if (got == r->checksum)
+        return 0;
+    const char *path = r->npieces ? r->pieces[0].path : "?", *base = strrchr(path, '/');
+    snprintf(msg, msglen, "RUN INVALID: %s of %s fails its checksum (%s at offset %llu: xxh64 "
+                          "%016llx, trunk.json says %016llx)",
+             r->name, base ? base + 1 : path, path,
+             (unsigned long long)(r->npieces ? r->pieces[0].src_off : 0), (unsigned long long)got,
+             (unsigned long long)r->checksum);
+    return -1;
+}
+
+static void *reader_main(void *arg)
+{
+    k3_trunk *t = arg;
+    pthread_mutex_lock(&t->mu);
+    for (;;) {
+        while (!t->stop && t->qlen == 0)
+            pthread_cond_wait(&t->cv, &t->mu);
+        if (t->stop)
+            break;
+        slot *s = &t->ring[t->queue[t->qhead]];
+        t->qhead = (t->qhead + 1) % t->nring;
+        t->qlen--;
+        const k3_run *r = &t->runs[s->run];
+        pthread_mutex_unlock(&t->mu);
+        double t0 = now(), vs;
+        char msg[512] = "";
+        int rc = read_run(r, s->buf, &vs, msg, sizeof msg);
+        double dt = now() - t0;
+        pthread_mutex_lock(&t->mu);
+        t->st.read_seconds += dt - vs;
+        t->st.verify_seconds += vs;
+        if (rc == 0) {
+            t->st.bytes_read += r->bytes;
+            t->st.runs_read++;
+        } else {
+            s->failed = 1;
+            memcpy(s->msg, msg, sizeof msg);
+        }
+        s->state = SLOT_LOADED;
+        pthread_cond_broadcast(&t->cv);
+    }
+    pthread_mutex_unlock(&t->mu);
+    return NULL;
+}
+
+/* Bytes of the largest run that is not pinned (the ring's slot size). */
+static uint64_t largest_streamed(const k3_run *runs, size_t nruns, const uint8_t *pinned)
+{
+    uint64_t largest = 0;
+    for (size_t i = 0; i < nruns; i++)
+        if (!pinned[i] && runs[i].bytes > largest)
+            largest = runs[i].bytes;
+    return largest;
+}
+
+uint64_t k3_trunk_plan_bytes(const k3_run *runs, size_t nruns, const uint8_t *pinned,
+                             size_t nring)
+{
+    uint64_t total = 0;
+    for (size_t i = 0; i < nruns; i++)
+        if (pinned[i])
+            total += runs[i].bytes;
+    return total + (uint64_t)nring * largest_streamed(runs, nruns, pinned);
+}
+
+int k3_trunk_new(k3_trunk **out, const k3_run *runs, size_t nruns, const uint8_t *pinned,
+                 size_t nring, k3_err *e)
+{
+    *out = NULL;
+    uint64_t largest = largest_streamed(runs, nruns, pinned);
+    size_t nstreamed = 0;
+    for (size_t i = 0; i < nruns; i++)
+        nstreamed += !pinned[i];
+    if (nstreamed == 0)
+        nring = 0;
+    else if (nring == 0)
+        return k3_fail(e, K3_EINPUT, "streaming the trunk needs at least one ring slot");
+    k3_trunk *t = k3_calloc(e, 1, sizeof *t, "trunk");
+    if (!t)
+        return e->code;
+    t->runs = runs;
+    t->nruns = nruns;
+    t->is_pinned = pinned;
+    t->nring = nring;
+    pthread_mutex_init(&t->mu, NULL);
+    pthread_cond_init(&t->cv, NULL);
+    t->pinned = k3_calloc(e, nruns + 1, sizeof *t->pinned, "trunk");
+    t->ring = k3_calloc(e, nring + 1, sizeof *t->ring, "trunk ring");
+    t->queue = k3_calloc(e, nring + 1, sizeof *t->queue, "trunk ring");
+    for (size_t i = 0; i < nring && !e->code; i++)
+        if ((t->ring[i].buf = k3_io_alloc((size_t)largest, "trunk ring slot", e)))
+            t->st.ring_bytes += largest;
+    for (size_t i = 0; i < nruns && !e->code; i++) {
+        char msg[512];
+        double vs;
+        if (!pinned[i])
+            continue;
+        if (!(t->pinned[i] = k3_io_alloc((size_t)runs[i].bytes, "pinned trunk", e)))
+            break;
+        double t0 = now();
+        if (read_run(&runs[i], t->pinned[i], &vs, msg, sizeof msg) != 0) {
+            k3_fail(e, K3_EINVALID, "%s", msg);
+            break;
+        }
+        t->st.read_seconds += now() - t0 - vs;
+        t->st.verify_seconds += vs;
+        t->st.bytes_read += runs[i].bytes;
+        t->st.runs_read++;
+        t->st.pinned_bytes += runs[i].bytes;
+    }
+    if (!e->code && nring >= 2) {
+        if (pthread_create(&t->reader, NULL, reader_main, t) != 0)
+            k3_fail(e, K3_ERUNTIME, "cannot start the trunk reader thread");
+        else
+            t->have_reader = 1;
+    }
+    if (e->code) {
+        k3_trunk_free(t);
+        return e->code;
+    }
+    *out = t;
+    return K3_OK;
+}
+
+void k3_trunk_free(k3_trunk *t)
+{
+    if (!t)
+        return;
+    if (t->have_reader) {
+        pthread_mutex_lock(&t->mu);
+        t->stop = 1;
+        pthread_cond_broadcast(&t->cv);
+        pthread_mutex_unlock(&t->mu);
+        pthread_join(t->reader, NULL);
+    }
+    for (size_t i = 0; t->pinned && i < t->nruns; i++)
+        k3_io_free(t->pinned[i]);
+    for (size_t i = 0; t->ring && i < t->nring; i++)
+        k3_io_free(t->ring[i].buf);
+    free(t->pinned);
+    free(t->ring);
+    free(t->queue);
+    pthread_mutex_destroy(&t->mu);
+    pthread_cond_destroy(&t->cv);
+    free(t);
+}
+
+/* The slot holding (or loading) run r, or -1. Called with mu held. */
+static long find_slot(const k3_trunk *t, size_t r)
+{
+    for (size_t i = 0; i < t->nring; i++)
+        if (t->ring[i].state != SLOT_EMPTY && t->ring[i].run == r)
+            return (long)i;
+    return -1;
+}
+
+/* A slot that may be (re)filled: EMPTY first, else the least recently used
+ * LOADED slot nobody holds. -1 when every slot is held or in flight. */
+static long free_slot(const k3_trunk *t)
+{
+    long best = -1;
+    for (size_t i = 0; i < t->nring; i++) {
+        const slot *s = &t->ring[i];
+        if (s->state == SLOT_EMPTY)
+            return (long)i;
+        if (s->state == SLOT_LOADED && s->refs == 0 &&
+            (best < 0 || s->last_use < t->ring[best].last_use))
+            best = (long)i;
+    }
+    return best;
+}
+
+/* Claims slot i for run r and queues it for the reader. mu held. */
+static void start_load(k3_trunk *t, long i, size_t r)
+{
+    slot *s = &t->ring[i];
+    s->state = SLOT_INFLIGHT;
+    s->run = r;
+    s->failed = 0;
+    s->last_use = ++t->clock;
+    t->queue[(t->qhead + t->qlen) % t->nring] = (size_t)i;
+    t->qlen++;
+    pthread_cond_broadcast(&t->cv);
+}
+
+void k3_trunk_prefetch(k3_trunk *t, size_t r)
+{
+    if (r >= t->nruns || t->is_pinned[r] || !t->have_reader)
+        return;
+    pthread_mutex_lock(&t->mu);
+    if (find_slot(t, r) < 0) {
+        long i = free_slot(t);
+        if (i >= 0)
+            start_load(t, i, r);
+    }
+    pthread_mutex_unlock(&t->mu);
+}
+
+const uint8_t *k3_trunk_acquire(k3_trunk *t, size_t r, k3_err *e)
+{
+    if (t->is_pinned[r])
+        return t->pinned[r];
+    double t0 = now();
+    pthread_mutex_lock(&t->mu);
+    long i;
+    for (;;) {
+        i = find_slot(t, r);
+        if (i >= 0)
+            break;
+        i = free_slot(t);
+        if (i >= 0) {
+            if (t->have_reader) {
+                start_load(t, i, r);
+            } else {
+                /* One slot, no reader: load in this thread. */
+                slot *s = &t->ring[i];
+                s->state = SLOT_INFLIGHT;
+                s->run = r;
+                pthread_mutex_unlock(&t->mu);
+                double r0 = now(), vs;
+                s->failed = read_run(&t->runs[r], s->buf, &vs, s->msg, sizeof s->msg) != 0;
+                pthread_mutex_lock(&t->mu);
+                t->st.read_seconds += now() - r0 - vs;
+                t->st.verify_seconds += vs;
+                if (!s->failed) {
+                    t->st.bytes_read += t->runs[r].bytes;
+                    t->st.runs_read++;
+                }
+                s->state = SLOT_LOADED;
+            }
+            break;
+        }
+        pthread_cond_wait(&t->cv, &t->mu); /* every slot busy: wait for one */
+    }
+    slot *s = &t->ring[i];
+    while (s->state == SLOT_INFLIGHT)
+        pthread_cond_wait(&t->cv, &t->mu);
+    const uint8_t *buf = NULL;
+    if (s->failed) {
+        k3_fail(e, K3_EINVALID, "%s", s->msg);
+        s->state = SLOT_EMPTY;
+    } else {
+        s->refs++;
+        s->last_use = ++t->clock;
+        buf = s->buf;
+    }
+    t->st.wait_seconds += now() - t0;
+    pthread_mutex_unlock(&t->mu);
+    return buf;
+}
+
+void k3_trunk_release(k3_trunk *t, size_t r)
+{
+    if (t->is_pinned[r])
+        return;
+    pthread_mutex_lock(&t->mu);
+    long i = find_slot(t, r);
+    if (i >= 0 && t->ring[i].refs > 0)
+        t->ring[i].refs--;
+    pthread_cond_broadcast(&t->cv);
+    pthread_mutex_unlock(&t->mu);
+}
+
+void k3_trunk_stats_get(k3_trunk *t, k3_trunk_stats *s)
+{
+    pthread_mutex_lock(&t->mu);
+    *s = t->st;
+    pthread_mutex_unlock(&t->mu);
+}

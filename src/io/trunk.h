@@ -1,0 +1,82 @@
+/* trunk.h - the dense trunk's residency: pinned runs plus a ring of slots.
+ *
+ * A run is one unit of residency (one layer's matrices, in practice): a
+ * byte image assembled from pieces of files. The first `npinned` runs are
+ * loaded once and stay; the others take turns in `nring` slots, each sized
+ * for the largest of them. While the engine computes with run L, a reader
+ * thread loads the runs it was asked to prefetch, so I/O overlaps compute.
+ *
+ * Residency never changes the bytes a run holds, so it never changes what
+ * is computed. A piece that cannot be read (after retries) makes acquire
+ * fail with K3_EINVALID: the run must stop, never continue with stale data.
+ *
+ * Packed trunks (io/trunk_file.h): a run read from trunk.bin is one piece
+ * with `file` set, read in one aligned (direct where allowed) read, and
+ * `verify` set: its image must hash to `checksum` (XXH64, util/xxh64.h) or
+ * acquire fails with K3_EINVALID "RUN INVALID: layer N of trunk.bin fails
+ * its checksum". Run buffers are K3_IO_ALIGN-aligned and rounded up to a
+ * multiple of it, as direct reads need.
+ *
+ * Slot states: EMPTY, INFLIGHT (being read: never handed out, never
+ * evicted), LOADED with a run id. A slot is evictable when LOADED and not
+ * acquired. Threading: acquire/release/prefetch are called from one thread
+ * (the forward pass); the reader thread only fills INFLIGHT slots. */
+#ifndef K3_IO_TRUNK_H
+#define K3_IO_TRUNK_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "io/direct.h"
+#include "k3/error.h"
+
+typedef struct k3_run_piece {
+    int fd;               /* source file, opened by the caller, kept open */
+    const char *path;     /* for messages */
+    const char *tensor;   /* the tensor it holds (messages, the trunk packer) */
+    k3_file *file;        /* when set, read through it instead of fd: src_off and
+                           * dst_off K3_IO_ALIGN multiples, len rounded up is read */
+    uint64_t src_off;     /* byte offset in the file */
+    uint64_t len;
+    uint64_t dst_off;     /* byte offset in the run image */
+} k3_run_piece;
+
+typedef struct k3_run {
+    k3_run_piece *pieces;
+    size_t npieces;
+    uint64_t bytes;       /* size of the run image */
+    const char *name;     /* e.g. "layer 12", for messages */
+    int verify;           /* the image must hash to checksum once read */
+    uint64_t checksum;    /* XXH64 (seed 0) of the image [0, bytes) */
+} k3_run;
+
+typedef struct k3_trunk_stats {
+    uint64_t bytes_read, runs_read;
+    double read_seconds;  /* time the reader spent in reads */
+    double verify_seconds;/* time spent checking checksums of packed runs */
+    double wait_seconds;  /* time acquire waited for a run to arrive */
+    uint64_t pinned_bytes, ring_bytes;
+} k3_trunk_stats;
+
+typedef struct k3_trunk k3_trunk;
+
+/* Bytes a configuration will allocate (for the memory plan). */
+uint64_t k3_trunk_plan_bytes(const k3_run *runs, size_t nruns, const uint8_t *pinned,
+                             size_t nring);
+
+/* Takes ownership of nothing: runs and pinned (one flag per run) must
+ * outlive the trunk. Loads the pinned runs now. nring >= 1 unless every run
+ * is pinned. With nring >= 2 a reader thread prefetches. */
+int k3_trunk_new(k3_trunk **out, const k3_run *runs, size_t nruns, const uint8_t *pinned,
+                 size_t nring, k3_err *e);
+void k3_trunk_free(k3_trunk *t);
+
+/* The image of run r, resident until released. Waits for it if needed. */
+const uint8_t *k3_trunk_acquire(k3_trunk *t, size_t r, k3_err *e);
+void k3_trunk_release(k3_trunk *t, size_t r);
+/* Asks the reader to load run r into a free slot if one is available. */
+void k3_trunk_prefetch(k3_trunk *t, size_t r);
+
+void k3_trunk_stats_get(k3_trunk *t, k3_trunk_stats *s);
+
+#endif

@@ -1,0 +1,496 @@
+/* trunk_format.c - see trunk_format.h. */
+#include "io/trunk_format.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "util/error.h"
+#include "util/json.h"
+#include "util/json_write.h"
+#include "util/xxh64.h"
+
+/* trunk.json of the release is ~300 KB; anything near this is not ours. */
+#define MAX_MANIFEST_BYTES (64u << 20)
+
+void k3_trunk_hex(uint64_t v, char out[17])
+{
+    snprintf(out, 17, "%016llx", (unsigned long long)v);
+}
+
+int k3_trunk_config_hash(const char *model_dir, uint64_t *hash, k3_err *e)
+{
+    char path[4096];
+    size_t len;
+    snprintf(path, sizeof path, "%s/config.json", model_dir);
+    char *text = k3_read_small_file(e, path, 16u << 20, &len);
+    if (!text)
+        return e->code;
+    *hash = k3_xxh64(text, len, 0);
+    free(text);
+    return K3_OK;
+}
+
+/* "64x64" into out. */
+static void shape_text(const k3_trunk_tensor *t, char *out, size_t n)
+{
+    out[0] = 0;
+    for (uint32_t d = 0; d < t->ndim; d++)
+        snprintf(out + strlen(out), n - strlen(out), "%s%lld", d ? "x" : "",
+                 (long long)t->shape[d]);
+}
+
+/* The canonical table text, hashed line by line (see trunk_format.h). */
+static uint64_t table_hash(const k3_trunk_manifest *m)
+{
+    k3_xxh64_state s;
+    k3_xxh64_init(&s, 0);
+    char line[1024], shape[256];
+    for (size_t r = 0; r < m->nruns; r++) {
+        const k3_trunk_run *run = &m->runs[r];
+        int n = snprintf(line, sizeof line, "run %s %llu\n", run->name,
+                         (unsigned long long)run->length);
+        k3_xxh64_update(&s, line, (size_t)n < sizeof line ? (size_t)n : sizeof line - 1);
+        for (size_t i = 0; i < run->ntensors; i++) {
+            const k3_trunk_tensor *t = &run->tensors[i];
+            shape_text(t, shape, sizeof shape);
+            /* Names longer than the line are hashed whole, in two updates. */
+            k3_xxh64_update(&s, "tensor ", 7);
+            k3_xxh64_update(&s, t->name, strlen(t->name));
+            n = snprintf(line, sizeof line, " %s %s %llu\n", k3_dtype_name(t->dtype), shape,
+                         (unsigned long long)t->offset);
+            k3_xxh64_update(&s, line, (size_t)n);
+        }
+    }
+    return k3_xxh64_digest(&s);
+}
+
+/* Allocates runs and one block of ntensors tensors. */
+static int alloc_manifest(k3_trunk_manifest *m, size_t nruns, size_t ntensors, k3_err *e)
+{
+    m->runs = k3_calloc(e, nruns ? nruns : 1, sizeof *m->runs, "trunk manifest");
+    m->blocks = k3_calloc(e, ntensors ? ntensors : 1, sizeof(k3_trunk_tensor), "trunk manifest");
+    m->nruns = nruns;
+    return e->code;
+}
+
+static void set_tensor(k3_trunk_tensor *kt, const k3_tensor_info *t, uint64_t offset,
+                       const char *path, uint64_t src_off)
+{
+    kt->name = t->name;
+    kt->dtype = t->dtype;
+    kt->ndim = t->ndim;
+    memcpy(kt->shape, t->shape, sizeof kt->shape);
+    kt->offset = offset;
+    kt->nbytes = t->nbytes;
+    kt->src_path = path;
+    kt->src_off = src_off;
+}
+
+int k3_trunk_layout(k3_trunk_manifest *m, const k3_run *runs, size_t nruns,
+                    const k3_st_index *ix, const k3_tensor_info *embed, k3_err *e)
+{
+    memset(m, 0, sizeof *m);
+    m->version = K3_TRUNK_VERSION;
+    size_t nt = 1;
+    for (size_t r = 0; r < nruns; r++)
+        nt += runs[r].npieces;
+    if (alloc_manifest(m, nruns + 1, nt, e) != K3_OK)
+        goto fail;
+    k3_trunk_tensor *next = m->blocks;
+    uint64_t off = 0;
+    for (size_t r = 0; r <= nruns; r++) {
+        k3_trunk_run *kr = &m->runs[r];
+        kr->offset = off;
+        kr->tensors = next;
+        if (r == nruns) {
+            kr->name = K3_TRUNK_EMBED_RUN;
+            kr->length = embed->nbytes;
+            kr->ntensors = 1;
+            set_tensor(next++, embed, 0, k3_st_shard_path(ix, embed->shard), embed->offset);
+        } else {
+            kr->name = runs[r].name;
+            kr->length = runs[r].bytes;
+            kr->ntensors = runs[r].npieces;
+            for (size_t i = 0; i < runs[r].npieces; i++) {
+                const k3_run_piece *p = &runs[r].pieces[i];
+                const k3_tensor_info *t = p->tensor ? k3_st_find(ix, p->tensor) : NULL;
+                if (!t || t->nbytes != p->len || p->dst_off + p->len > runs[r].bytes ||
+                    (i && p->dst_off < next[-1].offset + next[-1].nbytes)) {
+                    k3_fail(e, K3_ERUNTIME, "internal: piece %zu of %s is not a tensor in order",
+                            i, runs[r].name);
+                    goto fail;
+                }
+                set_tensor(next++, t, p->dst_off, p->path, p->src_off);
+            }
+        }
+        off += k3_trunk_align_up(kr->length);
+    }
+    m->file_size = off;
+    m->table_hash = table_hash(m);
+    return K3_OK;
+fail:
+    k3_trunk_manifest_free(m);
+    return e->code;
+}
+
+void k3_trunk_manifest_free(k3_trunk_manifest *m)
+{
+    k3_json_free(m->doc);
+    free(m->blocks);
+    free(m->runs);
+    memset(m, 0, sizeof *m);
+}
+
+const k3_trunk_run *k3_trunk_find_run(const k3_trunk_manifest *m, const char *name)
+{
+    for (size_t r = 0; r < m->nruns; r++)
+        if (!strcmp(m->runs[r].name, name))
+            return &m->runs[r];
+    return NULL;
+}
+
+static void describe(const k3_trunk_tensor *t, char *out, size_t n)
+{
+    char shape[256];
+    shape_text(t, shape, sizeof shape);
+    snprintf(out, n, "%s [%s] at offset %llu", k3_dtype_name(t->dtype), shape,
+             (unsigned long long)t->offset);
+}
+
+int k3_trunk_run_differs(const k3_trunk_run *want, const k3_trunk_run *got, char *why,
+                         size_t whylen)
+{
+    if (want->ntensors != got->ntensors) {
+        snprintf(why, whylen, "run \"%s\" holds %zu tensors in trunk.json but %zu in the model",
+                 want->name, got->ntensors, want->ntensors);
+        return 1;
+    }
+    for (size_t i = 0; i < want->ntensors; i++) {
+        const k3_trunk_tensor *a = &want->tensors[i], *b = &got->tensors[i];
+        char da[300], db[300];
+        if (strcmp(a->name, b->name)) {
+            snprintf(why, whylen, "run \"%s\" holds %s in trunk.json where the model has %s",
+                     want->name, b->name, a->name);
+            return 1;
+        }
+        describe(a, da, sizeof da);
+        describe(b, db, sizeof db);
+        if (strcmp(da, db)) {
+            snprintf(why, whylen, "tensor %s is %s in trunk.json but %s in the model", a->name,
+                     db, da);
+            return 1;
+        }
+    }
+    if (want->length != got->length) {
+        snprintf(why, whylen, "run \"%s\" is %llu bytes in trunk.json but %llu in the model",
+                 want->name, (unsigned long long)got->length, (unsigned long long)want->length);
+        return 1;
+    }
+    return 0;
+}
+
+/* ---- reading ---- */
+
+typedef struct {
+    const char *path;
+    k3_err *e;
+} reader;
+
+static const k3_json *need(reader *rd, const k3_json *obj, const char *key, k3_json_type type,
+                           const char *where)
+{
+    static const char *names[] = { "null", "boolean", "number", "string", "array", "object" };
+    const k3_json *v = k3_json_get(obj, key);
+    if (rd->e->code)
+        return NULL;
+    if (!v || v->type != type) {
+        k3_fail(rd->e, K3_EINPUT, "%s: %s\"%s\" %s (expected a%s %s)", rd->path, where, key,
+                v ? "has the wrong type" : "is missing", type == K3J_ARRAY || type == K3J_OBJECT ? "n" : "",
+                names[type]);
+        return NULL;
+    }
+    return v;
+}
+
+static int need_u64(reader *rd, const k3_json *obj, const char *key, const char *where,
+                    uint64_t *out)
+{
+    const k3_json *v = need(rd, obj, key, K3J_NUMBER, where);
+    if (v && (!v->is_int || v->integer < 0))
+        k3_fail(rd->e, K3_EINPUT, "%s: %s\"%s\" must be a non-negative integer", rd->path, where,
+                key);
+    if (rd->e->code)
+        return rd->e->code;
+    *out = (uint64_t)v->integer;
+    return K3_OK;
+}
+
+static int need_hex(reader *rd, const k3_json *obj, const char *key, const char *where,
+                    uint64_t *out)
+{
+    const k3_json *v = need(rd, obj, key, K3J_STRING, where);
+    if (!v)
+        return rd->e->code;
+    uint64_t x = 0;
+    int ok = v->len == 16;
+    for (size_t i = 0; ok && i < 16; i++) {
+        char c = v->str[i];
+        ok = (c >= '0' && c <= '9') || (c >= 'a' && c <= 'f');
+        x = x << 4 | (uint64_t)(c <= '9' ? c - '0' : c - 'a' + 10);
+    }
+    if (!ok)
+        return k3_fail(rd->e, K3_EINPUT, "%s: %s\"%s\" must be 16 lower-case hex digits",
+                       rd->path, where, key);
+    *out = x;
+    return K3_OK;
+}
+
+static int need_str(reader *rd, const k3_json *obj, const char *key, const char *where,
+                    const char *want, const char **out)
+{
+    const k3_json *v = need(rd, obj, key, K3J_STRING, where);
+    if (!v)
+        return rd->e->code;
+    if (v->len == 0 || v->len != strlen(v->str))
+        return k3_fail(rd->e, K3_EINPUT, "%s: %s\"%s\" is empty or holds NUL", rd->path, where,
+                       key);
+    if (want && strcmp(v->str, want))
+        return k3_fail(rd->e, K3_EINPUT, "%s: %s\"%s\" is \"%s\", expected \"%s\"", rd->path,
+                       where, key, v->str, want);
+    if (out)
+        *out = v->str;
+    return K3_OK;
+}
+
+static int read_tensor(reader *rd, const k3_json *j, const k3_trunk_run *run, const char *where,
+                       k3_trunk_tensor *t)
+{
+    const char *dtype;
+    if (j->type != K3J_OBJECT)
+        return k3_fail(rd->e, K3_EINPUT, "%s: %sa tensor entry is not an object", rd->path, where);
+    need_str(rd, j, "name", where, NULL, &t->name);
+    need_str(rd, j, "dtype", where, NULL, &dtype);
+    const k3_json *shape = need(rd, j, "shape", K3J_ARRAY, where);
+    need_u64(rd, j, "offset", where, &t->offset);
+    if (rd->e->code)
+        return rd->e->code;
+    int d;
+    for (d = 0; d < K3_DT_COUNT && strcmp(dtype, k3_dtype_name((k3_dtype)d)); d++)
+        ;
+    if (d == K3_DT_COUNT)
+        return k3_fail(rd->e, K3_EINPUT, "%s: %stensor %s has unknown dtype \"%s\"", rd->path,
+                       where, t->name, dtype);
+    t->dtype = (k3_dtype)d;
+    if (shape->count > K3_MAX_DIMS)
+        return k3_fail(rd->e, K3_EINPUT, "%s: %stensor %s has over %d dims", rd->path, where,
+                       t->name, K3_MAX_DIMS);
+    t->ndim = (uint32_t)shape->count;
+    uint64_t bytes = k3_dtype_size(t->dtype);
+    for (size_t i = 0; i < shape->count; i++) {
+        const k3_json *x = &shape->items[i];
+        if (x->type != K3J_NUMBER || !x->is_int || x->integer < 0 ||
+            (x->integer && bytes > UINT64_MAX / (uint64_t)x->integer))
+            return k3_fail(rd->e, K3_EINPUT, "%s: %stensor %s: bad shape entry %zu", rd->path,
+                           where, t->name, i);
+        t->shape[i] = x->integer;
+        bytes *= (uint64_t)x->integer;
+    }
+    t->nbytes = bytes;
+    if (t->offset > run->length || bytes > run->length - t->offset)
+        return k3_fail(rd->e, K3_EINPUT, "%s: %stensor %s ends past the run's %llu bytes",
+                       rd->path, where, t->name, (unsigned long long)run->length);
+    return K3_OK;
+}
+
+static int read_run(reader *rd, const k3_json *j, size_t r, uint64_t end_prev,
+                    uint64_t file_size, k3_trunk_tensor *tensors, k3_trunk_run *run)
+{
+    char where[64];
+    snprintf(where, sizeof where, "run %zu: ", r);
+    if (j->type != K3J_OBJECT)
+        return k3_fail(rd->e, K3_EINPUT, "%s: %snot an object", rd->path, where);
+    need_str(rd, j, "name", where, NULL, &run->name);
+    need_u64(rd, j, "offset", where, &run->offset);
+    need_u64(rd, j, "length", where, &run->length);
+    need_hex(rd, j, "checksum", where, &run->checksum);
+    const k3_json *ts = need(rd, j, "tensors", K3J_ARRAY, where);
+    if (rd->e->code)
+        return rd->e->code;
+    if (run->offset % K3_TRUNK_ALIGN || run->offset < end_prev ||
+        run->offset > file_size || k3_trunk_align_up(run->length) > file_size - run->offset)
+        return k3_fail(rd->e, K3_EINPUT,
+                       "%s: %s\"%s\" at %llu (+%llu bytes) is misaligned, overlaps the previous "
+                       "run or ends past file_size %llu",
+                       rd->path, where, run->name, (unsigned long long)run->offset,
+                       (unsigned long long)run->length, (unsigned long long)file_size);
+    run->tensors = tensors;
+    run->ntensors = ts->count;
+    for (size_t i = 0; i < ts->count; i++) {
+        if (read_tensor(rd, &ts->items[i], run, where, &tensors[i]) != K3_OK)
+            return rd->e->code;
+        if (i && tensors[i].offset < tensors[i - 1].offset + tensors[i - 1].nbytes)
+            return k3_fail(rd->e, K3_EINPUT, "%s: %stensor %s overlaps the one before it",
+                           rd->path, where, tensors[i].name);
+    }
+    return K3_OK;
+}
+
+int k3_trunk_manifest_read(k3_trunk_manifest *m, const char *dir, k3_err *e)
+{
+    memset(m, 0, sizeof *m);
+    char path[4096], jerr[256];
+    snprintf(path, sizeof path, "%s/%s", dir, K3_TRUNK_JSON);
+    reader rd = { path, e };
+    size_t len;
+    char *text = k3_read_small_file(e, path, MAX_MANIFEST_BYTES, &len);
+    if (!text)
+        return e->code;
+    m->doc = k3_json_parse(text, len, jerr, sizeof jerr);
+    free(text);
+    if (!m->doc)
+        return k3_fail(e, K3_EINPUT, "%s: not valid JSON: %s", path, jerr);
+    const k3_json *root = k3_json_root(m->doc);
+    uint64_t version = 0, align = 0, recorded;
+    if (root->type != K3J_OBJECT) {
+        k3_fail(e, K3_EINPUT, "%s: not a JSON object", path);
+        goto fail;
+    }
+    need_str(&rd, root, "format", "", "k3-trunk", NULL);
+    if (need_u64(&rd, root, "version", "", &version) == K3_OK && version != K3_TRUNK_VERSION)
+        k3_fail(e, K3_EINPUT, "%s: format version %llu, but this k3 reads version %d: repack it "
+                              "(k3 pack-trunk)", path, (unsigned long long)version, K3_TRUNK_VERSION);
+    need_str(&rd, root, "checksum", "", "xxh64", NULL);
+    need_str(&rd, root, "file", "", K3_TRUNK_BIN, NULL);
+    if (need_u64(&rd, root, "align", "", &align) == K3_OK && align != K3_TRUNK_ALIGN)
+        k3_fail(e, K3_EINPUT, "%s: \"align\" is %llu, expected %u", path,
+                (unsigned long long)align, K3_TRUNK_ALIGN);
+    need_hex(&rd, root, "config_hash", "", &m->config_hash);
+    need_hex(&rd, root, "tensor_table_hash", "", &recorded);
+    need_u64(&rd, root, "file_size", "", &m->file_size);
+    const k3_json *runs = need(&rd, root, "runs", K3J_ARRAY, "");
+    if (e->code)
+        goto fail;
+    m->version = (int)version;
+    size_t nt = 0;
+    for (size_t r = 0; r < runs->count; r++) {
+        const k3_json *ts = k3_json_get(&runs->items[r], "tensors");
+        nt += ts && ts->type == K3J_ARRAY ? ts->count : 0;
+    }
+    if (alloc_manifest(m, runs->count, nt, e) != K3_OK)
+        goto fail;
+    k3_trunk_tensor *next = m->blocks;
+    uint64_t end = 0;
+    for (size_t r = 0; r < runs->count; r++) {
+        if (read_run(&rd, &runs->items[r], r, end, m->file_size, next, &m->runs[r]) != K3_OK)
+            goto fail;
+        next += m->runs[r].ntensors;
+        end = m->runs[r].offset + k3_trunk_align_up(m->runs[r].length);
+        if (k3_trunk_find_run(m, m->runs[r].name) != &m->runs[r]) {
+            k3_fail(e, K3_EINPUT, "%s: two runs are called \"%s\"", path, m->runs[r].name);
+            goto fail;
+        }
+    }
+    m->table_hash = table_hash(m);
+    if (m->table_hash != recorded) {
+        char a[17], b[17];
+        k3_trunk_hex(recorded, a);
+        k3_trunk_hex(m->table_hash, b);
+        k3_fail(e, K3_EINPUT, "%s: inconsistent: tensor_table_hash says %s but its runs hash to %s",
+                path, a, b);
+        goto fail;
+    }
+    return K3_OK;
+fail:
+    k3_trunk_manifest_free(m);
+    return e->code;
+}
+
+/* ---- writing ---- */
+
+static int put_str(k3_buf *b, const char *s, k3_err *e)
+{
+    k3_json v;
+    memset(&v, 0, sizeof v);
+    v.type = K3J_STRING;
+    v.str = s;
+    v.len = strlen(s);
+    return k3_json_write(b, &v, 0, e);
+}
+
+static int put_fmt(k3_buf *b, k3_err *e, const char *fmt, ...) K3_PRINTF(3, 4);
+static int put_fmt(k3_buf *b, k3_err *e, const char *fmt, ...)
+{
+    char tmp[512];
+    va_list ap;
+    va_start(ap, fmt);
+    int n = vsnprintf(tmp, sizeof tmp, fmt, ap);
+    va_end(ap);
+    return k3_buf_put(b, tmp, (size_t)n < sizeof tmp ? (size_t)n : sizeof tmp - 1, e);
+}
+
+static int manifest_text(const k3_trunk_manifest *m, k3_buf *b, k3_err *e)
+{
+    char ch[17], th[17], rh[17], shape[256];
+    k3_trunk_hex(m->config_hash, ch);
+    k3_trunk_hex(m->table_hash, th);
+    put_fmt(b, e, "{\n  \"format\": \"k3-trunk\",\n  \"version\": %d,\n  \"checksum\": \"xxh64\",\n"
+                  "  \"config_hash\": \"%s\",\n  \"tensor_table_hash\": \"%s\",\n"
+                  "  \"align\": %u,\n  \"file\": \"%s\",\n  \"file_size\": %llu,\n  \"runs\": [",
+            m->version, ch, th, K3_TRUNK_ALIGN, K3_TRUNK_BIN, (unsigned long long)m->file_size);
+    for (size_t r = 0; r < m->nruns && !e->code; r++) {
+        const k3_trunk_run *run = &m->runs[r];
+        k3_trunk_hex(run->checksum, rh);
+        put_fmt(b, e, "%s\n    {\"name\": ", r ? "," : "");
+        put_str(b, run->name, e);
+        put_fmt(b, e, ", \"offset\": %llu, \"length\": %llu, \"checksum\": \"%s\",\n"
+                      "     \"tensors\": [",
+                (unsigned long long)run->offset, (unsigned long long)run->length, rh);
+        for (size_t i = 0; i < run->ntensors && !e->code; i++) {
+            const k3_trunk_tensor *t = &run->tensors[i];
+            put_fmt(b, e, "%s\n       {\"name\": ", i ? "," : "");
+            put_str(b, t->name, e);
+            shape_text(t, shape, sizeof shape);
+            for (char *x = strchr(shape, 'x'); x; x = strchr(x, 'x'))
+                *x = ',';
+            put_fmt(b, e, ", \"dtype\": \"%s\", \"shape\": [%s], \"offset\": %llu}",
+                    k3_dtype_name(t->dtype), shape, (unsigned long long)t->offset);
+        }
+        put_fmt(b, e, "]}");
+    }
+    put_fmt(b, e, "\n  ]\n}\n");
+    return e->code;
+}
+
+int k3_trunk_manifest_write(const k3_trunk_manifest *m, const char *path, k3_err *e)
+{
+    k3_buf b = { NULL, 0, 0 };
+    if (manifest_text(m, &b, e) != K3_OK) {
+        k3_buf_free(&b);
+        return e->code;
+    }
+    int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC, 0644);
+    if (fd < 0) {
+        k3_buf_free(&b);
+        return k3_fail(e, K3_ERUNTIME, "%s: cannot create: %s", path, strerror(errno));
+    }
+    size_t done = 0;
+    while (done < b.len) {
+        ssize_t n = write(fd, b.data + done, b.len - done);
+        if (n < 0 && errno == EINTR)
+            continue;
+        if (n <= 0)
+            break;
+        done += (size_t)n;
+    }
+    if (done < b.len || fsync(fd) != 0)
+        k3_fail(e, K3_ERUNTIME, "%s: write failed: %s", path, strerror(errno));
+    if (close(fd) != 0)
+        k3_fail(e, K3_ERUNTIME, "%s: write failed: %s", path, strerror(errno));
+    k3_buf_free(&b);
+    return e->code;
+}

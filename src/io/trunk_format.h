@@ -1,0 +1,122 @@
+/* trunk_format.h - the packed trunk: trunk.bin and its manifest trunk.json.
+ *
+ * `k3 pack-trunk MODEL_DIR TRUNK_DIR` copies every run the engine reads (each
+ * layer's matrices in the image layout weights.c describes, lm_head, and the
+ * embedding as a run of its own) into TRUNK_DIR/trunk.bin, so that a
+ * streamed layer is ONE aligned read instead of a dozen unaligned ones from
+ * several shards, and direct I/O can be used.
+ *
+ * trunk.bin: the runs back to back in manifest order, each starting at a
+ * multiple of K3_TRUNK_ALIGN and its tail zero-padded to the next multiple
+ * (the file size is a multiple too). A run's bytes are its image exactly as
+ * the engine builds it in memory: every tensor at its offset, the gaps the
+ * 64-byte alignment leaves between tensors zero. Nothing else is in the
+ * file: trunk.json says where everything is.
+ *
+ * trunk.json (version 1), every member required:
+ *   {"format": "k3-trunk", "version": 1, "checksum": "xxh64",
+ *    "config_hash": HEX16,        XXH64 of the bytes of the model's config.json
+ *    "tensor_table_hash": HEX16,  XXH64 of the canonical table text (below)
+ *    "align": 4096, "file": "trunk.bin", "file_size": N,
+ *    "runs": [{"name": "layer 0", "offset": N, "length": N,
+ *              "checksum": HEX16,  XXH64 (seed 0) of the run image [0, length)
+ *              "tensors": [{"name": S, "dtype": "BF16", "shape": [R, C],
+ *                           "offset": N}, ...]},    offset within the run
+ *             ..., {"name": "lm_head", ...}, {"name": "embedding", ...}]}
+ * HEX16 is 16 lower-case hex digits (64-bit values do not fit JSON numbers
+ * that every reader keeps exact). Run names are "layer N", "lm_head",
+ * "embedding".
+ *
+ * Canonical table text: for each run in order, the line
+ * "run NAME LENGTH\n", then for each of its tensors in order
+ * "tensor NAME DTYPE D0xD1x... OFFSET\n" (decimal numbers). Hashing the
+ * layout (run lengths, offsets) as well as names, dtypes and shapes means a
+ * change in how weights.c lays out an image also makes a trunk stale.
+ *
+ * What the manifest cannot see: weights changed in place with the same
+ * config, names, shapes and layout. Repack (--force) after replacing shards
+ * with different weights of the same shape. */
+#ifndef K3_IO_TRUNK_FORMAT_H
+#define K3_IO_TRUNK_FORMAT_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "io/safetensors.h"
+#include "io/trunk.h"
+#include "k3/error.h"
+
+#define K3_TRUNK_VERSION 1
+#define K3_TRUNK_ALIGN 4096u
+#define K3_TRUNK_BIN "trunk.bin"
+#define K3_TRUNK_JSON "trunk.json"
+#define K3_TRUNK_EMBED_RUN "embedding"
+
+static inline uint64_t k3_trunk_align_up(uint64_t x)
+{
+    return (x + K3_TRUNK_ALIGN - 1) / K3_TRUNK_ALIGN * K3_TRUNK_ALIGN;
+}
+
+typedef struct k3_trunk_tensor {
+    const char *name;
+    k3_dtype dtype;
+    uint32_t ndim;
+    int64_t shape[K3_MAX_DIMS];
+    uint64_t offset;         /* in the run image */
+    uint64_t nbytes;
+    /* Where the packer copies it from (layouts made from a model only). */
+    const char *src_path;
+    uint64_t src_off;
+} k3_trunk_tensor;
+
+typedef struct k3_trunk_run {
+    const char *name;
+    uint64_t offset;         /* in trunk.bin, a multiple of K3_TRUNK_ALIGN */
+    uint64_t length;         /* image bytes (the file holds it padded) */
+    uint64_t checksum;       /* XXH64 of the image; 0 until packed */
+    k3_trunk_tensor *tensors;/* by offset */
+    size_t ntensors;
+} k3_trunk_run;
+
+typedef struct k3_trunk_manifest {
+    int version;
+    uint64_t config_hash, table_hash, file_size;
+    k3_trunk_run *runs;
+    size_t nruns;
+    void *doc;               /* the parsed trunk.json the names point into, or NULL */
+    void *blocks;            /* the runs' and tensors' storage */
+} k3_trunk_manifest;
+
+/* XXH64 of MODEL_DIR/config.json's bytes. */
+int k3_trunk_config_hash(const char *model_dir, uint64_t *hash, k3_err *e);
+
+/* The layout a trunk packed from these runs has: runs[0..nruns) in order
+ * (names and tensors from their pieces: every piece must name its tensor),
+ * then the embedding tensor `embed` as the run "embedding"; offsets in
+ * trunk.bin assigned, checksums 0, table hash set. config_hash is the
+ * caller's (k3_trunk_config_hash). Names point into ix. */
+int k3_trunk_layout(k3_trunk_manifest *m, const k3_run *runs, size_t nruns,
+                    const k3_st_index *ix, const k3_tensor_info *embed, k3_err *e);
+
+/* Reads and validates DIR/trunk.json: every member present and typed,
+ * version supported, runs aligned, in order, inside file_size and not
+ * overlapping, tensors inside their run, and the recorded table hash equal
+ * to the table's. K3_EINPUT naming the file and the fault otherwise. */
+int k3_trunk_manifest_read(k3_trunk_manifest *m, const char *dir, k3_err *e);
+/* Writes m as trunk.json text to path (created or truncated) and fsyncs it. */
+int k3_trunk_manifest_write(const k3_trunk_manifest *m, const char *path, k3_err *e);
+void k3_trunk_manifest_free(k3_trunk_manifest *m);
+
+/* The run called name, or NULL. */
+const k3_trunk_run *k3_trunk_find_run(const k3_trunk_manifest *m, const char *name);
+
+/* Compares the names, dtypes, shapes, offsets and lengths of two runs (a
+ * run the engine binds against the same run in a trunk.json). Returns 0 when
+ * equal, else 1 with the first difference written to why. */
+int k3_trunk_run_differs(const k3_trunk_run *want, const k3_trunk_run *got, char *why,
+                         size_t whylen);
+
+/* "0123456789abcdef" (17 bytes with the NUL). */
+void k3_trunk_hex(uint64_t v, char out[17]);
+
+#endif

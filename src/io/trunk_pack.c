@@ -1,0 +1,362 @@
+/* trunk_pack.c - see trunk_pack.h. */
+#include "io/trunk_pack.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <signal.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/statvfs.h>
+#include <unistd.h>
+
+#include "io/direct.h"
+#include "util/error.h"
+#include "util/progress.h"
+#include "util/xxh64.h"
+
+/* Bytes assembled, hashed and written at a time: large enough that the
+ * per-call costs vanish, small enough to stay in the last-level cache's
+ * neighbourhood and keep the footprint trivial. */
+#define WINDOW (16u << 20)
+
+typedef struct {
+    char bin[4096], bin_tmp[4096], json[4096], json_tmp[4096];
+} paths;
+
+static void make_paths(paths *p, const char *dir)
+{
+    snprintf(p->bin, sizeof p->bin, "%s/%s", dir, K3_TRUNK_BIN);
+    snprintf(p->bin_tmp, sizeof p->bin_tmp, "%s/%s.tmp", dir, K3_TRUNK_BIN);
+    snprintf(p->json, sizeof p->json, "%s/%s", dir, K3_TRUNK_JSON);
+    snprintf(p->json_tmp, sizeof p->json_tmp, "%s/%s.tmp", dir, K3_TRUNK_JSON);
+}
+
+/* Bytes of all run images (what is copied and verified; padding excluded). */
+static uint64_t run_bytes(const k3_trunk_manifest *m)
+{
+    uint64_t n = 0;
+    for (size_t r = 0; r < m->nruns; r++)
+        n += m->runs[r].length;
+    return n;
+}
+
+/* Whether dir holds a complete trunk of this layout (see trunk_pack.h). */
+static int up_to_date(const k3_trunk_manifest *want, const char *dir, const paths *p,
+                      k3_trunk_manifest *have, FILE *log)
+{
+    k3_err e = { 0, "" };
+    struct stat st;
+    if (stat(p->json, &st) != 0)
+        return 0;
+    if (k3_trunk_manifest_read(have, dir, &e) != K3_OK) {
+        if (log)
+            fprintf(log, "pack-trunk: the existing trunk.json is unusable (%s): repacking\n",
+                    e.msg);
+        return 0;
+    }
+    const char *why = have->config_hash != want->config_hash ? "config.json differs"
+                      : have->table_hash != want->table_hash ? "the tensor table differs"
+                      : stat(p->bin, &st) != 0 ? "trunk.bin is missing"
+                      : (uint64_t)st.st_size != want->file_size ? "trunk.bin has the wrong size"
+                                                               : NULL;
+    if (why && log)
+        fprintf(log, "pack-trunk: the existing trunk is stale (%s): repacking\n", why);
+    if (why)
+        k3_trunk_manifest_free(have);
+    return !why;
+}
+
+static int all_zero(const uint8_t *p, size_t n)
+{
+    const uint64_t *w = (const uint64_t *)(const void *)p; /* p is 4096-aligned */
+    for (size_t i = 0; i < n / 8; i++)
+        if (w[i])
+            return 0;
+    return 1;
+}
+
+static int pwrite_all(int fd, const uint8_t *buf, size_t n, uint64_t off)
+{
+    while (n) {
+        ssize_t w = pwrite(fd, buf, n, (off_t)off);
+        if (w < 0 && errno == EINTR)
+            continue;
+        if (w <= 0)
+            return -1;
+        buf += w;
+        n -= (size_t)w;
+        off += (uint64_t)w;
+    }
+    return 0;
+}
+
+/* Writes buf[0..n) (n a multiple of K3_TRUNK_ALIGN) at off, skipping the
+ * blocks that are all zero: the file was sized with ftruncate, so they
+ * read back as zero and stay holes. Consecutive data blocks go out as one
+ * write. */
+static int write_sparse(int fd, const char *path, const uint8_t *buf, size_t n, uint64_t off,
+                        k3_err *e)
+{
+    size_t start = 0, at = 0;
+    for (; at <= n; at += K3_TRUNK_ALIGN) {
+        if (at < n && !all_zero(buf + at, K3_TRUNK_ALIGN))
+            continue;
+        if (at > start && pwrite_all(fd, buf + start, at - start, off + start) != 0)
+            return k3_fail(e, K3_ERUNTIME, "%s: write failed: %s", path, strerror(errno));
+        start = at + K3_TRUNK_ALIGN;
+    }
+    return K3_OK;
+}
+
+/* The model's shards, opened for direct reads: tensor data is unaligned,
+ * so each range is read through its aligned superset into a bounce buffer
+ * and copied into place. Direct reads keep ~109 GB of shards from flushing
+ * the page cache, and read file holes without allocating cache pages. */
+typedef struct {
+    k3_file *files;
+    const char **paths;
+    size_t n;
+    uint8_t *bounce;     /* k3_span_cap(any offset, WINDOW) bytes */
+} sources;
+
+static int open_sources(sources *src, const k3_trunk_manifest *m, k3_err *e)
+{
+    memset(src, 0, sizeof *src);
+    size_t nt = 0;
+    for (size_t r = 0; r < m->nruns; r++)
+        nt += m->runs[r].ntensors;
+    src->files = k3_calloc(e, nt + 1, sizeof *src->files, "shard files");
+    src->paths = k3_calloc(e, nt + 1, sizeof *src->paths, "shard files");
+    src->bounce = k3_io_alloc(WINDOW + 2 * K3_IO_ALIGN, "trunk pack bounce buffer", e);
+    for (size_t r = 0; r < m->nruns && !e->code; r++)
+        for (size_t i = 0; i < m->runs[r].ntensors && !e->code; i++) {
+            const char *path = m->runs[r].tensors[i].src_path;
+            size_t k = 0;
+            while (k < src->n && strcmp(src->paths[k], path))
+                k++;
+            if (k == src->n && k3_file_open(&src->files[k], path, 1, e) == K3_OK)
+                src->paths[src->n++] = path;
+        }
+    return e->code;
+}
+
+static void close_sources(sources *src)
+{
+    for (size_t k = 0; k < src->n; k++)
+        k3_file_close(&src->files[k]);
+    free(src->files);
+    free(src->paths);
+    k3_io_free(src->bounce);
+}
+
+/* Bytes [off, off + n) of tensor t into dst (n <= WINDOW). */
+static int read_source(sources *src, const k3_trunk_tensor *t, uint64_t off, uint8_t *dst,
+                       size_t n, k3_err *e)
+{
+    size_t k = 0;
+    while (strcmp(src->paths[k], t->src_path))
+        k++; /* present: open_sources opened every tensor's file */
+    const uint8_t *data;
+    k3_err re = { 0, "" };
+    if (k3_read_span(&src->files[k], src->bounce, WINDOW + 2 * K3_IO_ALIGN, t->src_off + off, n,
+                     &data, &re) != K3_OK)
+        return k3_fail(e, K3_ERUNTIME, "reading tensor %s: %s", t->name, re.msg);
+    memcpy(dst, data, n);
+    return K3_OK;
+}
+
+/* Copies one run into the output and sets its checksum. */
+static int copy_run(k3_trunk_run *run, sources *src, int out, const char *out_path,
+                    uint8_t *win, k3_progress *pg, k3_err *e)
+{
+    k3_xxh64_state h;
+    k3_xxh64_init(&h, 0);
+    size_t ti = 0;
+    for (uint64_t a = 0; a < run->length; a += WINDOW) {
+        size_t n = run->length - a < WINDOW ? (size_t)(run->length - a) : WINDOW;
+        size_t padded = (size_t)k3_trunk_align_up(n);
+        memset(win, 0, padded);
+        while (ti < run->ntensors && run->tensors[ti].offset + run->tensors[ti].nbytes <= a)
+            ti++;
+        for (size_t i = ti; i < run->ntensors && run->tensors[i].offset < a + n; i++) {
+            const k3_trunk_tensor *t = &run->tensors[i];
+            uint64_t lo = t->offset > a ? t->offset : a;
+            uint64_t hi = t->offset + t->nbytes < a + n ? t->offset + t->nbytes : a + n;
+            if (hi > lo &&
+                read_source(src, t, lo - t->offset, win + (lo - a), (size_t)(hi - lo), e))
+                return e->code;
+        }
+        k3_xxh64_update(&h, win, n);
+        if (write_sparse(out, out_path, win, padded, run->offset + a, e) != K3_OK)
+            return e->code;
+        k3_progress_add(pg, n);
+    }
+    run->checksum = k3_xxh64_digest(&h);
+    return K3_OK;
+}
+
+/* Re-reads every run of path and compares its checksum with m's. */
+static int verify_file(const k3_trunk_manifest *m, const char *path, uint8_t *win, FILE *log,
+                       k3_err *e)
+{
+    k3_file f;
+    if (k3_file_open(&f, path, 1, e) != K3_OK)
+        return e->code;
+    k3_progress pg;
+    k3_progress_start(&pg, log, "pack-trunk: verify", run_bytes(m));
+    for (size_t r = 0; r < m->nruns && !e->code; r++) {
+        const k3_trunk_run *run = &m->runs[r];
+        k3_xxh64_state h;
+        k3_xxh64_init(&h, 0);
+        for (uint64_t a = 0; a < run->length; a += WINDOW) {
+            size_t n = run->length - a < WINDOW ? (size_t)(run->length - a) : WINDOW;
+            k3_iov v = { win, (size_t)k3_trunk_align_up(n) };
+            if (k3_file_readv(&f, run->offset + a, &v, 1, n, e) != K3_OK)
+                break;
+            k3_xxh64_update(&h, win, n);
+            k3_progress_add(&pg, n);
+        }
+        uint64_t got = k3_xxh64_digest(&h);
+        if (!e->code && got != run->checksum) {
+            char a[17], b[17];
+            k3_trunk_hex(got, a);
+            k3_trunk_hex(run->checksum, b);
+            k3_fail(e, K3_ERUNTIME, "%s: run \"%s\" reads back with checksum %s, not %s: the "
+                                    "file on disk is damaged (repack with --force)",
+                    path, run->name, a, b);
+        }
+    }
+    if (!e->code)
+        k3_progress_end(&pg);
+    k3_file_close(&f);
+    return e->code;
+}
+
+/* The test hook of trunk_pack.h. */
+static void maybe_die(size_t runs_done)
+{
+    const char *s = getenv("K3_PACK_TEST_KILL_AFTER");
+    if (s && *s && strtoul(s, NULL, 10) == runs_done)
+        raise(SIGKILL);
+}
+
+static int sync_dir(const char *dir, k3_err *e)
+{
+    int fd = open(dir, O_RDONLY);
+    if (fd < 0 || fsync(fd) != 0) {
+        if (fd >= 0)
+            close(fd);
+        return k3_fail(e, K3_ERUNTIME, "%s: cannot sync the directory: %s", dir, strerror(errno));
+    }
+    close(fd);
+    return K3_OK;
+}
+
+static void warn_space(const char *dir, uint64_t need, FILE *log)
+{
+    struct statvfs sv;
+    if (log && statvfs(dir, &sv) == 0 && (uint64_t)sv.f_bavail * sv.f_frsize < need)
+        fprintf(log, "pack-trunk: warning: trunk.bin takes up to %.2f GB and %s has %.2f GB "
+                     "free (all-zero blocks are not written, so a sparse model may still fit)\n",
+                need / 1e9, dir, (double)sv.f_bavail * (double)sv.f_frsize / 1e9);
+}
+
+/* Copies every run into paths->bin_tmp (sized, fsynced). */
+static int copy_all(k3_trunk_manifest *m, const paths *p, uint8_t *win, FILE *log, k3_err *e)
+{
+    int out = open(p->bin_tmp, O_WRONLY | O_CREAT | O_TRUNC, 0644);
+    if (out < 0)
+        return k3_fail(e, K3_ERUNTIME, "%s: cannot create: %s", p->bin_tmp, strerror(errno));
+    if (ftruncate(out, (off_t)m->file_size) != 0)
+        k3_fail(e, K3_ERUNTIME, "%s: cannot size it to %llu bytes: %s", p->bin_tmp,
+                (unsigned long long)m->file_size, strerror(errno));
+    k3_progress pg;
+    sources src;
+    k3_progress_start(&pg, log, "pack-trunk: copy", run_bytes(m));
+    open_sources(&src, m, e);
+    for (size_t r = 0; r < m->nruns && !e->code; r++) {
+        copy_run(&m->runs[r], &src, out, p->bin_tmp, win, &pg, e);
+        maybe_die(r + 1);
+    }
+    close_sources(&src);
+    if (!e->code && fsync(out) != 0)
+        k3_fail(e, K3_ERUNTIME, "%s: fsync failed: %s", p->bin_tmp, strerror(errno));
+    /* Drop the cached pages so the verification reads the disk, not memory
+     * (direct I/O does too; this covers file systems without it). macOS has
+     * no posix_fadvise; its direct reads (F_NOCACHE) still bypass the cache. */
+#ifdef POSIX_FADV_DONTNEED
+    if (!e->code)
+        posix_fadvise(out, 0, 0, POSIX_FADV_DONTNEED);
+#endif
+    if (close(out) != 0 && !e->code)
+        k3_fail(e, K3_ERUNTIME, "%s: close failed: %s", p->bin_tmp, strerror(errno));
+    if (!e->code)
+        k3_progress_end(&pg);
+    return e->code;
+}
+
+/* Makes the finished files the trunk (order: see trunk_pack.h). */
+static int publish(const k3_trunk_manifest *m, const char *dir, const paths *p, k3_err *e)
+{
+    if (k3_trunk_manifest_write(m, p->json_tmp, e) != K3_OK)
+        return e->code;
+    if (unlink(p->json) != 0 && errno != ENOENT)
+        return k3_fail(e, K3_ERUNTIME, "%s: cannot remove the old manifest: %s", p->json,
+                       strerror(errno));
+    if (sync_dir(dir, e) != K3_OK)
+        return e->code;
+    if (rename(p->bin_tmp, p->bin) != 0)
+        return k3_fail(e, K3_ERUNTIME, "%s: cannot rename to %s: %s", p->bin_tmp, p->bin,
+                       strerror(errno));
+    if (rename(p->json_tmp, p->json) != 0)
+        return k3_fail(e, K3_ERUNTIME, "%s: cannot rename to %s: %s", p->json_tmp, p->json,
+                       strerror(errno));
+    return sync_dir(dir, e);
+}
+
+int k3_trunk_pack(k3_trunk_manifest *m, const char *dir, const k3_pack_opts *o,
+                  k3_pack_result *res, k3_err *e)
+{
+    memset(res, 0, sizeof *res);
+    double t0 = k3_seconds();
+    paths p;
+    make_paths(&p, dir);
+    k3_trunk_manifest have;
+    uint8_t *win = k3_io_alloc(WINDOW, "trunk pack window", e);
+    if (!win)
+        return e->code;
+    if (!o->force && up_to_date(m, dir, &p, &have, o->log)) {
+        res->up_to_date = 1;
+        if (o->log) {
+            char c[17], t[17];
+            k3_trunk_hex(have.config_hash, c);
+            k3_trunk_hex(have.table_hash, t);
+            fprintf(o->log, "pack-trunk: %s is up to date (trunk.json format %d, config.json "
+                            "xxh64 %s, tensor table xxh64 %s, trunk.bin %llu bytes as recorded)%s\n",
+                    dir, have.version, c, t, (unsigned long long)have.file_size,
+                    o->verify ? "; verifying every run's checksum" : "; not re-hashed (--verify does)");
+        }
+        /* An interrupted repack of an up-to-date trunk leaves these behind. */
+        if ((unlink(p.bin_tmp) == 0) + (unlink(p.json_tmp) == 0) && o->log)
+            fprintf(o->log, "pack-trunk: removed the leftovers of an interrupted pack\n");
+        if (o->verify && verify_file(&have, p.bin, win, o->log, e) == K3_OK)
+            res->bytes = run_bytes(&have);
+        k3_trunk_manifest_free(&have);
+    } else {
+        warn_space(dir, m->file_size, o->log);
+        double c0 = k3_seconds();
+        if (copy_all(m, &p, win, o->log, e) == K3_OK) {
+            res->copy_seconds = k3_seconds() - c0;
+            double v0 = k3_seconds();
+            if (verify_file(m, p.bin_tmp, win, o->log, e) == K3_OK) {
+                res->verify_seconds = k3_seconds() - v0;
+                res->bytes = run_bytes(m);
+                publish(m, dir, &p, e);
+            }
+        }
+    }
+    k3_io_free(win);
+    res->total_seconds = k3_seconds() - t0;
+    return e->code;
+}

@@ -1,0 +1,56 @@
+/* trunk_pack.h - writing a packed trunk (format: io/trunk_format.h).
+ *
+ * k3_trunk_pack copies every run of a layout (k3_trunk_layout) from the
+ * shards into DIR/trunk.bin and writes DIR/trunk.json:
+ *
+ *  - Up to date? If DIR/trunk.json reads back valid with the same format
+ *    version, config hash and tensor table hash as the layout, and
+ *    DIR/trunk.bin exists with the recorded size, nothing is done. That is
+ *    all that is checked: re-hashing ~109 GB on every run would take
+ *    minutes (opts.verify does it on demand).
+ *  - Copy: each run is assembled in an aligned window (tensors at their
+ *    image offsets, alignment gaps zero), hashed (XXH64, the run's
+ *    checksum) and written with pwrite at its 4096-aligned offset. The file
+ *    is first sized with ftruncate, and 4096-byte blocks that are all zero
+ *    are not written at all, so holes in the source (sparse test
+ *    checkpoints) and padding stay holes in trunk.bin and cost no disk.
+ *    Source reads are plain buffered preads (tensor data is unaligned).
+ *  - Verify: trunk.bin is fsynced, its cached pages dropped, and every run
+ *    re-read (direct I/O where allowed) and re-hashed: the checksum read back
+ *    must equal the one computed from the source bytes, else nothing is
+ *    published.
+ *  - Publish: the data goes to trunk.bin.tmp and the manifest to
+ *    trunk.json.tmp; only when both are complete and fsynced is the old
+ *    trunk.json removed, trunk.bin.tmp renamed to trunk.bin and then
+ *    trunk.json.tmp to trunk.json (directory fsynced). An interrupted pack
+ *    therefore leaves either the previous complete trunk or no trunk.json at
+ *    all, never a trunk.json describing a partial trunk.bin.
+ *
+ * Test hook: with K3_PACK_TEST_KILL_AFTER=N in the environment the process
+ * kills itself (SIGKILL) after copying N runs, as an interrupted pack
+ * would end (tests/gates/26-trunk.sh). */
+#ifndef K3_IO_TRUNK_PACK_H
+#define K3_IO_TRUNK_PACK_H
+
+#include <stdio.h>
+
+#include "io/trunk_format.h"
+
+typedef struct k3_pack_opts {
+    int force;             /* repack even when up to date */
+    int verify;            /* up to date: re-read trunk.bin and check every checksum */
+    FILE *log;             /* progress and summary lines; NULL = silent */
+} k3_pack_opts;
+
+typedef struct k3_pack_result {
+    int up_to_date;        /* nothing was written */
+    uint64_t bytes;        /* run bytes copied (and verified) */
+    double copy_seconds, verify_seconds, total_seconds;
+} k3_pack_result;
+
+/* layout: from k3_trunk_layout, config_hash set; its checksums are filled
+ * in. dir must exist. */
+int k3_trunk_pack(k3_trunk_manifest *layout, const char *dir, const k3_pack_opts *opts,
+                  k3_pack_result *res, k3_err *e);
+
+#endif

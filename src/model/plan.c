@@ -1,0 +1,320 @@
+/* plan.c - see plan.h. GB in options and messages means GiB (2^30 bytes),
+ * the unit machines report memory in. */
+#include "model/plan.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cache/expert_cache.h"
+#include "util/error.h"
+
+#define GIB (1024.0 * 1024.0 * 1024.0)
+
+static uint64_t read_u64_file(const char *path, int *is_max)
+{
+    char buf[64] = "";
+    FILE *f = fopen(path, "r");
+    if (!f)
+        return 0;
+    if (!fgets(buf, sizeof buf, f))
+        buf[0] = 0;
+    fclose(f);
+    if (is_max)
+        *is_max = !strncmp(buf, "max", 3);
+    return strtoull(buf, NULL, 10);
+}
+
+/* Room left under our cgroup's memory limit, and the limit (0: none).
+ * cgroup v2: "0::/path" in /proc/self/cgroup names our group; its
+ * memory.max and memory.current. cgroup v1 (still common, e.g. in
+ * containers): "N:memory:/path"; memory.limit_in_bytes (a huge value means
+ * no limit) and memory.usage_in_bytes. */
+static uint64_t cgroup_room(uint64_t *limit)
+{
+    char line[512], path[700];
+    FILE *f = fopen("/proc/self/cgroup", "r");
+    *limit = 0;
+    if (!f)
+        return 0;
+    uint64_t room = 0;
+    while (fgets(line, sizeof line, f)) {
+        line[strcspn(line, "\n")] = 0;
+        const char *dir, *max_file, *cur_file, *root;
+        char *colon = strchr(line, ':');
+        if (!colon || !strchr(colon + 1, ':'))
+            continue;
+        if (!strncmp(line, "0::", 3)) {
+            dir = line + 3;
+            root = "/sys/fs/cgroup";
+            max_file = "memory.max";
+            cur_file = "memory.current";
+        } else if (!strncmp(strchr(line, ':'), ":memory:", 8)) {
+            dir = strchr(line, ':') + 8;
+            root = "/sys/fs/cgroup/memory";
+            max_file = "memory.limit_in_bytes";
+            cur_file = "memory.usage_in_bytes";
+        } else {
+            continue;
+        }
+        int is_max = 0;
+        snprintf(path, sizeof path, "%s%s/%s", root, dir, max_file);
+        uint64_t max = read_u64_file(path, &is_max);
+        if (is_max || !max || max >= ((uint64_t)1 << 60))
+            continue;
+        snprintf(path, sizeof path, "%s%s/%s", root, dir, cur_file);
+        uint64_t cur = read_u64_file(path, NULL);
+        uint64_t r = max > cur ? max - cur : 0;
+        if (!*limit || max < *limit) {
+            *limit = max;
+            room = r;
+        }
+    }
+    fclose(f);
+    return room;
+}
+
+static const struct { const char *name; double gb; } PRESETS[] = {
+    { "ultra", 8 }, { "laptop", 16 }, { "desktop", 32 }, { "workstation", 64 },
+    { "server", 256 }, { "max", -1 },
+};
+
+int k3_preset_budget(const char *name, double *gb)
+{
+    for (size_t i = 0; i < sizeof PRESETS / sizeof *PRESETS; i++)
+        if (!strcmp(name, PRESETS[i].name)) {
+            *gb = PRESETS[i].gb;
+            return 0;
+        }
+    if (!strcmp(name, "auto")) {
+        *gb = (double)k3_mem_available(NULL, NULL) / GIB;
+        return 0;
+    }
+    return -1;
+}
+
+void k3_print_presets(FILE *f)
+{
+    fprintf(f, "preset        budget   for\n");
+    for (size_t i = 0; i < sizeof PRESETS / sizeof *PRESETS; i++) {
+        if (PRESETS[i].gb < 0)
+            fprintf(f, "%-12s  %6s   everything resident (about 1.6 TB for the release)\n",
+                    PRESETS[i].name, "all");
+        else
+            fprintf(f, "%-12s  %4.0f GB   a machine with about that much free memory\n",
+                    PRESETS[i].name, PRESETS[i].gb);
+    }
+    fprintf(f, "%-12s  %4.0f GB   what this machine has available now (MemAvailable / cgroup)\n",
+            "auto", (double)k3_mem_available(NULL, NULL) / GIB);
+}
+
+uint64_t k3_mem_available(uint64_t *mem_available, uint64_t *cgroup_limit)
+{
+    uint64_t avail = 0, limit = 0;
+    char line[256];
+    FILE *f = fopen("/proc/meminfo", "r");
+    if (f) {
+        while (fgets(line, sizeof line, f))
+            if (!strncmp(line, "MemAvailable:", 13))
+                avail = strtoull(line + 13, NULL, 10) * 1024;
+        fclose(f);
+    }
+    uint64_t room = cgroup_room(&limit);
+    if (mem_available)
+        *mem_available = avail;
+    if (cgroup_limit)
+        *cgroup_limit = limit;
+    if (limit && (!avail || room < avail))
+        return room;
+    return avail;
+}
+
+/* Floats the forward pass allocates for a call of T tokens at context ctx
+ * (mirrors forward.c, kda.c, mla.c, moe.c; an upper bound, not a guess). */
+static uint64_t scratch_floats(const k3_config *c, int L, uint64_t T, uint64_t ctx)
+{
+    uint64_t H = (uint64_t)c->hidden_size, V = (uint64_t)c->vocab_size;
+    uint64_t nbank = (uint64_t)((L + c->attn_res_block_size - 1) / c->attn_res_block_size) + 1;
+    uint64_t D = (uint64_t)c->kda_head_dim, NH = (uint64_t)c->kda_num_heads, C = NH * D;
+    uint64_t QL = (uint64_t)c->q_lora_rank, R = (uint64_t)c->kv_lora_rank;
+    uint64_t DR = (uint64_t)c->qk_rope_head_dim, DV = (uint64_t)c->v_head_dim;
+    uint64_t MH = (uint64_t)c->num_attention_heads, DQ = (uint64_t)c->qk_nope_head_dim + DR;
+    uint64_t E = (uint64_t)c->num_experts, K = (uint64_t)c->num_experts_per_token;
+    uint64_t Z = (uint64_t)c->routed_expert_hidden_size, F = (uint64_t)c->moe_intermediate_size;
+    uint64_t S = F * (uint64_t)c->num_shared_experts, I = (uint64_t)c->intermediate_size;
+    uint64_t wide = S > F ? S : F;
+    uint64_t fwd = 5 * T * H + T * nbank * H + H + nbank + 1 + T * V;
+    uint64_t kda = 6 * T * C + T * D + T * NH + 3 * C + 2 * D;
+    uint64_t mla = T * QL + T * MH * DQ + T * (R + DR) + 2 * T * MH * DV + 2 * R + ctx;
+    uint64_t moe = T * E + E + 2 * T * K + 2 * T * Z + 2 * T * wide + T * H + 2 * F + Z;
+    uint64_t dense = 2 * T * I;
+    return fwd + (kda > mla ? kda : mla) + (moe > dense ? moe : dense);
+}
+
+/* Turns a total budget into trunk and cache budgets (see plan.h). The
+ * fixed costs come from a first plan with nothing pinned and no cache. */
+static int split_budget(k3_model_opts *o, double budget_gb, const k3_config *c,
+                        const k3_weights *w, k3_err *e)
+{
+    const double margin = 0.9; /* the C library, the OS page tables, fragmentation */
+    double budget = budget_gb * margin * GIB;
+    double big = (double)c->vocab_size * (double)c->hidden_size * 2;
+    /* Embedding and lm_head stream when together they would take over a
+     * quarter of the budget (the "ultra" case on the real model). */
+    o->stream_embed = o->stream_embed || 2 * big > budget / 4;
+    o->stream_lm_head = o->stream_lm_head || 2 * big > budget / 4;
+    k3_model_opts probe = *o;
+    probe.trunk_gb = 0;
+    probe.cache_gb = 0;
+    probe.trunk_layers = -1;
+    probe.cache_experts = 0;
+    probe.no_mem_check = 1;
+    k3_plan fixed;
+    if (k3_plan_make(&fixed, c, w, &probe, e) != K3_OK)
+        return e->code;
+    double room = budget - (double)(fixed.total - fixed.expert_cache);
+    double min_cache = (double)c->num_experts_per_token * (double)fixed.expert_slot_bytes;
+    if (!fixed.experts_total)
+        min_cache = 0;
+    double trunk = room - min_cache;
+    if (trunk > (double)fixed.trunk_total)
+        trunk = (double)fixed.trunk_total;
+    if (trunk < 0)
+        trunk = 0;
+    double cache = room - trunk;
+    if (cache < 0)
+        cache = 0;
+    k3_plan_free(&fixed);
+    o->trunk_gb = trunk / GIB;
+    o->cache_gb = cache / GIB;
+    return K3_OK;
+}
+
+int k3_plan_make(k3_plan *p, const k3_config *c, const k3_weights *w,
+                 const k3_model_opts *opts, k3_err *e)
+{
+    memset(p, 0, sizeof *p);
+    k3_model_opts split = *opts;
+    if (opts->budget_gb >= 0 && opts->trunk_layers < 0 && opts->cache_experts <= 0) {
+        split.budget_gb = -1; /* the probe plan inside must not split again */
+        if (split_budget(&split, opts->budget_gb, c, w, e) != K3_OK)
+            return e->code;
+    }
+    const k3_model_opts *o = &split;
+    int L = w->n_layers;
+    p->pinned = k3_calloc(e, w->nruns, 1, "plan");
+    if (!p->pinned)
+        return e->code;
+    /* Layers pinned in order while they fit the trunk budget. */
+    uint64_t budget = o->trunk_gb < 0 ? UINT64_MAX : (uint64_t)(o->trunk_gb * GIB);
+    uint64_t used = 0;
+    for (int i = 0; i < L; i++) {
+        p->trunk_total += w->runs[i].bytes;
+        int pin = o->trunk_layers >= 0 ? i < o->trunk_layers
+                                       : p->streamed_layers == 0 && used + w->runs[i].bytes <= budget;
+        if (pin) {
+            p->pinned[i] = 1;
+            used += w->runs[i].bytes;
+            p->pinned_layers++;
+        } else {
+            p->streamed_layers++;
+        }
+    }
+    p->lm_head_streamed = o->stream_lm_head;
+    p->pinned[L] = !o->stream_lm_head;
+    p->embed_streamed = o->stream_embed;
+    p->ring_slots = p->streamed_layers || p->lm_head_streamed ? (o->trunk_ring > 0 ? o->trunk_ring : 2) : 0;
+    uint64_t with_ring = k3_trunk_plan_bytes(w->runs, w->nruns, p->pinned, (size_t)p->ring_slots);
+    p->lm_head = p->lm_head_streamed ? 0 : w->runs[L].bytes;
+    p->pinned_trunk = used;
+    p->ring = with_ring - used - p->lm_head;
+    p->embed = p->embed_streamed ? 0 : (uint64_t)c->vocab_size * (uint64_t)c->hidden_size * 2;
+    p->small = w->small_bytes;
+
+    /* Experts: one slot per expert up to the budget, never fewer than one. */
+    int moe_layers = L > c->first_k_dense_replace ? L - (int)c->first_k_dense_replace : 0;
+    p->experts_total = (uint64_t)moe_layers * (uint64_t)c->num_experts;
+    p->expert_slot_bytes = k3_ec_slot_bytes(c);
+    if (o->cache_experts > 0)
+        p->expert_slots = (uint64_t)o->cache_experts;
+    else if (o->cache_gb < 0)
+        p->expert_slots = p->experts_total;
+    else
+        p->expert_slots = (uint64_t)(o->cache_gb * GIB) / p->expert_slot_bytes;
+    if (p->expert_slots > p->experts_total)
+        p->expert_slots = p->experts_total;
+    if (p->expert_slots == 0 && p->experts_total)
+        p->expert_slots = 1;
+    p->expert_cache = p->expert_slots * p->expert_slot_bytes;
+
+    /* Per-sequence state and scratch. */
+    p->context = o->max_context > 0 ? o->max_context : 4096;
+    uint64_t D = (uint64_t)c->kda_head_dim, C = (uint64_t)c->kda_num_heads * D;
+    uint64_t K = (uint64_t)c->short_conv_kernel_size;
+    for (int i = 0; i < L; i++) {
+        if (c->layer_kind[i] == K3_LAYER_KDA)
+            p->kda_state += (3 * (K - 1) * C + (uint64_t)c->kda_num_heads * D * D) * 4;
+        else
+            p->kv_cache += (uint64_t)p->context *
+                           (uint64_t)(c->kv_lora_rank + c->qk_rope_head_dim) * 4;
+    }
+    uint64_t T = o->max_batch > 0 ? (uint64_t)o->max_batch : 512;
+    p->scratch = scratch_floats(c, L, T, (uint64_t)p->context) * 4;
+    p->total = p->pinned_trunk + p->ring + p->lm_head + p->embed + p->small + p->expert_cache +
+               p->kda_state + p->kv_cache + p->scratch;
+
+    uint64_t room = k3_mem_available(&p->mem_available, &p->cgroup_limit);
+    if (!o->no_mem_check && room && p->total > room)
+        return k3_fail(e, K3_EBUDGET,
+                       "the memory plan needs %.2f GB but this machine allows %.2f GB%s "
+                       "(short by %.2f GB): lower --trunk-gb or --cache-gb, or pick a smaller "
+                       "--preset (see k3 --list-presets)",
+                       p->total / GIB, room / GIB,
+                       p->cgroup_limit ? " (cgroup memory.max)" : " (MemAvailable)",
+                       (p->total - room) / GIB);
+    return K3_OK;
+}
+
+void k3_plan_free(k3_plan *p)
+{
+    free(p->pinned);
+    p->pinned = NULL;
+}
+
+void k3_plan_print(const k3_plan *p, FILE *f)
+{
+    fprintf(f, "memory plan (GB = 2^30 bytes):\n");
+    fprintf(f, "  trunk pinned     %9.3f GB  %d layers\n", p->pinned_trunk / GIB, p->pinned_layers);
+    fprintf(f, "  trunk ring       %9.3f GB  %d slots for %d streamed layers%s\n", p->ring / GIB,
+            p->ring_slots, p->streamed_layers, p->lm_head_streamed ? " and lm_head" : "");
+    fprintf(f, "  lm_head          %9.3f GB  %s\n", p->lm_head / GIB, p->lm_head_streamed ? "streamed" : "resident");
+    fprintf(f, "  embedding        %9.3f GB  %s\n", p->embed / GIB, p->embed_streamed ? "streamed (row reads)" : "resident");
+    fprintf(f, "  norms, biases    %9.3f GB\n", p->small / GIB);
+    fprintf(f, "  expert cache     %9.3f GB  %llu of %llu experts, %.1f MB each\n", p->expert_cache / GIB,
+            (unsigned long long)p->expert_slots, (unsigned long long)p->experts_total,
+            p->expert_slot_bytes / 1e6);
+    fprintf(f, "  KDA state        %9.3f GB\n", p->kda_state / GIB);
+    fprintf(f, "  MLA KV cache     %9.3f GB  %lld positions\n", p->kv_cache / GIB, (long long)p->context);
+    fprintf(f, "  scratch          %9.3f GB\n", p->scratch / GIB);
+    fprintf(f, "  total            %9.3f GB  of %.3f GB allowed%s\n", p->total / GIB,
+            (p->cgroup_limit && p->cgroup_limit < p->mem_available ? p->cgroup_limit : p->mem_available) / GIB,
+            p->cgroup_limit ? " (cgroup limit set)" : "");
+}
+
+void k3_plan_print_json(const k3_plan *p, FILE *f, const char *in)
+{
+    fprintf(f, "%s\"pinned_layers\": %d,\n%s\"streamed_layers\": %d,\n%s\"ring_slots\": %d,\n", in,
+            p->pinned_layers, in, p->streamed_layers, in, p->ring_slots);
+    fprintf(f, "%s\"expert_slots\": %llu,\n%s\"experts_total\": %llu,\n", in,
+            (unsigned long long)p->expert_slots, in, (unsigned long long)p->experts_total);
+    fprintf(f, "%s\"bytes\": {\"pinned_trunk\": %llu, \"ring\": %llu, \"lm_head\": %llu, "
+               "\"embedding\": %llu, \"small\": %llu, \"expert_cache\": %llu, \"kda_state\": %llu, "
+               "\"kv_cache\": %llu, \"scratch\": %llu, \"total\": %llu},\n",
+            in, (unsigned long long)p->pinned_trunk, (unsigned long long)p->ring,
+            (unsigned long long)p->lm_head, (unsigned long long)p->embed,
+            (unsigned long long)p->small, (unsigned long long)p->expert_cache,
+            (unsigned long long)p->kda_state, (unsigned long long)p->kv_cache,
+            (unsigned long long)p->scratch, (unsigned long long)p->total);
+    fprintf(f, "%s\"mem_available\": %llu,\n%s\"cgroup_limit\": %llu", in,
+            (unsigned long long)p->mem_available, in, (unsigned long long)p->cgroup_limit);
+}

@@ -1,0 +1,55 @@
+/* plan.h - the memory plan: what is resident, what streams, and whether
+ * it fits, decided before anything large is allocated.
+ *
+ * Inputs are byte budgets for the pinned trunk and the expert cache (from
+ * --trunk-gb / --cache-gb), or one total budget (a preset) that the plan
+ * splits: fixed costs first (state, scratch, ring, small vectors, and the
+ * embedding and lm_head unless they must stream), then at least one layer's
+ * top-k of expert slots, then as much trunk as fits (every pinned GB saves
+ * a GB of reading per token; a GB of expert cache saves far less), then the
+ * rest to the expert cache. Layers are pinned in order while
+ * they fit the trunk budget; the rest stream through the ring. The expert
+ * cache gets budget / slot size slots (at least one). Everything else is
+ * counted as it will be allocated: embedding and lm_head (each resident or
+ * streamed), the small vectors, KDA state, the MLA KV cache for the
+ * requested context, and the forward pass's scratch for the largest call.
+ * The plan never changes what is computed, only what is read when. */
+#ifndef K3_MODEL_PLAN_H
+#define K3_MODEL_PLAN_H
+
+#include <stdint.h>
+#include <stdio.h>
+
+#include "k3/k3.h"
+#include "model/config.h"
+#include "model/weights.h"
+
+typedef struct k3_plan {
+    /* decisions */
+    uint8_t *pinned;            /* [nruns]: run pinned in memory */
+    int pinned_layers, streamed_layers, ring_slots;
+    int embed_streamed, lm_head_streamed;
+    uint64_t expert_slots, experts_total;
+    /* bytes */
+    uint64_t pinned_trunk, ring, embed, lm_head, small, expert_slot_bytes, expert_cache;
+    uint64_t kda_state, kv_cache, scratch, total;
+    uint64_t trunk_total;       /* all layer runs, pinned or not */
+    int64_t context;            /* positions the KV cache is sized for */
+    /* the machine */
+    uint64_t mem_available;     /* MemAvailable, 0 if unknown */
+    uint64_t cgroup_limit;      /* cgroup v2 memory.max, 0 if none */
+} k3_plan;
+
+/* Computes the plan; fails with K3_EBUDGET naming the shortfall when it
+ * does not fit what the machine allows (unless opts->no_mem_check). */
+int k3_plan_make(k3_plan *p, const k3_config *c, const k3_weights *w,
+                 const k3_model_opts *opts, k3_err *e);
+void k3_plan_free(k3_plan *p);
+void k3_plan_print(const k3_plan *p, FILE *f);
+/* The same numbers as JSON members (no braces), for the run report. */
+void k3_plan_print_json(const k3_plan *p, FILE *f, const char *indent);
+
+/* What the machine allows this process, in bytes (0 if unknown). */
+uint64_t k3_mem_available(uint64_t *mem_available, uint64_t *cgroup_limit);
+
+#endif

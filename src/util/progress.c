@@ -1,0 +1,58 @@
+/* progress.c - see progress.h. */
+#include "util/progress.h"
+
+#include <time.h>
+#include <unistd.h>
+
+/* Redraws per second on a terminal: smooth enough, cheap enough. */
+#define TTY_INTERVAL 0.25
+
+double k3_seconds(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
+void k3_progress_start(k3_progress *p, FILE *out, const char *what, uint64_t total)
+{
+    p->out = out;
+    p->what = what;
+    p->total = total;
+    p->done = 0;
+    p->start = p->last = k3_seconds();
+    p->tty = out && isatty(fileno(out));
+}
+
+static void draw(k3_progress *p, double now)
+{
+    double dt = now - p->start, rate = dt > 0 ? (double)p->done / dt : 0;
+    double eta = rate > 0 ? (double)(p->total - p->done) / rate : 0;
+    fprintf(p->out, "%s%s: %.2f of %.2f GB (%.0f%%), %.2f GB/s, ETA %.0f s%s", p->tty ? "\r" : "",
+            p->what, p->done / 1e9, p->total / 1e9,
+            p->total ? 100.0 * (double)p->done / (double)p->total : 100.0, rate / 1e9, eta,
+            p->tty ? "   " : "\n");
+    fflush(p->out);
+}
+
+void k3_progress_add(k3_progress *p, uint64_t n)
+{
+    if (!p->out)
+        return;
+    p->done += n;
+    double now = k3_seconds();
+    if (now - p->last >= (p->tty ? TTY_INTERVAL : K3_PROGRESS_PLAIN_SECONDS)) {
+        p->last = now;
+        draw(p, now);
+    }
+}
+
+void k3_progress_end(k3_progress *p)
+{
+    if (!p->out)
+        return;
+    double dt = k3_seconds() - p->start;
+    fprintf(p->out, "%s%s: %.2f GB in %.2f s (%.2f GB/s)%s\n", p->tty ? "\r" : "", p->what,
+            p->done / 1e9, dt, dt > 0 ? p->done / dt / 1e9 : 0.0, p->tty ? "                    " : "");
+    fflush(p->out);
+}

@@ -1,0 +1,107 @@
+#!/bin/sh
+# 27-release-shaped.sh - the real-scale rehearsal: a sparse checkpoint with the
+# release's 96 shards, 497,220 tensors, true shapes and dtypes, and the real
+# config (tools/make_release_shaped.py; data are file holes, a few MB on disk).
+#  - `k3 --plan` indexes and binds all of it under every preset and prints
+#    plans whose numbers match the release: trunk ~108.8 GB over 93 layers,
+#    lm_head and embedding V*H*2, 82,432 experts of 17,547,264 bytes (+ slack),
+#    KDA state of 69 layers, a KV cache of 24 MLA layers; pinned layers grow
+#    with the budget and every budgeted plan fits its budget. The index/bind
+#    time is printed (the CLI's "indexed and bound N tensors in X s").
+#  - pack-trunk --layers 2 packs real-sized runs (~7.9 GB of images) and the
+#    holes stay holes; the engine accepts the trunk.
+. tests/gates/lib.sh
+
+REL=../shared/k3-release
+[ -f "$REL/config.json" ] || die "no $REL/config.json (the release files beside the repository)"
+D="$K3_MODELS/release-shaped"
+T="$K3_BUILD/gate-release-shaped"
+rm -rf "$T"
+mkdir -p "$T"
+stamp=$(cat tools/make_release_shaped.py "$REL/config.json" | cksum | cut -d' ' -f1)
+if [ ! -f "$D/.stamp" ] || [ "$(cat "$D/.stamp")" != "$stamp" ]; then
+    rm -rf "$D"
+    "$PYTHON" tools/make_release_shaped.py "$D" >&2 || die "make_release_shaped failed"
+    echo "$stamp" >"$D/.stamp"
+fi
+kb=$(du -sk "$D" | cut -f1)
+[ "$kb" -lt 300000 ] || die "the release-shaped checkpoint takes $kb KB: its data should be holes"
+
+for p in ultra laptop desktop workstation server max auto; do
+    # Plans larger than this machine are printed anyway (the point is the numbers).
+    set +e
+    "$K3_BIN" "$D" --plan --preset "$p" --max-context 4096 >"$T/plan-$p.txt" 2>"$T/plan-$p.err"
+    rc=$?
+    set -e
+    if [ "$rc" -eq 3 ]; then
+        echo "$p: over this machine's memory ($(cut -c1-120 "$T/plan-$p.err")); --no-mem-check"
+        "$K3_BIN" "$D" --plan --preset "$p" --max-context 4096 --no-mem-check >"$T/plan-$p.txt" ||
+            die "--plan --preset $p --no-mem-check failed"
+    elif [ "$rc" -ne 0 ]; then
+        cat "$T/plan-$p.err" >&2
+        die "--plan --preset $p failed ($rc)"
+    fi
+    grep "indexed and bound" "$T/plan-$p.txt" | sed "s/^/$p: /"
+done
+
+"$PYTHON" - "$T" <<'EOF'
+import re, sys
+T = sys.argv[1]
+GIB = 2 ** 30
+V, H, L, E = 163840, 7168, 93, 896
+EXPERT = 17547264
+BUDGET = {"ultra": 8, "laptop": 16, "desktop": 32, "workstation": 64, "server": 256}
+bad = []
+def want(ok, what):
+    if not ok:
+        bad.append(what)
+plans = {}
+for p in ["ultra", "laptop", "desktop", "workstation", "server", "max", "auto"]:
+    text = open(f"{T}/plan-{p}.txt").read()
+    g = lambda pat: re.search(pat, text)
+    n = int(g(r"indexed and bound (\d+) tensors")[1])
+    want(n == 497220, f"{p}: bound {n} tensors, not 497,220")
+    r = {k: float(g(rf"{k}\s+([\d.]+) GB")[1]) for k in
+         ["trunk pinned", "trunk ring", "lm_head", "embedding", "expert cache", "KDA state",
+          "MLA KV cache", "total"]}
+    r["layers"] = int(g(r"trunk pinned\s+[\d.]+ GB\s+(\d+) layers")[1])
+    m = g(r"(\d+) of (\d+) experts")
+    r["slots"], r["experts"] = int(m[1]), int(m[2])
+    plans[p] = r
+    want(r["experts"] == 92 * E, f"{p}: {r['experts']} experts, not 82,432")
+    # 69 KDA layers: conv history 3*(K-1)*C floats + state NH*D*D floats each.
+    kda = 69 * (3 * 3 * 12288 + 96 * 128 * 128) * 4
+    want(abs(r["KDA state"] * GIB - kda) < 0.0006 * GIB, f"{p}: KDA state {r['KDA state']} GB")
+    mla = 24 * 4096 * (512 + 64) * 4  # 24 MLA layers, latent + rope per position
+    want(abs(r["MLA KV cache"] * GIB - mla) < 0.0006 * GIB, f"{p}: MLA KV cache {r['MLA KV cache']} GB")
+    for k in ("lm_head", "embedding"):
+        want(r[k] == 0 or abs(r[k] * GIB - V * H * 2) < 0.0006 * GIB, f"{p}: {k} {r[k]} GB")
+    if p in BUDGET:
+        want(r["total"] <= BUDGET[p], f"{p}: plan {r['total']} GB over its {BUDGET[p]} GB budget")
+mx = plans["max"]
+want(mx["layers"] == L and mx["slots"] == 92 * E, "max: not everything resident")
+trunk = mx["trunk pinned"] * GIB
+want(abs(trunk - 108.8e9) < 0.1e9, f"max: trunk {trunk / 1e9:.2f} GB, SPEC says ~108.8 GB")
+slot = mx["expert cache"] * GIB / (92 * E)
+want(EXPERT <= slot <= EXPERT + 128 * 1024, f"expert slot ~{slot:.0f} bytes, expert is {EXPERT}")
+order = ["ultra", "laptop", "desktop", "workstation", "server", "max"]
+layers = [plans[p]["layers"] for p in order]
+want(layers == sorted(layers), f"pinned layers do not grow with the budget: {layers}")
+want(plans["server"]["layers"] == L, "server (256 GB) does not pin the whole trunk")
+for p in order:
+    r = plans[p]
+    print(f"{p:12s} pinned {r['layers']:2d} layers {r['trunk pinned']:8.3f} GB, ring {r['trunk ring']:.3f} GB, "
+          f"experts {r['slots']}/{r['experts']}, total {r['total']:.3f} GB")
+print(f"trunk {trunk / 1e9:.2f} GB, expert slot ~{slot:.0f} bytes")
+if bad:
+    sys.exit("FAIL: " + "; ".join(bad))
+EOF
+
+# Two real-sized layers, lm_head and the embedding: ~7.9 GB of images, all holes.
+"$K3_BIN" pack-trunk "$D" "$T/trunk" --layers 2 || die "pack-trunk --layers 2 failed"
+kb=$(du -sk "$T/trunk/trunk.bin" | cut -f1)
+[ "$kb" -lt 1024 ] || die "trunk.bin of a sparse checkpoint takes $kb KB: holes were written"
+"$K3_BIN" "$D" --plan --layers 2 --trunk "$T/trunk" --no-mem-check >/dev/null ||
+    die "the engine refused the trunk it was packed for"
+expect_exit 2 "no run \"layer 2\"" "$K3_BIN" "$D" --plan --layers 3 --trunk "$T/trunk" --no-mem-check
+echo "ok: packed 2 release-sized layers, trunk.bin $(ls -l "$T/trunk/trunk.bin" | awk '{print $5}') bytes in $kb KB of disk"

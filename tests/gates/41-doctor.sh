@@ -1,0 +1,33 @@
+# 41-doctor: scripts/k3-doctor.sh exits 0 and prints every key line (CPU, ISA,
+# cores, memory, cgroup, disk at the model and trunk paths, O_DIRECT bandwidth,
+# preset); says "no measurements yet" without a presets table; with one, picks
+# the fastest preset that fits in memory; leaves no file behind in the trunk
+# directory; refuses two arguments (exit 2).
+. tests/gates/lib.sh
+work="$K3_BUILD/gate-doctor"
+rm -rf "$work"
+mkdir -p "$work/trunk"
+
+# doctor NAME PRESETS: runs the doctor on $work/trunk; output in $work/NAME.out.
+doctor() {
+    K3_PRESETS=$2 K3_DOCTOR_MB=8 K3_MODEL_DIR="$work/model" \
+        bash scripts/k3-doctor.sh "$work/trunk" >"$work/$1.out" || die "$1: the doctor failed"
+    cat "$work/$1.out"
+    for key in cpu isa cores memory cgroup "disk model" "disk trunk" o_direct preset; do
+        grep -q "^$key: " "$work/$1.out" || die "$1: no '$key:' line"
+    done
+    [ -z "$(ls -A "$work/trunk")" ] || die "$1: the doctor left files in the trunk directory"
+}
+
+doctor none "$work/none.tsv"
+grep -q '^preset: .*no measurements yet' "$work/none.out" || die "no 'no measurements yet' without a table"
+grep -q '^disk model: .* 0/96 shards here' "$work/none.out" || die "the missing release was not reported"
+
+printf 'preset\tmin_ram_gb\ttrunk_gb\tcache_gb\texpected_s_per_token\tmeasured_on\n' >"$work/presets.tsv"
+printf 'slow\t1\t1\t1\t9.5\tgate box\nfast\t2\t1\t1\t3.0\tgate box\n' >>"$work/presets.tsv"
+printf 'huge\t1000000\t1\t1\t0.1\tbig box\n' >>"$work/presets.tsv"
+doctor table "$work/presets.tsv"
+grep -q '^preset: *fast: expect about 3.0 s/token (measured on gate box)' "$work/table.out" ||
+    die "the fastest preset that fits (fast) was not recommended"
+
+expect_exit 2 usage bash scripts/k3-doctor.sh a b

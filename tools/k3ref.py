@@ -43,6 +43,12 @@ class K3Error(Exception):
 
 #: E2M1 magnitudes indexed by the low 3 bits of an MXFP4 nibble.
 E2M1_GRID = np.array([0.0, 0.5, 1.0, 1.5, 2.0, 3.0, 4.0, 6.0])
+
+#: The dtype of weights and states, hence of the arithmetic. float64 is the
+#: reference. float32 (--dtype float32) is a yardstick, not a reference: the same
+#: model evaluated by numpy in single precision shows how far any correct fp32
+#: implementation may drift from float64 on a given checkpoint.
+DTYPE = np.float64
 #: Elements sharing one E8M0 scale byte.
 MXFP4_GROUP = 32
 
@@ -50,7 +56,7 @@ MXFP4_GROUP = 32
 def bf16_decode(bits):
     """uint16 BF16 bit patterns (any shape) -> float64 (exact: bits << 16 is an f32)."""
     bits = np.asarray(bits, dtype=np.uint16)
-    return (bits.astype(np.uint32) << 16).view(np.float32).astype(np.float64)
+    return (bits.astype(np.uint32) << 16).view(np.float32).astype(DTYPE)
 
 
 def mxfp4_decode(packed, scale):
@@ -76,7 +82,7 @@ def mxfp4_decode(packed, scale):
     mag = E2M1_GRID[nib & 7]
     val = np.where(nib & 8, -mag, mag)
     factor = np.ldexp(1.0, scale.astype(np.int64) - 127)
-    return val * np.repeat(factor, MXFP4_GROUP, axis=1)
+    return (val * np.repeat(factor, MXFP4_GROUP, axis=1)).astype(DTYPE)
 
 
 # ----------------------------------------------------------------------------
@@ -390,7 +396,7 @@ def load_weights(model_dir, cfg):
         elif arr.dtype == np.uint16:
             w[short] = bf16_decode(arr)
         else:
-            w[short] = arr.astype(np.float64)
+            w[short] = arr.astype(DTYPE)
     for (layer_part, proj), by_e in experts.items():
         w[f"{layer_part}.experts.{proj}"] = np.stack([by_e[e] for e in range(len(by_e))])
     return w
@@ -488,7 +494,7 @@ def causal_conv_silu(x, w):
     """Depthwise causal conv over time + SiLU. x [T, C], w [C, K]; tap K-1 multiplies
     the current input, tap 0 the input K-1 steps back; zero history."""
     T, K = x.shape[0], w.shape[1]
-    xp = np.concatenate([np.zeros((K - 1, x.shape[1])), x])
+    xp = np.concatenate([np.zeros((K - 1, x.shape[1]), dtype=x.dtype), x])
     y = sum(w[:, j] * xp[j:j + T] for j in range(K))
     return silu(y)
 
@@ -532,9 +538,9 @@ def kda_sequence(q_pre, k_pre, v_pre, graw, beta_logits, conv_q, conv_k, conv_v,
     beta = sigmoid(beta_logits)
     if trace:
         trace("kda", alpha=alpha, beta=beta)
-    eye = np.eye(d)
-    S = np.zeros((nh, d, d))
-    o = np.empty((T, nh, d))
+    eye = np.eye(d, dtype=DTYPE)
+    S = np.zeros((nh, d, d), dtype=DTYPE)
+    o = np.empty((T, nh, d), dtype=DTYPE)
     for t in range(T):
         bk = beta[t][:, None] * k[t]                                # [NH, D]
         transition = eye - bk[:, :, None] * k[t][:, None, :]        # I - b k k^T
@@ -548,8 +554,8 @@ class KdaState:
     pre-conv inputs and the recurrent S [NH, D(key), D(value)]."""
 
     def __init__(self, c, k, nh, d):
-        self.conv = np.zeros((3, k - 1, c))
-        self.S = np.zeros((nh, d, d))
+        self.conv = np.zeros((3, k - 1, c), dtype=DTYPE)
+        self.S = np.zeros((nh, d, d), dtype=DTYPE)
 
 
 def kda_token(st, q_pre, k_pre, v_pre, graw, beta_logit, conv_q, conv_k, conv_v,
@@ -829,7 +835,11 @@ def main(argv=None):
     ap.add_argument("--dump-prompt-logits", help="float32 rows, one per prompt token")
     ap.add_argument("--full", action="store_true",
                     help="recompute the whole sequence each step (no incremental state)")
+    ap.add_argument("--dtype", choices=["float64", "float32"], default="float64",
+                    help="float32: a single-precision yardstick, not the reference (see DTYPE)")
     args = ap.parse_args(argv)
+    global DTYPE
+    DTYPE = np.dtype(args.dtype).type
     try:
         prompt = [int(x) for x in args.ids.split(",") if x.strip()]
     except ValueError:

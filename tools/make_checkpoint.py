@@ -74,6 +74,15 @@ PRESETS = {
                  v_head_dim=32, q_lora_rank=64, kv_lora_rank=64, num_experts=32,
                  num_experts_per_token=4, num_shared_experts=2, moe_intermediate_size=64,
                  routed_expert_hidden_size=128, intermediate_size=256, attn_res_block_size=3),
+    # Experts big enough that keeping them all resident costs ~200 MB while the
+    # rest of the model is small: the model for memory-ceiling tests.
+    "wide-moe": dict(_COMMON, vocab_size=2048, hidden_size=256, num_hidden_layers=6,
+                     kda_layers=[1, 2, 4, 5], kda_num_heads=4, kda_head_dim=64,
+                     num_attention_heads=4, qk_nope_head_dim=32, qk_rope_head_dim=16,
+                     v_head_dim=32, q_lora_rank=64, kv_lora_rank=64, num_experts=96,
+                     num_experts_per_token=8, num_shared_experts=1, moe_intermediate_size=512,
+                     routed_expert_hidden_size=512, intermediate_size=256,
+                     attn_res_block_size=2, float32_draws=True),
     # The release's widths (SPEC section 2) on 4 layers (KDA, KDA, KDA, MLA) and 32
     # experts: a benchmark model whose every matrix has its real shape.
     "slice": dict(_COMMON, vocab_size=8192, hidden_size=7168, num_hidden_layers=4,
@@ -84,6 +93,39 @@ PRESETS = {
                   routed_expert_hidden_size=3584, intermediate_size=33792,
                   attn_res_block_size=12, float32_draws=True),
 }
+
+def random_preset(seed):
+    """Dims drawn from `seed` anywhere the config allows (small, so the float64
+    reference stays fast): odd widths that are not multiples of 16, one or
+    several KDA and MLA heads, zero to two dense layers, one or two shared experts,
+    top-1 up to top-8, blocks of 1 to 4 layers. The layer map interleaves KDA
+    and MLA at random, with the last layer MLA and at least two MLA layers."""
+    r = np.random.default_rng(1_000_003 * seed + 7)
+    L = int(r.integers(3, 10))
+    mla = {L} | {int(x) for x in r.choice(np.arange(1, L), size=int(r.integers(1, max(2, L // 2))),
+                                          replace=False)}
+    D = int(r.choice([8, 12, 16, 20, 24]))
+    E = int(r.integers(4, 41))
+    moe_inter = int(r.choice([32, 64]))
+    return dict(
+        vocab_size=int(r.integers(512, 1501)), hidden_size=int(r.integers(20, 101)),
+        num_hidden_layers=L, kda_layers=sorted(set(range(1, L + 1)) - mla),
+        kda_num_heads=int(r.integers(1, min(6, D) + 1)), kda_head_dim=D,
+        num_attention_heads=int(r.integers(1, 6)), qk_nope_head_dim=int(r.integers(4, 25)),
+        qk_rope_head_dim=int(r.integers(2, 13)), v_head_dim=int(r.integers(4, 25)),
+        q_lora_rank=int(r.integers(8, 49)), kv_lora_rank=int(r.integers(8, 49)),
+        num_experts=E, num_experts_per_token=int(r.integers(1, min(8, E) + 1)),
+        num_shared_experts=int(r.integers(1, 3)), moe_intermediate_size=moe_inter,
+        routed_expert_hidden_size=int(r.choice([32, 64, 96])),
+        intermediate_size=int(r.integers(16, 129)),
+        attn_res_block_size=int(r.integers(1, min(4, L - 1) + 1)),
+        first_k_dense_replace=int(r.integers(0, min(2, L - 1) + 1)),
+        rms_norm_eps=float(r.choice([1e-5, 1e-6])),
+        activation_situ_beta=float(r.choice([2.0, 3.0, 4.0, 6.0])),
+        activation_situ_linear_beta=float(r.choice([10.0, 20.0, 25.0, 30.0])),
+        gate_lower_bound=float(r.choice([-6.0, -5.0, -4.0, -3.0])),
+        routed_scaling_factor=float(r.choice([1.0, 2.5])), short_conv_kernel_size=4)
+
 
 #: Presets too large for the float64 reference of --check.
 NO_CHECK = {"slice"}
@@ -483,7 +525,7 @@ def shard_name(k, n):
 
 
 def make_checkpoint(out_dir, preset, seed=0, vocab=None, n_shards=3):
-    p = dict(PRESETS[preset])
+    p = dict(PRESETS[preset]) if isinstance(preset, str) else dict(preset)
     if vocab is not None:
         p["vocab_size"] = vocab
     top, text = build_config(p)
@@ -628,7 +670,10 @@ def _check_mxfp4(model_dir):
 def main(argv=None):
     ap = argparse.ArgumentParser(description="write a random K3 checkpoint")
     ap.add_argument("out_dir")
-    ap.add_argument("--preset", required=True, choices=sorted(PRESETS))
+    which = ap.add_mutually_exclusive_group(required=True)
+    which.add_argument("--preset", choices=sorted(PRESETS))
+    which.add_argument("--random-shape", type=int, metavar="SEED",
+                       help="dims drawn from SEED anywhere the config allows (random_preset)")
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--vocab", type=int)
     ap.add_argument("--shards", type=int, default=3)
@@ -638,7 +683,8 @@ def main(argv=None):
     if args.check and args.preset in NO_CHECK:
         ap.error(f"--check is not available for the {args.preset} preset (too large for "
                  "the float64 reference)")
-    make_checkpoint(args.out_dir, args.preset, args.seed, args.vocab, args.shards)
+    preset = args.preset if args.preset else random_preset(args.random_shape)
+    make_checkpoint(args.out_dir, preset, args.seed, args.vocab, args.shards)
     if not args.check:
         return 0
     failed = 0

@@ -270,7 +270,7 @@ int k3_plan_make(k3_plan *p, const k3_config *c, const k3_weights *w,
                        "(short by %.2f GB): lower --trunk-gb or --cache-gb, or pick a smaller "
                        "--preset (see k3 --list-presets)",
                        p->total / GIB, room / GIB,
-                       p->cgroup_limit ? " (cgroup memory.max)" : " (MemAvailable)",
+                       p->cgroup_limit ? " (the cgroup memory limit)" : " (MemAvailable)",
                        (p->total - room) / GIB);
     return K3_OK;
 }

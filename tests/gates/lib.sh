@@ -7,7 +7,8 @@ die() {
     exit 1
 }
 
-# model NAME PRESET [maker args...]: makes $K3_MODELS/NAME with the
+# model NAME PRESET [maker args...] or model NAME --random-shape SEED:
+# makes $K3_MODELS/NAME with the
 # checkpoint maker unless an identical one (same maker, same arguments) is
 # already there. Prints the directory.
 model() {
@@ -18,7 +19,10 @@ model() {
     stamp=$(cat tools/make_checkpoint.py | cksum | cut -d' ' -f1)-$preset-$*
     if [ ! -f "$dir/.stamp" ] || [ "$(cat "$dir/.stamp")" != "$stamp" ]; then
         rm -rf "$dir"
-        "$PYTHON" tools/make_checkpoint.py "$dir" --preset "$preset" "$@" >&2
+        case "$preset" in
+        --random-shape) "$PYTHON" tools/make_checkpoint.py "$dir" --random-shape "$@" >&2 ;;
+        *) "$PYTHON" tools/make_checkpoint.py "$dir" --preset "$preset" "$@" >&2 ;;
+        esac
         echo "$stamp" >"$dir/.stamp"
     fi
     echo "$dir"

@@ -36,7 +36,7 @@ TEST_BIN := $(TEST_SRC:tests/unit/%.c=$(BUILD)/tests/%)
 PROG_BIN := $(PROG_SRC:tests/progs/%.c=$(BUILD)/progs/%)
 K3_BIN   := $(if $(filter build,$(BUILD)),bin/k3,$(BUILD)/bin/k3)
 
-.PHONY: all test asan ubsan clean demo
+.PHONY: all test asan ubsan clean demo install
 all: $(K3_BIN) $(TEST_BIN) $(PROG_BIN)
 
 $(BUILD)/%.o: %.c
@@ -46,6 +46,10 @@ $(BUILD)/%.o: %.c
 $(BUILD)/libk3.a: $(LIB_OBJ)
 	@rm -f $@
 	ar rcs $@ $^
+
+# --version names the commit the binary was built from.
+GIT_COMMIT := $(shell git rev-parse --short HEAD 2>/dev/null || echo unknown)
+$(BUILD)/src/cli/main.o: ALL_CFLAGS += -DK3_GIT_COMMIT='"$(GIT_COMMIT)"'
 
 $(K3_BIN): $(CLI_OBJ) $(BUILD)/libk3.a
 	@mkdir -p $(dir $@)
@@ -76,6 +80,17 @@ demo: $(K3_BIN)
 	@sh scripts/deps.sh demo
 	@test -f $(DEMO_DIR)/config.json || $(PYTHON) tools/make_checkpoint.py $(DEMO_DIR) --preset demo
 	$(K3_BIN) $(DEMO_DIR) --ids 1,2,3,4,5,6,7,8 --gen 16
+
+# make install PREFIX=/opt/k3: the command, the scripts, the library and the
+# public headers.
+PREFIX ?= /usr/local
+install: $(K3_BIN) $(BUILD)/libk3.a
+	install -d $(DESTDIR)$(PREFIX)/bin $(DESTDIR)$(PREFIX)/lib $(DESTDIR)$(PREFIX)/include/k3
+	install -m 755 $(K3_BIN) $(DESTDIR)$(PREFIX)/bin/k3
+	install -m 755 scripts/k3-doctor.sh $(DESTDIR)$(PREFIX)/bin/k3-doctor
+	install -m 755 scripts/download-model.sh $(DESTDIR)$(PREFIX)/bin/k3-download-model
+	install -m 644 $(BUILD)/libk3.a $(DESTDIR)$(PREFIX)/lib/libk3.a
+	install -m 644 include/k3/*.h $(DESTDIR)$(PREFIX)/include/k3/
 
 clean:
 	rm -rf build build-* bin

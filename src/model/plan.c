@@ -176,11 +176,11 @@ static int split_budget(k3_model_opts *o, double budget_gb, const k3_config *c,
     double min_cache = (double)c->num_experts_per_token * (double)fixed.expert_slot_bytes;
     if (!fixed.experts_total)
         min_cache = 0;
-    double trunk = room - min_cache;
-    if (trunk > (double)fixed.trunk_total)
-        trunk = (double)fixed.trunk_total;
-    if (trunk < 0)
-        trunk = 0;
+    /* Layers are pinned in order while they fit; what the next layer does
+     * not fit into goes to the cache, not to waste. */
+    double trunk = 0;
+    for (int i = 0; i < w->n_layers && trunk + (double)w->runs[i].bytes <= room - min_cache; i++)
+        trunk += (double)w->runs[i].bytes;
     double cache = room - trunk;
     if (cache < 0)
         cache = 0;

@@ -13,6 +13,7 @@
  * expert index, whatever order they were chosen or arrived in, so the sum
  * does not depend on scores' ties, caches or I/O timing. */
 #include <math.h>
+#include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -96,27 +97,10 @@ static void release(const k3_expert_source *src, const int32_t *ids, size_t n)
         k3_ec_release(src->cache, src->layer, ids, n);
 }
 
-/* The routed experts of all T tokens. Each expert any token chose is
- * fetched once (the union, ascending, in chunks no larger than what the
- * source can pin at once) and applied to every token that chose it. Each
- * token's chosen ids are ascending and so is the union, so every token
- * still adds its experts' outputs in ascending expert order: the sum does
- * not depend on T, the chunking or the cache. */
-static int routed(const k3_config *c, const k3_expert_source *src, const int32_t *ids,
-                  const float *wts, const float *z, size_t T, float *y, float *act, k3_err *e)
+/* The experts any of the T tokens chose, ascending: uni[0..n). */
+static size_t expert_union(const k3_config *c, const int32_t *ids, size_t T, int32_t *uni)
 {
-    size_t E = (size_t)c->num_experts, k = (size_t)c->num_experts_per_token;
-    size_t Z = (size_t)c->routed_expert_hidden_size, F = (size_t)c->moe_intermediate_size;
-    float b1 = (float)c->situ_beta, b2 = (float)c->situ_linear_beta;
-    size_t cap = src->resident ? E : k3_ec_capacity(src->cache);
-    int32_t *uni = k3_malloc(e, (E + 1) * sizeof *uni, "MoE union");
-    const k3_expert **views = k3_malloc(e, (E + 1) * sizeof *views, "MoE union");
-    size_t *next = k3_calloc(e, T + 1, sizeof *next, "MoE union"); /* per token: next pick */
-    if (!uni || !views || !next) {
-        free(uni), free(views), free(next);
-        return e->code;
-    }
-    size_t nu = 0;
+    size_t E = (size_t)c->num_experts, k = (size_t)c->num_experts_per_token, nu = 0;
     for (size_t x = 0; x < E; x++)
         for (size_t t = 0; t < T; t++) {
             size_t j = 0;
@@ -127,11 +111,52 @@ static int routed(const k3_config *c, const k3_expert_source *src, const int32_t
                 break;
             }
         }
+    return nu;
+}
+
+/* A fetch run on a helper thread, so that reading the first experts from
+ * disk overlaps the shared experts' compute. Until it is joined, only that
+ * thread touches the expert source. */
+typedef struct {
+    const k3_expert_source *src;
+    const int32_t *ids;
+    size_t n;
+    const k3_expert **views;
+    k3_err err;
+    int rc;
+} fetch_job;
+
+static void *fetch_main(void *arg)
+{
+    fetch_job *j = arg;
+    j->rc = fetch(j->src, j->ids, j->n, j->views, &j->err);
+    return NULL;
+}
+
+/* The routed experts of all T tokens. Each expert any token chose is
+ * applied once to every token that chose it: the union uni[0..nu),
+ * ascending, in chunks of at most `cap` (what the source can pin at once);
+ * the first chunk's views are already fetched (views). Each token's chosen
+ * ids are ascending and so is the union, so every token still adds its
+ * experts' outputs in ascending expert order: the sum does not depend on T,
+ * the chunking or the cache. */
+static int routed(const k3_config *c, const k3_expert_source *src, const int32_t *ids,
+                  const float *wts, const float *z, size_t T, const int32_t *uni, size_t nu,
+                  size_t cap, const k3_expert **views, float *y, float *act, k3_err *e)
+{
+    size_t k = (size_t)c->num_experts_per_token;
+    size_t Z = (size_t)c->routed_expert_hidden_size, F = (size_t)c->moe_intermediate_size;
+    float b1 = (float)c->situ_beta, b2 = (float)c->situ_linear_beta;
+    size_t *next = k3_calloc(e, T + 1, sizeof *next, "MoE routing"); /* per token: next pick */
+    if (!next) {
+        release(src, uni, nu < cap ? nu : cap);
+        return e->code;
+    }
     float *h = act, *u = h + F, *o = u + F;
     int rc = K3_OK;
     for (size_t c0 = 0; c0 < nu && rc == K3_OK; c0 += cap) {
         size_t n = nu - c0 < cap ? nu - c0 : cap;
-        if ((rc = fetch(src, uni + c0, n, views, e)) != K3_OK)
+        if (c0 > 0 && (rc = fetch(src, uni + c0, n, views, e)) != K3_OK)
             break;
         for (size_t q = 0; q < n; q++) {
             const k3_expert *ex = views[q];
@@ -151,7 +176,7 @@ static int routed(const k3_config *c, const k3_expert_source *src, const int32_t
         }
         release(src, uni + c0, n);
     }
-    free(uni), free(views), free(next);
+    free(next);
     return rc;
 }
 
@@ -166,33 +191,49 @@ int k3_moe_block(const k3_config *c, const k3_moe_weights *w, const k3_expert_so
     size_t wide = (S > F ? S : F);
     size_t nf = T * E + E + T * k + 2 * T * Z + 2 * T * wide + T * H + 2 * F + Z;
     float *buf = k3_malloc(e, nf * sizeof *buf, "MoE scratch");
-    int32_t *ids = k3_malloc(e, T * k * sizeof *ids, "MoE routing");
-    if (!buf || !ids) {
-        free(buf);
-        free(ids);
+    int32_t *ids = k3_malloc(e, (T * k + E + 1) * sizeof *ids, "MoE routing");
+    const k3_expert **views = k3_malloc(e, (E + 1) * sizeof *views, "MoE routing");
+    if (!buf || !ids || !views) {
+        free(buf), free(ids), free(views);
         return e->code;
     }
+    int32_t *uni = ids + T * k;
     float *logits = buf, *sig = logits + T * E, *wts = sig + E, *z = wts + T * k;
     float *y = z + T * Z, *tmp = y + T * Z, *shared = tmp + 2 * T * wide, *act = shared + T * H;
 
     k3_matmul(&w->router, x, T, logits);
     for (size_t t = 0; t < T; t++)
         k3_route(c, logits + t * E, w->router_bias, ids + t * k, wts + t * k, sig);
+    size_t nu = expert_union(c, ids, T, uni);
+    size_t cap = src->resident ? E : k3_ec_capacity(src->cache);
+
+    /* Reads of the first experts start now, on a helper thread; the latent
+     * projection and the shared experts compute meanwhile. */
+    fetch_job job = { src, uni, nu < cap ? nu : cap, views, { 0, "" }, K3_OK };
+    pthread_t th;
+    int threaded = !src->resident && job.n > 0 && pthread_create(&th, NULL, fetch_main, &job) == 0;
+    if (!threaded)
+        fetch_main(&job);
     k3_matmul(&w->latent_down, x, T, z);
+    if (S > 0)
+        situ_mlp(&w->shared_gate, &w->shared_up, &w->shared_down, x, T, shared, tmp, b1, b2);
+    if (threaded)
+        pthread_join(th, NULL);
+    int rc = job.rc;
+    if (rc != K3_OK)
+        k3_fail(e, rc, "%s", job.err.msg);
     memset(y, 0, T * Z * sizeof *y);
-    int rc = routed(c, src, ids, wts, z, T, y, act, e);
+    if (rc == K3_OK)
+        rc = routed(c, src, ids, wts, z, T, uni, nu, cap, views, y, act, e);
     if (rc == K3_OK) {
         if (w->latent_norm)
             for (size_t t = 0; t < T; t++)
                 k3_rmsnorm(y + t * Z, y + t * Z, w->latent_norm, Z, (float)c->rms_norm_eps);
         k3_matmul(&w->latent_up, y, T, out);
-        if (S > 0) {
-            situ_mlp(&w->shared_gate, &w->shared_up, &w->shared_down, x, T, shared, tmp, b1, b2);
+        if (S > 0)
             for (size_t i = 0; i < T * H; i++)
                 out[i] = out[i] + shared[i];
-        }
     }
-    free(buf);
-    free(ids);
+    free(buf), free(ids), free(views);
     return rc;
 }

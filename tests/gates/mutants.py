@@ -8,6 +8,8 @@ Each mutant is a list of exact (file, old, new) replacements. If an `old`
 text is no longer in the source the mutant cannot be applied and this exits
 1: a mutation test that silently stops mutating would prove nothing.
 """
+import os
+import re
 import shutil
 import sys
 
@@ -36,8 +38,8 @@ MUTANTS = {
     "per-expert-norm": [
         ("src/model/moe.c", "static int routed(const k3_config *c, const k3_expert_source *src,",
          "static int routed(const k3_config *c, const float *latent_norm, const k3_expert_source *src,"),
-        ("src/model/moe.c", "int rc = routed(c, src, ids, wts, z, T, y, act, e);",
-         "int rc = routed(c, w->latent_norm, src, ids, wts, z, T, y, act, e);"),
+        ("src/model/moe.c", "rc = routed(c, src, ids, wts, z, T, uni, nu, cap, views, y, act, e);",
+         "rc = routed(c, w->latent_norm, src, ids, wts, z, T, uni, nu, cap, views, y, act, e);"),
         ("src/model/moe.c", "k3_matvec(&ex->w2, h, o);",
          "k3_matvec(&ex->w2, h, o);\n                k3_rmsnorm(o, o, latent_norm, Z, (float)c->rms_norm_eps);"),
         ("src/model/moe.c", "k3_rmsnorm(y + t * Z, y + t * Z, w->latent_norm, Z, (float)c->rms_norm_eps);",
@@ -66,6 +68,10 @@ def apply(name, src, dst):
     for part in ("src", "include"):
         shutil.copytree(f"{src}/{part}", f"{dst}/{part}")
     shutil.copy(f"{src}/Makefile", dst)
+    # Makefile fragments it includes (not the generated .d files).
+    for inc in re.findall(r"^include\s+(\S+)", open(f"{src}/Makefile").read(), re.M):
+        os.makedirs(os.path.dirname(f"{dst}/{inc}") or dst, exist_ok=True)
+        shutil.copy(f"{src}/{inc}", f"{dst}/{inc}")
     for path, old, new in MUTANTS[name]:
         text = open(f"{dst}/{path}").read()
         if text.count(old) < 1:

@@ -96,3 +96,6 @@ clean:
 	rm -rf build build-* bin
 
 -include $(LIB_OBJ:.o=.d) $(CLI_OBJ:.o=.d) $(TEST_BIN:=.d) $(PROG_BIN:=.d)
+
+# ---- fuzzing: replay drivers in `all`, and `make fuzz` (see tests/fuzz/fuzz.mk) ----
+include tests/fuzz/fuzz.mk

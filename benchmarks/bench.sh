@@ -3,18 +3,26 @@
 # test: it reports, it does not judge. Steps:
 #   1. ceilings: memory read bandwidth and fp32 FMA peak ($K3_BUILD/bench/peak);
 #   2. the "slice" checkpoint (the release's real widths, 4 layers, 32
-#      experts, ~7.6 GB), made once in $K3_SLICE_DIR and reused;
+#      experts, ~7.6 GB; ~2 minutes of CPU, <0.5 GB of RAM), made once in
+#      $K3_SLICE_DIR and reused;
 #   3. decode: seconds per token with the weights resident, plain scalar
 #      kernels vs the best SIMD table, 1 and 2 threads;
-#   4. prefill: one k3_forward over 64 and 512 prompt tokens, best table;
+#   4. prefill: one k3_forward over 64 and 512 prompt tokens, best table,
+#      all threads;
 #   5. the report (benchmarks/report.py): medians, weight GB/s as a fraction
 #      of the bandwidth, GFLOP/s as a fraction of the FMA peak, speedups; to
 #      stdout and $K3_BUILD/bench/report.md.
 # Environment: K3_BIN, K3_BUILD, PYTHON as for tests/run.sh; K3_SLICE_DIR
 # (default build/slice); K3_BENCH_RUNS runs per measurement (default 3);
-# K3_BENCH_GEN decode steps per run (default 8; scalar runs use 3).
+# K3_BENCH_GEN decode steps per run (default 8; scalar runs use 3);
+# OMP_WAIT_POLICY (default passive, see below).
 set -eu
 : "${K3_BIN:=bin/k3}" "${K3_BUILD:=build}" "${PYTHON:=/usr/bin/python3}"
+# Idle OpenMP threads sleep instead of spinning: on a machine shared with
+# other work, spinning threads steal the cores the busy ones need (measured
+# here: 2 threads 1.1 s/token passive vs 1.3-4 s active under load), and a
+# wake-up costs microseconds next to the milliseconds of each product here.
+export OMP_WAIT_POLICY="${OMP_WAIT_POLICY:-passive}"
 slice="${K3_SLICE_DIR:-build/slice}"
 runs="${K3_BENCH_RUNS:-3}"
 gen="${K3_BENCH_GEN:-8}"
@@ -25,7 +33,9 @@ rm -f "$out"/*.json
 echo "== ceilings (medians of 7 runs)"
 K3_KERNELS= "$K3_BUILD/bench/peak" --runs 7 | tee "$out/peak.txt"
 
-stamp="$(cksum <tools/make_checkpoint.py | cut -d' ' -f1)-slice"
+# Reused while the preset's dimensions are the same: speed depends on the
+# shapes, not on the values drawn.
+stamp=$("$PYTHON" -c 'import sys; sys.path.insert(0, "tools"); import make_checkpoint as m; print(sorted(m.PRESETS["slice"].items()))' | cksum | cut -d' ' -f1)
 if [ ! -f "$slice/.stamp" ] || [ "$(cat "$slice/.stamp")" != "$stamp" ]; then
     echo "== making the slice checkpoint in $slice (once; a few minutes)"
     rm -rf "$slice"
@@ -35,32 +45,32 @@ fi
 
 # The best table: the one the engine picks by itself (K3_KERNELS unset).
 best=$(sed -n 's/^kernels_default //p' "$out/peak.txt")
+threads=$(sed -n 's/^threads //p' "$out/peak.txt")
 echo "== best table: $best"
 
 ids() { "$PYTHON" -c 'import sys; n=int(sys.argv[1]); print(",".join(str((i*7919+13)%7936) for i in range(n)))' "$1"; }
 
-# one KIND TABLE THREADS RUN PROMPT_LEN GEN
+# one KIND TABLE THREADS RUN PROMPT_LEN GEN: one engine run, its --out report
+# kept as $out/KIND-TABLE-tTHREADS-pPROMPT_LEN-rRUN.json.
 one() {
     f="$out/$1-$2-t$3-p$5-r$4.json"
     K3_KERNELS=$2 "$K3_BIN" "$slice" --ids "$(ids "$5")" --gen "$6" --ignore-eos --threads "$3" \
-        --out "$f" >/dev/null
-    "$PYTHON" -c 'import json,sys; d=json.load(open(sys.argv[1])); s=d["step_seconds"]; print("  %s: prefill %.3f s, steps %s" % (sys.argv[1].split("/")[-1], d["prefill_seconds"], " ".join("%.3f" % x for x in s[1:])))' "$f"
+        --quiet --out "$f" >/dev/null
+    "$PYTHON" -c 'import json,sys; d=json.load(open(sys.argv[1])); s=d["step_seconds"]; print("  %s: first step %.3f s, then %s" % (sys.argv[1].split("/")[-1], d["prefill_seconds"], " ".join("%.3f" % x for x in s[1:])))' "$f"
 }
 
-echo "== decode (prompt of 8 tokens)"
+echo "== decode (one-token prompt; the first step is not counted)"
 for th in 1 2; do
     for r in $(seq "$runs"); do
-        one decode "$best" "$th" "$r" 8 "$gen"
-        one decode scalar "$th" "$r" 8 3
+        one decode "$best" "$th" "$r" 1 "$gen"
+        one decode scalar "$th" "$r" 1 3
     done
 done
 
-echo "== prefill ($best)"
+echo "== prefill ($best, all $threads threads)"
 for n in 64 512; do
-    for th in 1 2; do
-        for r in $(seq "$runs"); do
-            one prefill "$best" "$th" "$r" "$n" 1
-        done
+    for r in $(seq "$runs"); do
+        one prefill "$best" "$threads" "$r" "$n" 1
     done
 done
 

@@ -79,7 +79,7 @@ ids=$("$PYTHON" -c 'print(",".join(str((i*7919+13)%7936) for i in range(8)))')
 : >"$out/stream.txt"
 for r in $(seq "$runs"); do
     "$K3_BIN" "$slice" --trunk "$out/trunk" --trunk-layers 0 --trunk-ring 2 --stream-lm-head \
-        --ids "$ids" --gen 4 --ignore-eos --quiet --out "$out/stream.json" >/dev/null
+        --ids "$ids" --gen 1 --ignore-eos --quiet --out "$out/stream.json" >/dev/null
     "$PYTHON" -c '
 import json, sys
 t = json.load(open(sys.argv[1]))["trunk"]
@@ -94,4 +94,4 @@ echo "== report"
 echo "pack-trunk (~$(awk -v b="$bytes" 'BEGIN {printf "%.2f", b / 1e9}') GB): copy $pack_copy GB/s, verify $pack_verify GB/s, whole pack $pack_total GB/s"
 echo "dd direct copy of the same bytes: $dd_copy GB/s  (pack copy / dd: $(awk -v a="$pack_copy" -v b="$dd_copy" 'BEGIN {printf "%.2f", a / b}'))"
 echo "streamed trunk during a run: $stream GB/s; dd direct read of trunk.bin: $dd_read GB/s  (ratio $(awk -v a="$stream" -v b="$dd_read" 'BEGIN {printf "%.2f", a / b}'))"
-echo "checksum (XXH64) of streamed runs: $verify s per GB (on the reader thread, overlapping compute)"
+echo "checksum (XXH64) of streamed runs: $verify s per GB (hashing on a helper thread while the run is read)"

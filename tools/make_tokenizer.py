@@ -2,6 +2,7 @@
 """make_tokenizer.py - writes a small Kimi-style tokenizer for the demo model.
 
     python3 tools/make_tokenizer.py OUTDIR [--merges N] [--extra-token TEXT]...
+    python3 tools/make_tokenizer.py OUTDIR --all-pairs SEED
 
 OUTDIR gets tiktoken.model and tokenizer_config.json in the release's formats
 (SPEC section 5), so k3_tok_load and the tiktoken oracle read them as they
@@ -15,6 +16,12 @@ read the release's:
     build it, for tests: BPE cannot reach such a token, so it shows whether
     an encoder applies tiktoken's whole-piece rule (with the release's
     vocabulary BPE reproduces every token, so the rule changes nothing).
+    --all-pairs replaces the learned merges with all 65,536 two-byte tokens
+    in a seeded random order, also for tests: BPE then pairs up each
+    piece's bytes in an order that depends on where the piece starts and
+    ends, so the ids show the pre-tokeniser's cuts, which a natural
+    vocabulary mostly hides (most pieces split into the same tokens whether
+    or not they were cut at a given place).
   * tokenizer_config.json: added_tokens_decoder names the release's special
     tokens at the release's offsets from the start of the special range
     ([BOS] at +0, [EOS] +1, <|end_of_msg|> +2, ...); the rest of the 256 ids
@@ -28,6 +35,7 @@ import base64
 import collections
 import json
 import os
+import random
 import re
 
 # Special tokens of the release: (offset from the first special id, name,
@@ -152,9 +160,19 @@ def main():
     ap.add_argument("outdir")
     ap.add_argument("--merges", type=int, default=1000)
     ap.add_argument("--extra-token", action="append", default=[])
+    ap.add_argument("--all-pairs", type=int, metavar="SEED")
     args = ap.parse_args()
 
-    tokens = [bytes([b]) for b in byte_order()] + train(SAMPLE, args.merges)
+    tokens = [bytes([b]) for b in byte_order()]
+    if args.all_pairs is None:
+        learned = train(SAMPLE, args.merges)
+        if len(learned) < args.merges:
+            ap.error("the sample text supports only %d merges, not %d" % (len(learned), args.merges))
+        tokens += learned
+    else:
+        pairs = [bytes([a, b]) for a in range(256) for b in range(256)]
+        random.Random(args.all_pairs).shuffle(pairs)
+        tokens += pairs
     for text in args.extra_token:
         if text.encode("utf-8") in tokens:
             ap.error("--extra-token %r is already a token" % text)

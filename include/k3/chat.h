@@ -48,6 +48,14 @@ int k3_chat_load(k3_chat **out, const char *path, k3_err *e);
 
 void k3_chat_free(k3_chat *c);
 
+/* For a chat loop: an empty conversation with the default options
+ * (thinking on, no effort, generation prompt on). */
+int k3_chat_new(k3_chat **out, k3_err *e);
+
+/* For a chat loop: thinking mode on or off, and the thinking effort
+ * ("low", "high", "max", or NULL for none; K3_EINPUT for anything else). */
+int k3_chat_set_thinking(k3_chat *c, int on, const char *effort, k3_err *e);
+
 /* For a chat loop: turn the generation prompt (the opening of the next
  * assistant message) on or off, overriding options.add_generation_prompt. */
 void k3_chat_set_generation_prompt(k3_chat *c, int on);
@@ -55,6 +63,12 @@ void k3_chat_set_generation_prompt(k3_chat *c, int on);
 /* For a chat loop: appends a system or user message ("system"/"user") with
  * content text[0..len) (copied). */
 int k3_chat_add_message(k3_chat *c, const char *role, const char *text, size_t len, k3_err *e);
+
+/* For a chat loop: appends an assistant message with content
+ * content[0..clen) and reasoning_content reasoning[0..rlen) (copied;
+ * reasoning NULL = none). */
+int k3_chat_add_assistant(k3_chat *c, const char *content, size_t clen, const char *reasoning,
+                          size_t rlen, k3_err *e);
 
 /* One segment: text[off .. off+len) of its k3_chat_segments. */
 typedef struct k3_chat_seg {

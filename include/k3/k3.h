@@ -91,4 +91,48 @@ int64_t k3_state_pos(const k3_state *s);
 int k3_forward(k3_model *m, k3_state *s, const uint32_t *ids, size_t n, float *logits,
                int all_positions, k3_err *e);
 
+/* The ids consumed so far (k3_state_pos of them), and the logits of the
+ * last one (vocab floats; NULL when nothing was consumed), so generation
+ * can continue from a state without feeding anything. Both stay valid
+ * until the state next changes. */
+const uint32_t *k3_state_ids(const k3_state *s);
+const float *k3_state_logits(const k3_state *s);
+
+/* A mark remembers a state's position p and what cannot be recomputed
+ * cheaply (the KDA conv and recurrent states, the last logits). Rewinding
+ * to it forgets everything consumed after p: the MLA cache rows [0, p)
+ * are still in place because the state only appended since. Cost: the
+ * KDA states' size (no KV rows are copied). k3_state_mark_take makes *mark (or
+ * overwrites it when not NULL). A mark goes stale when the state is reset,
+ * loaded or rewound to another mark; k3_state_rewind refuses a stale
+ * mark, or one of another state (K3_EINPUT), and keeps the mark usable. */
+typedef struct k3_state_mark k3_state_mark;
+int k3_state_mark_take(const k3_state *s, k3_state_mark **mark, k3_err *e);
+int64_t k3_state_mark_pos(const k3_state_mark *mark);
+int k3_state_rewind(k3_state *s, k3_state_mark *mark, k3_err *e);
+void k3_state_mark_free(k3_state_mark *mark);
+
+/* Brings the state to the sequence ids[0..n) at the least cost: when what
+ * it consumed is a prefix of ids, it feeds only the rest; otherwise it
+ * rewinds to `mark` (may be NULL) if the mark's position is within the
+ * common prefix, else resets, and feeds from there. *reused receives the
+ * positions kept. Afterwards k3_state_logits are ids[n-1]'s. n == 0
+ * resets. Feeds in chunks of at most 512 tokens (the plan's default
+ * batch). Results are bit-identical to feeding ids to a fresh state. */
+int k3_state_sync(k3_model *m, k3_state *s, k3_state_mark *mark, const uint32_t *ids, size_t n,
+                  size_t *reused, k3_err *e);
+
+/* A state file (format version 1) holds: the model's identity (a hash of
+ * its configuration, the layer map and dimensions, and a fingerprint of
+ * its weights), pos, the ids consumed, the last logits, every KDA conv and
+ * recurrent state, the MLA cache rows [0, pos), and an XXH64 checksum of
+ * all of it. k3_state_save writes a temporary file, syncs it and renames
+ * it over path, so an interrupted save never leaves a damaged file.
+ * k3_state_load refuses (K3_EINPUT, saying why) a file of another model, a
+ * truncated, corrupted or future-version file; on any failure the state is
+ * reset (never half-loaded). Floats are stored in the machine's byte order
+ * (every supported target is little-endian). */
+int k3_state_save(const k3_state *s, const char *path, k3_err *e);
+int k3_state_load(k3_state *s, const char *path, k3_err *e);
+
 #endif

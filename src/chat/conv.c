@@ -95,3 +95,31 @@ int k3_chat_add_message(k3_chat *c, const char *role, const char *text, size_t l
     m->content = content;
     return K3_OK;
 }
+
+int k3_chat_set_thinking(k3_chat *c, int on, const char *effort, k3_err *e)
+{
+    static const char *const efforts[] = { "low", "high", "max" };
+    const char *known = NULL;
+    for (size_t i = 0; effort && i < sizeof efforts / sizeof efforts[0]; i++)
+        if (!strcmp(effort, efforts[i]))
+            known = efforts[i];
+    if (effort && !known)
+        return k3_fail(e, K3_EINPUT, "thinking effort \"%s\": expected low, high or max", effort);
+    c->thinking = on != 0;
+    c->effort = known; /* the options hold literals (conv.h) */
+    return K3_OK;
+}
+
+int k3_chat_add_assistant(k3_chat *c, const char *content, size_t clen, const char *reasoning,
+                          size_t rlen, k3_err *e)
+{
+    k3_text body, why = { NULL, 0 };
+    k3_msg *m = NULL;
+    if (k3_chat_keep(c, content, clen, &body, e) ||
+        (reasoning && k3_chat_keep(c, reasoning, rlen, &why, e)) ||
+        k3_chat_push(c, K3_ROLE_ASSISTANT, &m, e))
+        return e->code;
+    m->content = body;
+    m->reasoning = why;
+    return K3_OK;
+}

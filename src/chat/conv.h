@@ -51,9 +51,6 @@ struct k3_chat {
     size_t nowned, owned_cap;
 };
 
-/* An empty conversation with the default options. */
-int k3_chat_new(k3_chat **out, k3_err *e);
-
 /* n bytes owned by c (released by k3_chat_free). */
 void *k3_chat_alloc(k3_chat *c, size_t n, k3_err *e);
 

@@ -1,10 +1,10 @@
 /* generate.c - see generate.h.
  *
- * Incremental mode feeds the prompt once, then one token per step through
- * the caches. --recompute resets the state and feeds the whole sequence
- * again every step: slow, but it exercises a different schedule (T-token
- * calls instead of 1-token calls), so agreement between the two modes is a
- * check on the caches. */
+ * The prompt is fed once, then the decode loop (k3/generate.h) samples and
+ * feeds one token per step through the caches; --recompute makes the loop
+ * refeed the whole sequence every step instead (a check on the caches).
+ * This file adds what the command line shows: the per-step table (step 0
+ * includes the prompt), the streamed text, dumps and the JSON report. */
 #include "cli/generate.h"
 
 #include <stdio.h>
@@ -13,10 +13,10 @@
 #include <sys/resource.h>
 #include <time.h>
 
-#include "core/kernels.h"
+#include "cli/textout.h"
 #include "util/error.h"
 
-static double now_seconds(void)
+double k3_cli_seconds(void)
 {
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
@@ -64,17 +64,17 @@ typedef struct {
     uint64_t bytes_read, requests, hits;
 } step_cost;
 
-static int write_report(const k3_options *o, const k3_model *m, const uint32_t *seq, size_t np,
-                        size_t ng, const step_cost *steps, double prefill_s, double wall_s,
+static int write_report(const k3_options *o, const k3_model *m, const uint32_t *prompt, size_t np,
+                        const uint32_t *gen, size_t ng, const step_cost *steps, double wall_s,
                         const k3_io_counters *io, k3_err *e)
 {
     FILE *f = open_out(o->out_json, e);
     if (!f)
         return e->code;
     fprintf(f, "{\n  \"prompt_ids\": [");
-    write_id_list(f, seq, np);
+    write_id_list(f, prompt, np);
     fprintf(f, "],\n  \"generated_ids\": [");
-    write_id_list(f, seq + np, ng);
+    write_id_list(f, gen, ng);
     fprintf(f, "],\n  \"step_seconds\": [");
     for (size_t i = 0; i < ng; i++)
         fprintf(f, "%s%.6f", i ? ", " : "", steps[i].seconds);
@@ -82,10 +82,10 @@ static int write_report(const k3_options *o, const k3_model *m, const uint32_t *
     for (size_t i = 0; i < ng; i++)
         fprintf(f, "%s\n    {\"step\": %zu, \"token\": %u, \"seconds\": %.6f, \"bytes_read\": %llu, "
                    "\"expert_requests\": %llu, \"expert_hits\": %llu}",
-                i ? "," : "", i, seq[np + i], steps[i].seconds,
+                i ? "," : "", i, gen[i], steps[i].seconds,
                 (unsigned long long)steps[i].bytes_read, (unsigned long long)steps[i].requests,
                 (unsigned long long)steps[i].hits);
-    fprintf(f, "\n  ],\n  \"prefill_seconds\": %.6f,\n", prefill_s);
+    fprintf(f, "\n  ],\n  \"prefill_seconds\": %.6f,\n", ng ? steps[0].seconds : 0.0);
     fprintf(f, "  \"wall_seconds\": %.6f,\n", wall_s);
     fprintf(f, "  \"io_wait_seconds\": %.6f,\n", io->io_wait_seconds);
     fprintf(f, "  \"io_share\": %.4f,\n", wall_s > 0 ? io->io_wait_seconds / wall_s : 0.0);
@@ -98,116 +98,195 @@ static int write_report(const k3_options *o, const k3_model *m, const uint32_t *
     return K3_OK;
 }
 
-/* Writes one generated token's bytes, holding back an incomplete UTF-8
- * character until the token that completes it. */
-static void emit_text(const k3_tokenizer *tok, k3_utf8_stream *us, uint32_t id)
+int k3_cli_sampler(k3_sampler *s, const k3_options *o, size_t vocab, k3_err *e)
 {
-    const unsigned char *bytes;
-    size_t len;
-    k3_err ignore = { 0, "" };
-    if (k3_tok_piece(tok, id, &bytes, &len, &ignore) != K3_OK)
-        return;
-    unsigned char *out = malloc(len + 4);
-    if (!out)
-        return;
-    size_t n = k3_utf8_stream_push(us, bytes, len, out);
-    fwrite(out, 1, n, stdout);
-    fflush(stdout);
-    free(out);
+    if (k3_sampler_init(s, vocab, e) != K3_OK)
+        return e->code;
+    s->temperature = (float)o->temperature;
+    s->top_p = (float)o->top_p;
+    s->min_p = (float)o->min_p;
+    s->repeat_penalty = (float)o->repeat_penalty;
+    s->top_k = (int)o->top_k;
+    k3_sampler_seed(s, (uint64_t)o->seed);
+    if (k3_sampler_check(s, e) != K3_OK)
+        k3_sampler_free(s);
+    return e->code;
+}
+
+void k3_cli_gen_params(k3_gen_params *p, const k3_options *o, size_t max_tokens)
+{
+    memset(p, 0, sizeof *p);
+    p->max_tokens = max_tokens;
+    p->max_context = o->max_context;
+    p->ignore_eos = o->ignore_eos;
+    p->repeat_last_n = (size_t)o->repeat_last_n;
+    p->recompute = o->recompute;
+}
+
+/* One run's bookkeeping, shared with the per-token callback. */
+typedef struct run {
+    const k3_options *o;
+    k3_model *m;
+    const k3_tokenizer *tok;
+    uint32_t *gen;        /* the generated ids */
+    size_t ngen;
+    step_cost *steps;     /* [gen] */
+    FILE *dump;           /* --dump-logits */
+    k3_textout text;
+    double t_prev;        /* when the previous step ended */
+    k3_io_counters io_prev;
+} run;
+
+static int on_token(void *user, uint32_t id, const float *logits, k3_err *e)
+{
+    run *r = user;
+    const k3_options *o = r->o;
+    k3_io_counters io;
+    k3_model_io(r->m, &io);
+    step_cost *sc = &r->steps[r->ngen];
+    sc->seconds = k3_cli_seconds() - r->t_prev;
+    sc->bytes_read = io.trunk_bytes + io.expert_bytes - r->io_prev.trunk_bytes -
+                     r->io_prev.expert_bytes;
+    sc->requests = io.expert_requests - r->io_prev.expert_requests;
+    sc->hits = io.expert_hits - r->io_prev.expert_hits;
+    r->gen[r->ngen++] = id;
+    if (r->dump && write_floats(r->dump, logits, k3_model_vocab(r->m), o->dump_logits, e))
+        return 1;
+    if (!o->quiet)
+        fprintf(stderr, "%6zu %8u %10.4f %6.1f%% %9.4f %8.2f\n", r->ngen - 1, id, sc->seconds,
+                sc->requests ? 100.0 * (double)sc->hits / (double)sc->requests : 100.0,
+                (double)sc->bytes_read / 1e9, sc->seconds > 0 ? 1.0 / sc->seconds : 0.0);
+    if (r->tok && (o->ignore_eos || !k3_model_is_eos(r->m, id))) {
+        const unsigned char *bytes;
+        size_t len;
+        if (k3_tok_piece(r->tok, id, &bytes, &len, e) ||
+            k3_textout_put(&r->text, bytes, len, e))
+            return 1;
+    }
+    r->io_prev = io;
+    r->t_prev = k3_cli_seconds();
+    return r->text.stopped;
+}
+
+/* Feeds the prompt (dumping every position's logits when asked). */
+static int prefill(run *r, k3_state *st, const uint32_t *prompt, size_t np, k3_err *e)
+{
+    const k3_options *o = r->o;
+    size_t V = k3_model_vocab(r->m);
+    if (np == 0)
+        return o->dump_prompt_logits
+                   ? k3_fail(e, K3_EINPUT, "--dump-prompt-logits needs a prompt")
+                   : K3_OK;
+    size_t rows = o->dump_prompt_logits ? np : 1;
+    float *logits = k3_malloc(e, rows * V * sizeof *logits, "logits");
+    if (!logits || k3_forward(r->m, st, prompt, np, logits, rows > 1, e) != K3_OK)
+        goto done;
+    if (o->dump_prompt_logits) {
+        FILE *pf = open_out(o->dump_prompt_logits, e);
+        if (pf) {
+            write_floats(pf, logits, np * V, o->dump_prompt_logits, e);
+            if (fclose(pf) != 0)
+                k3_fail(e, K3_ERUNTIME, "%s: write failed", o->dump_prompt_logits);
+        }
+    }
+done:
+    free(logits);
+    return e->code;
+}
+
+/* --max-context is a hard cap: refuse before computing anything. */
+static int check_context(const k3_options *o, int64_t start, size_t np, k3_err *e)
+{
+    long long total = (long long)start + (long long)np + o->gen;
+    if (o->max_context && total > o->max_context)
+        return k3_fail(e, K3_EINPUT, "%s%lld prompt tokens + --gen %ld = %lld tokens exceeds "
+                                     "--max-context %ld", start ? "the loaded sequence and " : "",
+                       (long long)start + (long long)np, o->gen, total, o->max_context);
+    return K3_OK;
+}
+
+/* --save-state: the state then holds every id shown, the last one too. */
+static int save_state(run *r, k3_state *st, k3_err *e)
+{
+    size_t V = k3_model_vocab(r->m);
+    float *logits = r->ngen ? k3_malloc(e, V * sizeof *logits, "logits") : NULL;
+    if (r->ngen && (!logits || k3_forward(r->m, st, &r->gen[r->ngen - 1], 1, logits, 0, e)))
+        goto done;
+    k3_state_save(st, r->o->save_state, e);
+done:
+    free(logits);
+    return e->code;
 }
 
 int k3_run_generate(k3_model *m, const k3_options *o, const uint32_t *prompt, size_t np,
                     const k3_tokenizer *tok, k3_err *e)
 {
-    k3_utf8_stream us = { { 0 }, 0 };
-    size_t V = k3_model_vocab(m), ng = 0, cap = np + (size_t)o->gen;
-    uint32_t *seq = k3_malloc(e, cap * sizeof *seq, "token sequence");
-    float *logits = k3_malloc(e, V * np * sizeof *logits, "logits");
-    step_cost *steps = k3_calloc(e, (size_t)o->gen + 1, sizeof *steps, "timings");
-    FILE *dump = NULL;
+    run r;
+    memset(&r, 0, sizeof r);
+    r.o = o;
+    r.m = m;
+    r.tok = tok;
+    k3_textout_init(&r.text, stdout, o->stop, o->nstop);
+    k3_sampler smp;
+    int have_sampler = 0;
     k3_state *st = NULL;
-    double prefill_s = 0;
-    k3_io_counters before, after;
-    double wall0 = now_seconds();
-    if (!seq || !logits || !steps || k3_state_new(&st, m, e) != K3_OK)
+    k3_gen_params gp;
+    k3_gen_end end;
+    size_t ngen = 0;
+    double wall0 = k3_cli_seconds();
+    r.gen = k3_malloc(e, ((size_t)o->gen + 1) * sizeof *r.gen, "token sequence");
+    r.steps = k3_calloc(e, (size_t)o->gen + 1, sizeof *r.steps, "timings");
+    if (!r.gen || !r.steps || k3_state_new(&st, m, e) != K3_OK ||
+        (o->load_state && k3_state_load(st, o->load_state, e) != K3_OK) ||
+        check_context(o, k3_state_pos(st), np, e) != K3_OK ||
+        k3_cli_sampler(&smp, o, k3_model_vocab(m), e) != K3_OK)
         goto done;
-    memcpy(seq, prompt, np * sizeof *seq);
-    if (o->dump_logits && !(dump = open_out(o->dump_logits, e)))
+    have_sampler = 1;
+    if (np == 0 && k3_state_pos(st) == 0) {
+        k3_fail(e, K3_EINPUT, "%s holds an empty sequence: give a prompt", o->load_state);
+        goto done;
+    }
+    if (o->dump_logits && !(r.dump = open_out(o->dump_logits, e)))
         goto done;
     if (!o->quiet)
         fprintf(stderr, "%6s %8s %10s %7s %9s %8s\n", "step", "token", "seconds", "hit%",
                 "GB read", "tok/s");
-    for (size_t step = 0; step < (size_t)o->gen; step++) {
-        double t0 = now_seconds();
-        k3_model_io(m, &before);
-        int want_all = step == 0 && o->dump_prompt_logits;
-        size_t len = np + ng;
-        int rc;
-        if (o->recompute || step == 0) {
-            k3_state_reset(st);
-            rc = k3_forward(m, st, seq, len, logits, want_all, e);
-        } else {
-            rc = k3_forward(m, st, seq + len - 1, 1, logits, 0, e);
-        }
-        if (rc != K3_OK)
-            goto done;
-        float *last = want_all ? logits + (np - 1) * V : logits;
-        if (want_all) {
-            FILE *pf = open_out(o->dump_prompt_logits, e);
-            if (!pf)
-                goto done;
-            rc = write_floats(pf, logits, np * V, o->dump_prompt_logits, e);
-            fclose(pf);
-            if (rc)
-                goto done;
-        }
-        if (dump && write_floats(dump, last, V, o->dump_logits, e))
-            goto done;
-        uint32_t next = (uint32_t)k3_argmax(last, V);
-        seq[np + ng++] = next;
-        k3_model_io(m, &after);
-        step_cost *sc = &steps[step];
-        sc->seconds = now_seconds() - t0;
-        sc->bytes_read = after.trunk_bytes + after.expert_bytes - before.trunk_bytes -
-                         before.expert_bytes;
-        sc->requests = after.expert_requests - before.expert_requests;
-        sc->hits = after.expert_hits - before.expert_hits;
-        if (step == 0)
-            prefill_s = sc->seconds;
-        if (!o->quiet)
-            fprintf(stderr, "%6zu %8u %10.4f %6.1f%% %9.4f %8.2f\n", step, next, sc->seconds,
-                    sc->requests ? 100.0 * (double)sc->hits / (double)sc->requests : 100.0,
-                    (double)sc->bytes_read / 1e9, sc->seconds > 0 ? 1.0 / sc->seconds : 0.0);
-        int stop = !o->ignore_eos && k3_model_is_eos(m, next);
-        if (tok && !stop)
-            emit_text(tok, &us, next);
-        if (stop)
-            break;
-    }
+    r.t_prev = wall0;
+    k3_model_io(m, &r.io_prev);
+    if (prefill(&r, st, prompt, np, e) != K3_OK)
+        goto done;
+    k3_cli_gen_params(&gp, o, (size_t)o->gen);
+    if (k3_generate(m, st, &smp, &gp, on_token, &r, &end, &ngen, e) != K3_OK)
+        goto done;
     if (tok) {
-        unsigned char tail[8];
-        fwrite(tail, 1, k3_utf8_stream_flush(&us, tail), stdout);
+        if (k3_textout_end(&r.text, e))
+            goto done;
     } else {
-        write_id_list(stdout, seq + np, ng);
+        write_id_list(stdout, r.gen, r.ngen);
     }
     fputc('\n', stdout);
-    double wall = now_seconds() - wall0;
-    k3_model_io(m, &after);
+    if (o->save_state && save_state(&r, st, e) != K3_OK)
+        goto done;
+    double wall = k3_cli_seconds() - wall0;
+    k3_io_counters io;
+    k3_model_io(m, &io);
     if (!o->quiet) {
         k3_model_print_io(m, stderr);
         fprintf(stderr, "time: %.3f s wall, %.3f s waiting for reads (%.1f%% I/O); "
                         "peak RSS %.3f GB (quote this, not the plan)\n",
-                wall, after.io_wait_seconds, wall > 0 ? 100.0 * after.io_wait_seconds / wall : 0.0,
+                wall, io.io_wait_seconds, wall > 0 ? 100.0 * io.io_wait_seconds / wall : 0.0,
                 (double)peak_rss_bytes() / (1024.0 * 1024.0 * 1024.0));
     }
     if (o->out_json)
-        write_report(o, m, seq, np, ng, steps, prefill_s, wall, &after, e);
+        write_report(o, m, prompt, np, r.gen, r.ngen, r.steps, wall, &io, e);
 done:
-    if (dump && fclose(dump) != 0)
+    if (r.dump && fclose(r.dump) != 0)
         k3_fail(e, K3_ERUNTIME, "%s: write failed", o->dump_logits);
+    if (have_sampler)
+        k3_sampler_free(&smp);
+    k3_textout_free(&r.text);
     k3_state_free(st);
-    free(seq);
-    free(logits);
-    free(steps);
+    free(r.gen);
+    free(r.steps);
     return e->code;
 }

@@ -1,14 +1,27 @@
-/* generate.h - the generation run behind `k3 MODEL --ids ... --gen N`. */
+/* generate.h - the generation run behind `k3 MODEL --prompt/--ids ... --gen N`. */
 #ifndef K3_CLI_GENERATE_H
 #define K3_CLI_GENERATE_H
 
 #include "cli/options.h"
+#include "k3/generate.h"
 #include "k3/k3.h"
+#include "k3/sample.h"
 #include "k3/tokenizer.h"
 
-/* Runs greedy generation from prompt[0..n) and writes what the options ask
- * for: with a tokenizer the text on stdout as it is produced, else the ids
- * at the end; logit dumps; the per-step table and the JSON report. */
+/* Monotonic clock, in seconds (for the timings the CLI prints). */
+double k3_cli_seconds(void);
+
+/* A sampler set up from the sampling options (--temperature ...). */
+int k3_cli_sampler(k3_sampler *s, const k3_options *o, size_t vocab, k3_err *e);
+
+/* Generation parameters from the options: max_tokens, the context cap, eos, penalty window. */
+void k3_cli_gen_params(k3_gen_params *p, const k3_options *o, size_t max_tokens);
+
+/* Continues the --load-state sequence (or starts one) with prompt[0..n)
+ * (n may be 0 after --load-state), generates as the options say and
+ * writes: with a tokenizer the text on stdout as it is produced, else the
+ * ids at the end; logit dumps; the per-step table and the JSON report;
+ * the --save-state file. */
 int k3_run_generate(k3_model *m, const k3_options *o, const uint32_t *prompt, size_t n,
                     const k3_tokenizer *tok, k3_err *e);
 

@@ -1,5 +1,6 @@
 /* main.c - the k3 command: parse options, then one of
- *   --render-chat, --tokenize, --detokenize, --tokenize-jsonl (no model), or
+ *   --render-chat, --tokenize, --detokenize, --tokenize-jsonl (no model),
+ *   --chat (interactive, text), or
  *   generation from --prompt / --prompt-file (text out) or --ids (ids out). */
 #include <errno.h>
 #include <omp.h>
@@ -10,9 +11,11 @@
 #include <time.h>
 
 #include "cli/chat_cmd.h"
+#include "cli/chat_run.h"
 #include "cli/generate.h"
 #include "cli/options.h"
 #include "cli/pack_cmd.h"
+#include "cli/serve_cmd.h"
 #include "cli/tokenize_cmd.h"
 #include "k3/k3.h"
 #include "k3/tokenizer.h"
@@ -112,8 +115,13 @@ static int model_options(const k3_options *o, size_t prompt_len, k3_model_opts *
     mo->trunk_ring = o->trunk_ring;
     mo->stream_embed = o->stream_embed;
     mo->stream_lm_head = o->stream_lm_head;
-    mo->max_context = o->max_context ? o->max_context : (int64_t)(prompt_len + (size_t)o->gen);
-    mo->max_batch = (int)(prompt_len + (size_t)o->gen);
+    if (o->chat) { /* a conversation grows: the plan's defaults, or --max-context */
+        mo->max_context = o->max_context;
+        mo->max_batch = 0;
+    } else {
+        mo->max_context = o->max_context ? o->max_context : (int64_t)(prompt_len + (size_t)o->gen);
+        mo->max_batch = (int)(prompt_len + (size_t)o->gen);
+    }
     mo->no_mem_check = o->no_mem_check;
     mo->plan_only = o->plan_only;
     mo->trunk_dir = o->trunk_dir;
@@ -142,6 +150,49 @@ static int plan_only(const k3_options *o, k3_err *e)
     return e->code;
 }
 
+/* --tok was given, or MODEL_DIR holds a tokenizer. */
+static int has_tokenizer(const k3_options *o)
+{
+    char path[4096];
+    struct stat st;
+    snprintf(path, sizeof path, "%s/tiktoken.model", o->model_dir);
+    return o->tok_dir || stat(path, &st) == 0;
+}
+
+/* Opens the model for a run of prompt_len tokens, checks the tokenizer
+ * (may be NULL) fits it, prints the plan and sets up the cache trace. */
+static int open_model(const k3_options *o, size_t prompt_len, const k3_tokenizer *tok,
+                      k3_model **m, FILE **trace, k3_err *e)
+{
+    k3_model_opts mo;
+    if (model_options(o, prompt_len, &mo, e) != K3_OK || k3_model_open(m, o->model_dir, &mo, e) != K3_OK)
+        return e->code;
+    if (tok && k3_tok_vocab_size(tok) > k3_model_vocab(*m))
+        return k3_fail(e, K3_EINPUT, "the tokenizer has %u ids but the model only %u: wrong --tok?",
+                       k3_tok_vocab_size(tok), k3_model_vocab(*m));
+    if (!o->quiet)
+        k3_model_print_plan(*m, stderr);
+    if (o->cache_trace_dir && !(*trace = open_trace(o->cache_trace_dir, e)))
+        return e->code;
+    k3_model_set_trace(*m, *trace);
+    return K3_OK;
+}
+
+static int chat(const k3_options *o, k3_err *e)
+{
+    k3_tokenizer *tok = NULL;
+    k3_model *m = NULL;
+    FILE *trace = NULL;
+    if (k3_tok_load(&tok, o->tok_dir ? o->tok_dir : o->model_dir, e) == K3_OK &&
+        open_model(o, 0, tok, &m, &trace, e) == K3_OK)
+        k3_run_chat(m, o, tok, e);
+    if (trace && fclose(trace) != 0)
+        k3_fail(e, K3_ERUNTIME, "%s: write failed", o->cache_trace_dir);
+    k3_model_close(m);
+    k3_tok_free(tok);
+    return e->code;
+}
+
 static int generate(const k3_options *o, k3_err *e)
 {
     uint32_t *ids = NULL;
@@ -149,46 +200,39 @@ static int generate(const k3_options *o, k3_err *e)
     k3_tokenizer *tok = NULL;
     k3_model *m = NULL;
     FILE *trace = NULL;
-    k3_model_opts mo;
     if (o->ids_csv) {
         if (k3_parse_ids(o->ids_csv, &ids, &n, e) != K3_OK)
             goto done;
     } else {
         size_t len = 0;
         char *text = prompt_text(o, &len, e);
-        if (!text) {
-            if (!e->code)
-                k3_fail(e, K3_EINPUT, "no prompt: give --prompt TEXT, --prompt-file FILE or --ids 1,2,3");
+        if (!text && e->code)
+            goto done;
+        if (!text && !o->load_state) {
+            k3_fail(e, K3_EINPUT, "no prompt: give --prompt TEXT, --prompt-file FILE or --ids 1,2,3");
             goto done;
         }
-        if (k3_tok_load(&tok, o->tok_dir ? o->tok_dir : o->model_dir, e) == K3_OK)
+        /* Continuing a --load-state sequence without a prompt: text out
+         * when there is a tokenizer, ids out otherwise. */
+        if ((text || has_tokenizer(o)) &&
+            k3_tok_load(&tok, o->tok_dir ? o->tok_dir : o->model_dir, e) == K3_OK && text)
             k3_tok_encode(tok, text, len, o->prompt_special, &ids, &n, e);
         free(text);
         if (e->code)
             goto done;
-        if (n == 0) {
+        if (n == 0 && !o->load_state) {
             k3_fail(e, K3_EINPUT, "the prompt is empty: there is nothing to continue from");
             goto done;
         }
     }
-    if (model_options(o, n, &mo, e) != K3_OK || k3_model_open(&m, o->model_dir, &mo, e) != K3_OK)
+    if (open_model(o, n, tok, &m, &trace, e) != K3_OK)
         goto done;
-    if (tok && k3_tok_vocab_size(tok) > k3_model_vocab(m)) {
-        k3_fail(e, K3_EINPUT, "the tokenizer has %u ids but the model only %u: wrong --tok?",
-                k3_tok_vocab_size(tok), k3_model_vocab(m));
-        goto done;
-    }
     for (size_t i = 0; i < n; i++)
         if (ids[i] >= k3_model_vocab(m)) {
             k3_fail(e, K3_EINPUT, "--ids: token id %u is outside the vocabulary (%u ids)", ids[i],
                     k3_model_vocab(m));
             goto done;
         }
-    if (!o->quiet)
-        k3_model_print_plan(m, stderr);
-    if (o->cache_trace_dir && !(trace = open_trace(o->cache_trace_dir, e)))
-        goto done;
-    k3_model_set_trace(m, trace);
     k3_run_generate(m, o, ids, n, tok, e);
 done:
     if (trace && fclose(trace) != 0)
@@ -201,6 +245,8 @@ done:
 
 int main(int argc, char **argv)
 {
+    if (argc > 1 && !strcmp(argv[1], "serve"))
+        return k3_cmd_serve(argc - 1, argv + 1);
     if (argc > 1 && !strcmp(argv[1], "pack-trunk"))
         return k3_cmd_pack_trunk(argc - 1, argv + 1);
     k3_err e = { 0, "" };
@@ -230,5 +276,7 @@ int main(int argc, char **argv)
     }
     if (o.plan_only)
         return plan_only(&o, &e) ? fail(&e) : 0;
+    if (o.chat)
+        return chat(&o, &e) ? fail(&e) : 0;
     return generate(&o, &e) ? fail(&e) : 0;
 }

@@ -11,6 +11,7 @@
 void k3_options_usage(void)
 {
     fputs("usage: k3 MODEL_DIR (--prompt TEXT | --prompt-file FILE | --ids 1,2,3) [--gen N] [options]\n"
+          "       k3 MODEL_DIR --chat [--system TEXT] [--history FILE.jsonl] [options]\n"
           "       k3 --tok DIR (--prompt TEXT | --prompt-file FILE) --tokenize\n"
           "       k3 --tok DIR --detokenize 1,2,3\n"
           "       k3 --tok DIR --render-chat CONVERSATION.json [--tokenize]\n"
@@ -28,11 +29,46 @@ void k3_options_usage(void)
           "                          ({\"messages\", \"tools\", \"options\"}); with --tokenize its ids\n"
           "\n"
           "Generation:\n"
-          "  --gen N                 tokens to generate (default 16)\n"
+          "  --gen N                 tokens to generate (default 16; in --chat, per reply,\n"
+          "                          default 8192)\n"
+          "  --stop STRING           stop when the text contains STRING (not printed);\n"
+          "                          repeatable (up to 16); in --chat, on the reply text\n"
           "  --ignore-eos            keep generating past an end-of-message token\n"
+          "  --max-context N         hard cap on prompt + generated tokens: a longer prompt,\n"
+          "                          or --gen past it, is an error (exit 2); a chat reply\n"
+          "                          stops at it. Also sizes the KV cache plan (default 4096)\n"
           "  --recompute             rerun the whole sequence every step (verification)\n"
           "  --incremental           incremental decoding with caches (the default)\n"
           "  --threads N             worker threads (default: all cores)\n"
+          "\n"
+          "Sampling (default greedy; the same --seed gives the same tokens on every\n"
+          "machine, thread count and memory budget):\n"
+          "  --temperature X         0 = greedy (default); > 0 samples\n"
+          "  --top-k N               keep the N most likely tokens (0 = off, default)\n"
+          "  --top-p X               keep the smallest set with probability >= X (1 = off)\n"
+          "  --min-p X               drop tokens below X times the best one's probability\n"
+          "                          (0 = off)\n"
+          "  --repeat-penalty X      penalise the last --repeat-last-n tokens (1 = off)\n"
+          "  --repeat-last-n N       the repeat-penalty window (default 64)\n"
+          "  --seed N                random seed (default 0)\n"
+          "\n"
+          "State (the caches of a sequence, reusable across runs):\n"
+          "  --load-state FILE       continue the sequence saved in FILE: the prompt (may be\n"
+          "                          omitted) is appended to it; refused for another model\n"
+          "  --save-state FILE       save the sequence after the run (prompt and every\n"
+          "                          generated token); with --chat, the conversation\n"
+          "\n"
+          "Chat (reads user lines on stdin; \"/exit\" or end of input ends):\n"
+          "  --chat                  interactive chat in the K3 chat format\n"
+          "  --system TEXT           a system message first (not written to the history:\n"
+          "                          give it again when replaying)\n"
+          "  --history FILE.jsonl    replay the turns in FILE (if it exists), then append\n"
+          "                          each new turn {\"role\",\"content\",\"reasoning_content\"}\n"
+          "  --no-thinking           reply without a thinking channel\n"
+          "  --effort LEVEL          thinking effort: low, high or max (default max)\n"
+          "  --show-thinking         print the thinking (dimmed on a terminal)\n"
+          "  --no-reuse              refeed the whole conversation every turn (verification\n"
+          "                          and benchmarks: the replies must not change)\n"
           "\n"
           "Memory (never changes the answer, only the speed; GB = 2^30 bytes):\n"
           "  --preset NAME           ultra|laptop|desktop|workstation|server|max|auto\n"
@@ -42,7 +78,6 @@ void k3_options_usage(void)
           "  --cache-gb X            expert cache size (default: every expert resident)\n"
           "  --stream-embed          read embedding rows from disk per token\n"
           "  --stream-lm-head        stream lm_head through the ring\n"
-          "  --max-context N         positions to plan the KV cache for (default 4096)\n"
           "  --no-mem-check          run even if the plan exceeds available memory\n"
           "  --plan                  print the memory plan (and index/bind timing) and exit\n"
           "  --trunk DIR             read layers and lm_head from DIR/trunk.bin, made by\n"
@@ -61,8 +96,10 @@ void k3_options_usage(void)
           "  --layers N              bind and run only the first N layers\n"
           "  --help, --version\n"
           "\n"
-          "Exit codes: 0 ok, 1 runtime or I/O failure, 2 bad usage or input,\n"
-          "3 does not fit the memory budget, 4 run invalid (a weight read failed).\n",
+          "Exit codes: 0 ok, 1 runtime or I/O failure, 2 bad usage or input (options,\n"
+          "files, a malformed history line, a prompt over --max-context, a state file of\n"
+          "another model), 3 does not fit the memory budget, 4 run invalid (a weight read\n"
+          "failed).\n",
           stdout);
 }
 
@@ -90,6 +127,61 @@ static int parse_long(const char *opt, const char *s, long min, long max, long *
     return K3_OK;
 }
 
+/* A number in [lo, hi], or (lo, hi] when lo_open. */
+static int parse_real(const char *opt, const char *s, double lo, int lo_open, double hi,
+                      double *out, k3_err *e)
+{
+    char *end;
+    errno = 0;
+    double v = s ? strtod(s, &end) : 0;
+    if (!s || !*s || *end || errno || !(lo_open ? v > lo : v >= lo) || !(v <= hi))
+        return k3_fail(e, K3_EINPUT, "%s expects a number in %c%g, %g], got \"%s\"", opt,
+                       lo_open ? '(' : '[', lo, hi, s ? s : "(nothing)");
+    *out = v;
+    return K3_OK;
+}
+
+static int parse_seed(const char *opt, const char *s, unsigned long long *out, k3_err *e)
+{
+    char *end;
+    errno = 0;
+    unsigned long long v = s && *s != '-' ? strtoull(s, &end, 10) : 0;
+    if (!s || !*s || *s == '-' || *end || errno)
+        return k3_fail(e, K3_EINPUT, "%s expects an integer from 0 to 2^64-1, got \"%s\"", opt,
+                       s ? s : "(nothing)");
+    *out = v;
+    return K3_OK;
+}
+
+/* Combinations that cannot work, found before anything is loaded. */
+static int check_combinations(const k3_options *o, k3_err *e)
+{
+    if ((o->prompt != NULL) + (o->prompt_file != NULL) + (o->ids_csv != NULL) > 1)
+        return k3_fail(e, K3_EINPUT, "give one prompt: --prompt, --prompt-file or --ids");
+    if (o->chat && (o->prompt || o->prompt_file || o->ids_csv))
+        return k3_fail(e, K3_EINPUT, "--chat reads the user's messages from stdin: drop "
+                                     "--prompt, --prompt-file and --ids");
+    if (!o->chat && (o->system || o->history || o->no_thinking || o->effort || o->show_thinking ||
+                     o->no_reuse))
+        return k3_fail(e, K3_EINPUT, "--system, --history, --no-thinking, --effort, "
+                                     "--show-thinking and --no-reuse go with --chat");
+    if (o->chat && (o->ignore_eos || o->dump_logits || o->dump_prompt_logits ||
+                    o->out_json))
+        return k3_fail(e, K3_EINPUT, "--chat replies end at the end of a message and print "
+                                     "text: --ignore-eos, --dump-logits, --dump-prompt-logits "
+                                     "and --out do not apply");
+    if (o->effort && strcmp(o->effort, "low") && strcmp(o->effort, "high") &&
+        strcmp(o->effort, "max"))
+        return k3_fail(e, K3_EINPUT, "--effort %s: expected low, high or max", o->effort);
+    if (o->effort && o->no_thinking)
+        return k3_fail(e, K3_EINPUT, "--effort sets the thinking effort: it cannot go with "
+                                     "--no-thinking");
+    if (o->recompute && (o->load_state || o->chat))
+        return k3_fail(e, K3_EINPUT, "--recompute replays a sequence from scratch: it cannot "
+                                     "go with --load-state or --chat");
+    return K3_OK;
+}
+
 int k3_options_parse(k3_options *o, int argc, char **argv, k3_err *e)
 {
     memset(o, 0, sizeof *o);
@@ -97,6 +189,9 @@ int k3_options_parse(k3_options *o, int argc, char **argv, k3_err *e)
     o->trunk_gb = -1;
     o->cache_gb = -1;
     o->trunk_layers = -1;
+    o->top_p = 1.0;
+    o->repeat_penalty = 1.0;
+    o->repeat_last_n = 64;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
         const char *next = i + 1 < argc ? argv[i + 1] : NULL;
@@ -141,6 +236,65 @@ int k3_options_parse(k3_options *o, int argc, char **argv, k3_err *e)
             if (parse_long(a, next, 0, 1L << 30, &v, e))
                 return e->code;
             o->gen = v;
+            o->gen_given = 1;
+        } else if (!strcmp(a, "--temperature")) {
+            VALUE();
+            if (parse_real(a, next, 0, 0, 1e6, &o->temperature, e))
+                return e->code;
+        } else if (!strcmp(a, "--top-p")) {
+            VALUE();
+            if (parse_real(a, next, 0, 1, 1, &o->top_p, e))
+                return e->code;
+        } else if (!strcmp(a, "--min-p")) {
+            VALUE();
+            if (parse_real(a, next, 0, 0, 1, &o->min_p, e))
+                return e->code;
+        } else if (!strcmp(a, "--repeat-penalty")) {
+            VALUE();
+            if (parse_real(a, next, 0, 1, 1e6, &o->repeat_penalty, e))
+                return e->code;
+        } else if (!strcmp(a, "--top-k")) {
+            VALUE();
+            if (parse_long(a, next, 0, 1L << 30, &o->top_k, e))
+                return e->code;
+        } else if (!strcmp(a, "--repeat-last-n")) {
+            VALUE();
+            if (parse_long(a, next, 0, 1L << 30, &o->repeat_last_n, e))
+                return e->code;
+        } else if (!strcmp(a, "--seed")) {
+            VALUE();
+            if (parse_seed(a, next, &o->seed, e))
+                return e->code;
+        } else if (!strcmp(a, "--stop")) {
+            VALUE();
+            if (!*next)
+                return k3_fail(e, K3_EINPUT, "--stop expects a non-empty string");
+            if (o->nstop == K3_MAX_STOP)
+                return k3_fail(e, K3_EINPUT, "--stop: at most %d stop strings", K3_MAX_STOP);
+            o->stop[o->nstop++] = next;
+        } else if (!strcmp(a, "--save-state")) {
+            VALUE();
+            o->save_state = next;
+        } else if (!strcmp(a, "--load-state")) {
+            VALUE();
+            o->load_state = next;
+        } else if (!strcmp(a, "--chat")) {
+            o->chat = 1;
+        } else if (!strcmp(a, "--system")) {
+            VALUE();
+            o->system = next;
+        } else if (!strcmp(a, "--history")) {
+            VALUE();
+            o->history = next;
+        } else if (!strcmp(a, "--no-thinking")) {
+            o->no_thinking = 1;
+        } else if (!strcmp(a, "--effort")) {
+            VALUE();
+            o->effort = next;
+        } else if (!strcmp(a, "--show-thinking")) {
+            o->show_thinking = 1;
+        } else if (!strcmp(a, "--no-reuse")) {
+            o->no_reuse = 1;
         } else if (!strcmp(a, "--recompute")) {
             o->recompute = 1;
         } else if (!strcmp(a, "--incremental")) {
@@ -224,9 +378,7 @@ int k3_options_parse(k3_options *o, int argc, char **argv, k3_err *e)
         }
 #undef VALUE
     }
-    if ((o->prompt != NULL) + (o->prompt_file != NULL) + (o->ids_csv != NULL) > 1)
-        return k3_fail(e, K3_EINPUT, "give one prompt: --prompt, --prompt-file or --ids");
-    return K3_OK;
+    return check_combinations(o, e);
 }
 
 int k3_parse_ids(const char *csv, uint32_t **ids, size_t *n, k3_err *e)

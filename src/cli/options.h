@@ -8,6 +8,9 @@
 
 #include "k3/error.h"
 
+/* --stop may be given this many times. */
+#define K3_MAX_STOP 16
+
 typedef struct k3_options {
     const char *model_dir;
     const char *ids_csv;          /* --ids */
@@ -19,7 +22,8 @@ typedef struct k3_options {
     const char *detokenize;       /* --detokenize IDS */
     const char *tokenize_jsonl;   /* --tokenize-jsonl FILE (tokenizer gate) */
     const char *render_chat;      /* --render-chat FILE */
-    long gen;                     /* --gen N (default 16) */
+    long gen;                     /* --gen N (default 16; in chat, per reply) */
+    int gen_given;                /* --gen was given */
     int recompute;                /* --recompute: rerun the whole sequence each step */
     int ignore_eos;               /* --ignore-eos: do not stop at an end-of-message id */
     const char *dump_logits;      /* --dump-logits FILE: one row per generated token */
@@ -39,6 +43,23 @@ typedef struct k3_options {
     const char *trunk_dir;        /* --trunk DIR: packed trunk (k3 pack-trunk) */
     const char *cache_trace_dir;  /* --dump-cache-trace DIR */
     int threads;                  /* --threads N (0 = all cores) */
+    /* Sampling (k3/sample.h); defaults: greedy, every filter off. */
+    double temperature, top_p, min_p, repeat_penalty;
+    long top_k, repeat_last_n;    /* --top-k, --repeat-last-n (default 64) */
+    unsigned long long seed;      /* --seed */
+    const char *stop[K3_MAX_STOP];/* --stop STRING, repeatable */
+    size_t nstop;
+    /* State files. */
+    const char *save_state;       /* --save-state FILE */
+    const char *load_state;       /* --load-state FILE */
+    /* Chat. */
+    int chat;                     /* --chat: interactive loop on stdin */
+    const char *system;           /* --system TEXT */
+    const char *history;          /* --history FILE.jsonl */
+    int no_thinking;              /* --no-thinking */
+    const char *effort;           /* --effort low|high|max (default max when thinking) */
+    int show_thinking;            /* --show-thinking */
+    int no_reuse;                 /* --no-reuse: refeed the whole conversation every turn */
     int quiet;                    /* --quiet */
     int help, version;
 } k3_options;

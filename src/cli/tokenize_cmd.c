@@ -60,11 +60,13 @@ int k3_cmd_detokenize(const k3_tokenizer *tok, const char *ids_csv, FILE *out, k
     size_t n;
     if (k3_parse_ids(ids_csv, &ids, &n, e))
         return e->code;
-    for (size_t i = 0; i < n; i++) {
-        const unsigned char *b;
-        size_t len;
-        if (k3_tok_piece(tok, ids[i], &b, &len, e))
-            break;
+    /* Every id is checked before anything is written: no partial text. */
+    const unsigned char *b;
+    size_t len;
+    for (size_t i = 0; i < n && e->code == K3_OK; i++)
+        k3_tok_piece(tok, ids[i], &b, &len, e);
+    for (size_t i = 0; i < n && e->code == K3_OK; i++) {
+        k3_tok_piece(tok, ids[i], &b, &len, e);
         fwrite(b, 1, len, out);
     }
     free(ids);

@@ -65,23 +65,28 @@ static float dot_mxfp4(const uint8_t *packed, const uint8_t *scales, const float
     return k3_reduce16(acc);
 }
 
-static void rows_f32(const float *w, const float *x, size_t n, size_t rows, float *y)
+static void rows_f32(const float *w, size_t n, size_t rows, const float *x, size_t nt, float *y,
+                     size_t ldy)
 {
     for (size_t r = 0; r < rows; r++)
-        y[r] = dot_f32(w + r * n, x, n);
+        for (size_t t = 0; t < nt; t++)
+            y[t * ldy + r] = dot_f32(w + r * n, x + t * n, n);
 }
 
-static void rows_bf16(const uint16_t *w, const float *x, size_t n, size_t rows, float *y)
+static void rows_bf16(const uint16_t *w, size_t n, size_t rows, const float *x, size_t nt,
+                      float *y, size_t ldy)
 {
     for (size_t r = 0; r < rows; r++)
-        y[r] = dot_bf16(w + r * n, x, n);
+        for (size_t t = 0; t < nt; t++)
+            y[t * ldy + r] = dot_bf16(w + r * n, x + t * n, n);
 }
 
-static void rows_mxfp4(const uint8_t *packed, const uint8_t *scales, const float *x, size_t n,
-                       size_t rows, float *y)
+static void rows_mxfp4(const uint8_t *packed, const uint8_t *scales, size_t n, size_t rows,
+                       const float *x, size_t nt, float *y, size_t ldy)
 {
     for (size_t r = 0; r < rows; r++)
-        y[r] = dot_mxfp4(packed + r * (n / 2), scales + r * (n / 32), x, n);
+        for (size_t t = 0; t < nt; t++)
+            y[t * ldy + r] = dot_mxfp4(packed + r * (n / 2), scales + r * (n / 32), x + t * n, n);
 }
 
 static void decode_bf16(const uint16_t *w, size_t n, float *out)

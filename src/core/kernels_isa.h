@@ -23,24 +23,29 @@
 
 typedef struct k3_isa {
     const char *name;
-    /* Largest register block of tile(): rows x tokens. */
+    /* Largest register block of tile() and of the row dots: rows x tokens. */
     size_t mr, nr;
-    /* Row dots: y[r] = row r . x for r < rows, rows stored one after the
-     * other (n floats / n BF16 / n/2 packed bytes and n/32 scales apart).
-     * MXFP4 needs n % 32 == 0. */
-    void (*rows_f32)(const float *w, const float *x, size_t n, size_t rows, float *y);
-    void (*rows_bf16)(const uint16_t *w, const float *x, size_t n, size_t rows, float *y);
-    void (*rows_mxfp4)(const uint8_t *packed, const uint8_t *scales, const float *x, size_t n,
-                       size_t rows, float *y);
+    /* Row dots of nt <= nr tokens: y[t*ldy + r] = row r . x[t*n ..] for
+     * r < rows, t < nt. The rows are stored one after the other (n floats /
+     * n BF16 / n/2 packed bytes and n/32 scales apart), and each is read and
+     * decoded once for all nt tokens. MXFP4 needs n % 32 == 0. nt = 1 is
+     * k3_matvec. */
+    void (*rows_f32)(const float *w, size_t n, size_t rows, const float *x, size_t nt, float *y,
+                     size_t ldy);
+    void (*rows_bf16)(const uint16_t *w, size_t n, size_t rows, const float *x, size_t nt,
+                      float *y, size_t ldy);
+    void (*rows_mxfp4)(const uint8_t *packed, const uint8_t *scales, size_t n, size_t rows,
+                       const float *x, size_t nt, float *y, size_t ldy);
     /* Exact decoding of n elements of one row to float (MXFP4: n % 32 == 0,
      * starting at a group boundary). */
     void (*decode_bf16)(const uint16_t *w, size_t n, float *out);
     void (*decode_mxfp4)(const uint8_t *packed, const uint8_t *scales, size_t n, float *out);
-    /* Multi-token row dot, the core of k3_matmul: continues the 16 lane
-     * accumulators of mr <= this->mr rows times nr <= this->nr tokens over
-     * k elements. Row r is w + r*ldw, token t is x + t*ldx, and the lanes of
-     * (r, t) are acc[(r*lda + t)*16 + 0..15]; element i goes to lane i % 16,
-     * i ascending, one fmaf each. The caller's chunk starts at a multiple of
+    /* Multi-token row dot over decoded rows, the core of k3_matmul for more
+     * than nr tokens: continues the 16 lane accumulators of mr <= this->mr
+     * rows times nr <= this->nr tokens over k elements. Row r is w + r*ldw,
+     * token t is x + t*ldx, and the lanes of (r, t) are
+     * acc[(r*lda + t)*16 + 0..15]; element i goes to lane i % 16, i
+     * ascending, one fmaf each. The caller's chunk starts at a multiple of
      * 16 of the full row, so lane numbers agree with the whole-row dot. */
     void (*tile)(const float *w, size_t ldw, size_t mr, const float *x, size_t ldx, size_t nr,
                  size_t k, float *acc, size_t lda);

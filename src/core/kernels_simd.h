@@ -30,13 +30,15 @@
 
 #define SIMD_AI static inline __attribute__((always_inline)) SIMD_TARGET
 
-/* Rows per row-dot call: each dot is one chain of dependent FMAs, so four
- * rows at once keep four chains in flight (FMA latency ~4 cycles) and read
- * four weight streams while x is loaded once per step for all of them. */
+/* Rows per block of the row dots. With one token each dot is one chain of
+ * dependent FMAs, so SIMD_ROWS rows at once keep that many chains in flight
+ * (FMA latency ~4 cycles) while x is loaded once per step for all; with
+ * more tokens the accumulators multiply, and the block is SIMD_MR rows. */
 #define SIMD_ROWS 4
+#define SIMD_ROWS_FOR(N) ((N) == 1 ? SIMD_ROWS : SIMD_MR)
 
-/* Stores the lanes of one dot, adds the elements [i0, n) by the scalar
- * code, and returns the reduced sum. */
+/* Stores the lanes of one dot, adds elements [i0, n) by the scalar code and
+ * returns the reduced sum (F32 and BF16 rows). */
 SIMD_AI float SIMD_FN(finish_f32)(v16 acc, const float *w, const float *x, size_t i0, size_t n)
 {
     float lanes[16];
@@ -45,64 +47,100 @@ SIMD_AI float SIMD_FN(finish_f32)(v16 acc, const float *w, const float *x, size_
     return k3_reduce16(lanes);
 }
 
-/* --- Row dots (matvec, k3_dot): R rows at once, R a constant once inlined. */
-
-SIMD_AI void SIMD_FN(dots_f32)(const float *w, const float *x, size_t n, float *y, const int R)
+SIMD_AI float SIMD_FN(finish_bf16)(v16 acc, const uint16_t *w, const float *x, size_t i0,
+                                   size_t n)
 {
-    v16 a[SIMD_ROWS];
-    size_t nv = n & ~(size_t)15;
-#pragma GCC unroll 8
-    for (int q = 0; q < R; q++)
-        a[q] = v16_zero();
-    for (size_t i = 0; i < nv; i += 16) {
-        v16 xv = v16_load(x + i);
-#pragma GCC unroll 8
-        for (int q = 0; q < R; q++)
-            a[q] = v16_fma(v16_load(w + (size_t)q * n + i), xv, a[q]);
-    }
-#pragma GCC unroll 8
-    for (int q = 0; q < R; q++)
-        y[q] = SIMD_FN(finish_f32)(a[q], w + (size_t)q * n, x, nv, n);
+    float lanes[16];
+    v16_store(lanes, acc);
+    k3_lanes_bf16(lanes, w, x, i0, n);
+    return k3_reduce16(lanes);
 }
 
-SIMD_AI void SIMD_FN(dots_bf16)(const uint16_t *w, const float *x, size_t n, float *y,
-                                const int R)
+/* --- Row dots: R rows x N tokens, constants once inlined. Each 16-step
+ * loads the N token vectors once and decodes each row vector once. ------ */
+
+#define SIMD_MAXR (SIMD_ROWS > SIMD_MR ? SIMD_ROWS : SIMD_MR)
+
+SIMD_AI void SIMD_FN(dots_f32)(const float *w, size_t n, const float *x, float *y, size_t ldy,
+                               const int R, const int N)
 {
-    v16 a[SIMD_ROWS];
+    v16 a[SIMD_MAXR][SIMD_NR];
     size_t nv = n & ~(size_t)15;
 #pragma GCC unroll 8
     for (int q = 0; q < R; q++)
-        a[q] = v16_zero();
+#pragma GCC unroll 8
+        for (int t = 0; t < N; t++)
+            a[q][t] = v16_zero();
     for (size_t i = 0; i < nv; i += 16) {
-        v16 xv = v16_load(x + i);
+        v16 xv[SIMD_NR];
 #pragma GCC unroll 8
-        for (int q = 0; q < R; q++)
-            a[q] = v16_fma(v16_bf16(w + (size_t)q * n + i), xv, a[q]);
+        for (int t = 0; t < N; t++)
+            xv[t] = v16_load(x + (size_t)t * n + i);
+#pragma GCC unroll 8
+        for (int q = 0; q < R; q++) {
+            v16 wv = v16_load(w + (size_t)q * n + i);
+#pragma GCC unroll 8
+            for (int t = 0; t < N; t++)
+                a[q][t] = v16_fma(wv, xv[t], a[q][t]);
+        }
     }
 #pragma GCC unroll 8
-    for (int q = 0; q < R; q++) {
-        float lanes[16];
-        v16_store(lanes, a[q]);
-        k3_lanes_bf16(lanes, w + (size_t)q * n, x, nv, n);
-        y[q] = k3_reduce16(lanes);
+    for (int q = 0; q < R; q++)
+#pragma GCC unroll 8
+        for (int t = 0; t < N; t++)
+            y[(size_t)t * ldy + (size_t)q] =
+                SIMD_FN(finish_f32)(a[q][t], w + (size_t)q * n, x + (size_t)t * n, nv, n);
+}
+
+SIMD_AI void SIMD_FN(dots_bf16)(const uint16_t *w, size_t n, const float *x, float *y,
+                                size_t ldy, const int R, const int N)
+{
+    v16 a[SIMD_MAXR][SIMD_NR];
+    size_t nv = n & ~(size_t)15;
+#pragma GCC unroll 8
+    for (int q = 0; q < R; q++)
+#pragma GCC unroll 8
+        for (int t = 0; t < N; t++)
+            a[q][t] = v16_zero();
+    for (size_t i = 0; i < nv; i += 16) {
+        v16 xv[SIMD_NR];
+#pragma GCC unroll 8
+        for (int t = 0; t < N; t++)
+            xv[t] = v16_load(x + (size_t)t * n + i);
+#pragma GCC unroll 8
+        for (int q = 0; q < R; q++) {
+            v16 wv = v16_bf16(w + (size_t)q * n + i);
+#pragma GCC unroll 8
+            for (int t = 0; t < N; t++)
+                a[q][t] = v16_fma(wv, xv[t], a[q][t]);
+        }
     }
+#pragma GCC unroll 8
+    for (int q = 0; q < R; q++)
+#pragma GCC unroll 8
+        for (int t = 0; t < N; t++)
+            y[(size_t)t * ldy + (size_t)q] =
+                SIMD_FN(finish_bf16)(a[q][t], w + (size_t)q * n, x + (size_t)t * n, nv, n);
 }
 
 /* n % 32 == 0: whole groups only, no tail. Expert rows are short (1.5-1.8
  * KB), too short for the hardware prefetcher to ramp up on each of the R
  * interleaved streams, so the same bytes of the next R rows are requested
  * while these are computed (one request per 64-byte line; a prefetch past
- * the matrix's end is harmless, and computed as an integer, not a pointer). */
-SIMD_AI void SIMD_FN(dots_mxfp4)(const uint8_t *packed, const uint8_t *scales, const float *x,
-                                 size_t n, float *y, const int R)
+ * the matrix's end is harmless, and computed as an integer, not a pointer).
+ * Within a group, every lane takes its element of the first 16 (lo) before
+ * its element of the last 16 (hi), as the contract orders them. */
+SIMD_AI void SIMD_FN(dots_mxfp4)(const uint8_t *packed, const uint8_t *scales, size_t n,
+                                 const float *x, float *y, size_t ldy, const int R, const int N)
 {
-    v16 a[SIMD_ROWS];
+    v16 a[SIMD_MAXR][SIMD_NR];
     mx_base base = mx_base_load();
 #pragma GCC unroll 8
     for (int q = 0; q < R; q++)
-        a[q] = v16_zero();
+#pragma GCC unroll 8
+        for (int t = 0; t < N; t++)
+            a[q][t] = v16_zero();
     for (size_t g = 0; g < n / 32; g++) {
-        v16 x0 = v16_load(x + 32 * g), x1 = v16_load(x + 32 * g + 16);
         if (g % 4 == 0) {
 #pragma GCC unroll 8
             for (int q = 0; q < R; q++)
@@ -114,46 +152,85 @@ SIMD_AI void SIMD_FN(dots_mxfp4)(const uint8_t *packed, const uint8_t *scales, c
             v16 lo, hi;
             mx_table tab = mx_table_of(base, k3_e8m0(scales[(size_t)q * (n / 32) + g]));
             v16_mxfp4(packed + (size_t)q * (n / 2) + 16 * g, tab, &lo, &hi);
-            a[q] = v16_fma(lo, x0, a[q]);
-            a[q] = v16_fma(hi, x1, a[q]);
+#pragma GCC unroll 8
+            for (int t = 0; t < N; t++)
+                a[q][t] = v16_fma(lo, v16_load(x + (size_t)t * n + 32 * g), a[q][t]);
+#pragma GCC unroll 8
+            for (int t = 0; t < N; t++)
+                a[q][t] = v16_fma(hi, v16_load(x + (size_t)t * n + 32 * g + 16), a[q][t]);
         }
     }
 #pragma GCC unroll 8
-    for (int q = 0; q < R; q++) {
-        float lanes[16];
-        v16_store(lanes, a[q]);
-        y[q] = k3_reduce16(lanes);
+    for (int q = 0; q < R; q++)
+#pragma GCC unroll 8
+        for (int t = 0; t < N; t++) {
+            float lanes[16];
+            v16_store(lanes, a[q][t]);
+            y[(size_t)t * ldy + (size_t)q] = k3_reduce16(lanes);
+        }
+}
+
+/* All rows for N tokens: blocks of SIMD_ROWS_FOR(N) rows, then one by one;
+ * the arguments before y are those of dots_FMT for the rows from r on. */
+#define SIMD_ROWS_N(FMT, N, ...)                                                   \
+    do {                                                                           \
+        size_t r = 0;                                                              \
+        for (; r + SIMD_ROWS_FOR(N) <= rows; r += SIMD_ROWS_FOR(N))                \
+            SIMD_FN(dots_##FMT)(__VA_ARGS__, y + r, ldy, SIMD_ROWS_FOR(N), N);     \
+        for (; r < rows; r++)                                                      \
+            SIMD_FN(dots_##FMT)(__VA_ARGS__, y + r, ldy, 1, N);                    \
+    } while (0)
+
+/* "case N: CALL(N); break;" for N = 1..SIMD_NR: a run-time token count
+ * picks the copy of a loop compiled for that constant. */
+#if SIMD_NR == 6
+#define SIMD_CASES_N(CALL)                                                         \
+    case 1: CALL(1); break;                                                        \
+    case 2: CALL(2); break;                                                        \
+    case 3: CALL(3); break;                                                        \
+    case 4: CALL(4); break;                                                        \
+    case 5: CALL(5); break;                                                        \
+    case 6: CALL(6); break;
+#elif SIMD_NR == 2
+#define SIMD_CASES_N(CALL)                                                         \
+    case 1: CALL(1); break;                                                        \
+    case 2: CALL(2); break;
+#else
+#error "kernels_simd.h: SIMD_NR must be 2 or 6"
+#endif
+
+SIMD_TARGET static void SIMD_FN(rows_f32)(const float *w, size_t n, size_t rows, const float *x,
+                                          size_t nt, float *y, size_t ldy)
+{
+#define SIMD_CALL(N) SIMD_ROWS_N(f32, N, w + r * n, n, x)
+    switch (nt) {
+        SIMD_CASES_N(SIMD_CALL)
+    default: break;
     }
+#undef SIMD_CALL
 }
 
-SIMD_TARGET static void SIMD_FN(rows_f32)(const float *w, const float *x, size_t n, size_t rows,
-                                          float *y)
+SIMD_TARGET static void SIMD_FN(rows_bf16)(const uint16_t *w, size_t n, size_t rows,
+                                           const float *x, size_t nt, float *y, size_t ldy)
 {
-    size_t r = 0;
-    for (; r + SIMD_ROWS <= rows; r += SIMD_ROWS)
-        SIMD_FN(dots_f32)(w + r * n, x, n, y + r, SIMD_ROWS);
-    for (; r < rows; r++)
-        SIMD_FN(dots_f32)(w + r * n, x, n, y + r, 1);
-}
-
-SIMD_TARGET static void SIMD_FN(rows_bf16)(const uint16_t *w, const float *x, size_t n,
-                                           size_t rows, float *y)
-{
-    size_t r = 0;
-    for (; r + SIMD_ROWS <= rows; r += SIMD_ROWS)
-        SIMD_FN(dots_bf16)(w + r * n, x, n, y + r, SIMD_ROWS);
-    for (; r < rows; r++)
-        SIMD_FN(dots_bf16)(w + r * n, x, n, y + r, 1);
+#define SIMD_CALL(N) SIMD_ROWS_N(bf16, N, w + r * n, n, x)
+    switch (nt) {
+        SIMD_CASES_N(SIMD_CALL)
+    default: break;
+    }
+#undef SIMD_CALL
 }
 
 SIMD_TARGET static void SIMD_FN(rows_mxfp4)(const uint8_t *packed, const uint8_t *scales,
-                                            const float *x, size_t n, size_t rows, float *y)
+                                            size_t n, size_t rows, const float *x, size_t nt,
+                                            float *y, size_t ldy)
 {
-    size_t r = 0;
-    for (; r + SIMD_ROWS <= rows; r += SIMD_ROWS)
-        SIMD_FN(dots_mxfp4)(packed + r * (n / 2), scales + r * (n / 32), x, n, y + r, SIMD_ROWS);
-    for (; r < rows; r++)
-        SIMD_FN(dots_mxfp4)(packed + r * (n / 2), scales + r * (n / 32), x, n, y + r, 1);
+#define SIMD_CALL(N) SIMD_ROWS_N(mxfp4, N, packed + r * (n / 2), scales + r * (n / 32), n, x)
+    switch (nt) {
+        SIMD_CASES_N(SIMD_CALL)
+    default: break;
+    }
+#undef SIMD_CALL
 }
 
 /* --- Decoding (k3_matmul's weight panels). ------------------------------- */
@@ -220,29 +297,12 @@ SIMD_AI void SIMD_FN(tile_rn)(const float *w, size_t ldw, const float *x, size_t
 SIMD_AI void SIMD_FN(tile_r)(const float *w, size_t ldw, const float *x, size_t ldx, size_t nr,
                              size_t k, float *acc, size_t lda, const int R)
 {
+#define SIMD_CALL(N) SIMD_FN(tile_rn)(w, ldw, x, ldx, k, acc, lda, R, N)
     switch (nr) {
-#define SIMD_TILE_CASE(N)                                                                        \
-    case N:                                                                                      \
-        SIMD_FN(tile_rn)(w, ldw, x, ldx, k, acc, lda, R, N);                                     \
-        break;
-        SIMD_TILE_CASE(1)
-        SIMD_TILE_CASE(2)
-#if SIMD_NR >= 3
-        SIMD_TILE_CASE(3)
-#endif
-#if SIMD_NR >= 4
-        SIMD_TILE_CASE(4)
-#endif
-#if SIMD_NR >= 5
-        SIMD_TILE_CASE(5)
-#endif
-#if SIMD_NR >= 6
-        SIMD_TILE_CASE(6)
-#endif
-#undef SIMD_TILE_CASE
-    default:
-        break;
+        SIMD_CASES_N(SIMD_CALL)
+    default: break;
     }
+#undef SIMD_CALL
 }
 
 /* Whole SIMD_MR-row blocks use the full register block; a partial block
@@ -281,3 +341,7 @@ const k3_isa SIMD_FN(k3_isa) = {
 
 #undef SIMD_AI
 #undef SIMD_ROWS
+#undef SIMD_ROWS_FOR
+#undef SIMD_MAXR
+#undef SIMD_ROWS_N
+#undef SIMD_CASES_N

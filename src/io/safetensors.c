@@ -29,12 +29,16 @@ size_t k3_dtype_size(k3_dtype dt) { return dt < K3_DT_COUNT ? DTYPES[dt].size : 
 
 struct k3_st_index {
     char **shard_paths;
+    char **shard_files;  /* the plain file names, as the index gives them */
+    uint32_t *shard_slots; /* open-addressing hash of shard_files: index + 1 */
+    size_t nshard_slots;
     int *fds;
     uint64_t *shard_sizes;
     size_t nshards;
     k3_tensor_info *t;
     size_t n, cap;
     uint32_t *slots;     /* open-addressing hash: tensor index + 1, 0 = empty */
+    uint64_t *hashes;    /* [n] hash_name of each tensor, compared before names */
     size_t nslots;
     char **names;        /* owned name strings, one block per shard */
     size_t nnames;
@@ -53,11 +57,12 @@ const k3_tensor_info *k3_st_find(const k3_st_index *ix, const char *name)
     if (!ix->nslots)
         return NULL;
     size_t m = ix->nslots - 1;
-    for (size_t i = hash_name(name) & m;; i = (i + 1) & m) {
+    uint64_t h = hash_name(name);
+    for (size_t i = h & m;; i = (i + 1) & m) {
         uint32_t s = ix->slots[i];
         if (!s)
             return NULL;
-        if (!strcmp(ix->t[s - 1].name, name))
+        if (ix->hashes[s - 1] == h && !strcmp(ix->t[s - 1].name, name))
             return &ix->t[s - 1];
     }
 }
@@ -68,13 +73,17 @@ static int build_hash(k3_st_index *ix, k3_err *e)
     while (n < ix->n * 2)
         n *= 2;
     ix->slots = k3_calloc(e, n, sizeof *ix->slots, "tensor hash");
-    if (!ix->slots)
+    ix->hashes = k3_malloc(e, (ix->n + 1) * sizeof *ix->hashes, "tensor hash");
+    if (!ix->slots || !ix->hashes)
         return e->code;
     ix->nslots = n;
+    for (size_t k = 0; k < ix->n; k++)
+        ix->hashes[k] = hash_name(ix->t[k].name);
     for (size_t k = 0; k < ix->n; k++) {
-        size_t i = hash_name(ix->t[k].name) & (n - 1);
+        size_t i = ix->hashes[k] & (n - 1);
         while (ix->slots[i]) {
-            if (!strcmp(ix->t[ix->slots[i] - 1].name, ix->t[k].name))
+            uint32_t o = ix->slots[i] - 1;
+            if (ix->hashes[o] == ix->hashes[k] && !strcmp(ix->t[o].name, ix->t[k].name))
                 return k3_fail(e, K3_EINPUT, "tensor %s appears in two shards (%s and %s)",
                                ix->t[k].name, ix->shard_paths[ix->t[ix->slots[i] - 1].shard],
                                ix->shard_paths[ix->t[k].shard]);
@@ -284,19 +293,44 @@ static int plain_file_name(const char *s)
     return *s && !strchr(s, '/') && !strchr(s, '\\') && strcmp(s, ".") && strcmp(s, "..");
 }
 
+/* The index of shard `file` (a plain name), added if new. Shards are found
+ * through a small hash table: the release's index names one of 96 shards
+ * for each of its 497,220 tensors. */
 static int add_shard(k3_st_index *ix, const char *dir, const char *file, k3_err *e)
 {
-    for (size_t i = 0; i < ix->nshards; i++) {
-        const char *p = ix->shard_paths[i];
-        if (!strcmp(p + strlen(p) - strlen(file), file) && p[strlen(p) - strlen(file) - 1] == '/')
-            return (int)i;
+    if (ix->nshards * 2 >= ix->nshard_slots) { /* grow and rehash */
+        size_t n = ix->nshard_slots ? ix->nshard_slots * 2 : 256;
+        uint32_t *t = k3_calloc(e, n, sizeof *t, "shard table");
+        if (!t)
+            return -e->code;
+        for (size_t i = 0; i < ix->nshards; i++) {
+            size_t j = hash_name(ix->shard_files[i]) & (n - 1);
+            while (t[j])
+                j = (j + 1) & (n - 1);
+            t[j] = (uint32_t)(i + 1);
+        }
+        free(ix->shard_slots);
+        ix->shard_slots = t;
+        ix->nshard_slots = n;
     }
+    size_t j = hash_name(file) & (ix->nshard_slots - 1);
+    for (; ix->shard_slots[j]; j = (j + 1) & (ix->nshard_slots - 1))
+        if (!strcmp(ix->shard_files[ix->shard_slots[j] - 1], file))
+            return (int)(ix->shard_slots[j] - 1);
     char **np = realloc(ix->shard_paths, (ix->nshards + 1) * sizeof *np);
-    if (!np)
+    if (np)
+        ix->shard_paths = np;
+    char **nf = np ? realloc(ix->shard_files, (ix->nshards + 1) * sizeof *nf) : NULL;
+    if (!np || !nf)
         return -k3_fail(e, K3_ERUNTIME, "out of memory");
-    ix->shard_paths = np;
-    if (!(ix->shard_paths[ix->nshards] = join_path(e, dir, file)))
+    ix->shard_files = nf;
+    ix->shard_paths[ix->nshards] = join_path(e, dir, file);
+    ix->shard_files[ix->nshards] = ix->shard_paths[ix->nshards]
+                                       ? ix->shard_paths[ix->nshards] + strlen(dir) + 1
+                                       : NULL;
+    if (!ix->shard_paths[ix->nshards])
         return -e->code;
+    ix->shard_slots[j] = (uint32_t)(ix->nshards + 1);
     return (int)ix->nshards++;
 }
 
@@ -407,6 +441,9 @@ void k3_st_close(k3_st_index *ix)
         free(ix->names[i]);
     free(ix->names);
     free(ix->shard_paths);
+    free(ix->shard_files);
+    free(ix->shard_slots);
+    free(ix->hashes);
     free(ix->fds);
     free(ix->shard_sizes);
     free(ix->t);

@@ -10,12 +10,13 @@
  * is computed. A piece that cannot be read (after retries) makes acquire
  * fail with K3_EINVALID: the run must stop, never continue with stale data.
  *
- * Packed trunks (io/trunk_file.h): a run read from trunk.bin is one piece
- * with `file` set, read in one aligned (direct where allowed) read, and
- * `verify` set: its image must hash to `checksum` (XXH64, util/xxh64.h) or
- * acquire fails with K3_EINVALID "RUN INVALID: layer N of trunk.bin fails
- * its checksum". Run buffers are K3_IO_ALIGN-aligned and rounded up to a
- * multiple of it, as direct reads need.
+ * Packed trunks (io/trunk_file.h): a run read from trunk.bin has `verify`
+ * set and exactly one piece, with `file` set: it is read in large aligned
+ * reads (direct where allowed) and hashed as it arrives (io/read_hashed.h);
+ * its image must hash to `checksum` (XXH64) or acquire fails with
+ * K3_EINVALID "RUN INVALID: layer N of trunk.bin fails its checksum". Run
+ * buffers are K3_IO_ALIGN-aligned and rounded up to a multiple of it, as
+ * direct reads need.
  *
  * Slot states: EMPTY, INFLIGHT (being read: never handed out, never
  * evicted), LOADED with a run id. A slot is evictable when LOADED and not
@@ -34,8 +35,8 @@ typedef struct k3_run_piece {
     int fd;               /* source file, opened by the caller, kept open */
     const char *path;     /* for messages */
     const char *tensor;   /* the tensor it holds (messages, the trunk packer) */
-    k3_file *file;        /* when set, read through it instead of fd: src_off and
-                           * dst_off K3_IO_ALIGN multiples, len rounded up is read */
+    k3_file *file;        /* verified runs: read through it instead of fd, src_off
+                           * and dst_off K3_IO_ALIGN multiples, len rounded up */
     uint64_t src_off;     /* byte offset in the file */
     uint64_t len;
     uint64_t dst_off;     /* byte offset in the run image */
@@ -52,8 +53,9 @@ typedef struct k3_run {
 
 typedef struct k3_trunk_stats {
     uint64_t bytes_read, runs_read;
-    double read_seconds;  /* time the reader spent in reads */
-    double verify_seconds;/* time spent checking checksums of packed runs */
+    double read_seconds;  /* time the reader spent in reads (verified ones included) */
+    double verify_seconds;/* hashing time of verified runs (a helper thread's,
+                           * overlapping their reads) */
     double wait_seconds;  /* time acquire waited for a run to arrive */
     uint64_t pinned_bytes, ring_bytes;
 } k3_trunk_stats;

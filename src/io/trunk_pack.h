@@ -8,13 +8,17 @@
  *    DIR/trunk.bin exists with the recorded size, nothing is done. That is
  *    all that is checked: re-hashing ~109 GB on every run would take
  *    minutes (opts.verify does it on demand).
- *  - Copy: each run is assembled in an aligned window (tensors at their
- *    image offsets, alignment gaps zero), hashed (XXH64, the run's
- *    checksum) and written with pwrite at its 4096-aligned offset. The file
- *    is first sized with ftruncate, and 4096-byte blocks that are all zero
- *    are not written at all, so holes in the source (sparse test
- *    checkpoints) and padding stay holes in trunk.bin and cost no disk.
- *    Source reads are plain buffered preads (tensor data is unaligned).
+ *  - Copy: each run is assembled in 16 MB aligned windows (tensors at
+ *    their image offsets, alignment gaps zero), hashed (XXH64, the run's
+ *    checksum) and written with pwrite at its 4096-aligned offset; a reader
+ *    thread assembles the next window while the current one is hashed and
+ *    written. Shards are read and trunk.bin written with direct I/O where
+ *    the file system allows it (unaligned tensor data goes through an
+ *    aligned bounce buffer), so packing ~109 GB neither flushes the page
+ *    cache nor piles up dirty pages. trunk.bin is first sized with
+ *    ftruncate, and 4096-byte blocks that are all zero are not written at
+ *    all, so holes in the source (sparse test checkpoints) and padding stay
+ *    holes in trunk.bin and cost no disk (they still cost reading time).
  *  - Verify: trunk.bin is fsynced, its cached pages dropped, and every run
  *    re-read (direct I/O where allowed) and re-hashed: the checksum read back
  *    must equal the one computed from the source bytes, else nothing is

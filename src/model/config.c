@@ -184,9 +184,15 @@ static int read_fields(k3_config *c, const k3_json *top, problems *p, k3_err *e)
         else if (!k3_json_get(lac, "use_full_rank_gate"))
             note(p->missing, sizeof p->missing, "linear_attn_config.", "use_full_rank_gate", NULL);
         int64_t L = c->num_hidden_layers;
-        uint8_t *seen = L > 0 && L < (1 << 20) ? calloc((size_t)L, 1) : NULL;
-        c->layer_kind = L > 0 && L < (1 << 20) ? calloc((size_t)L, 1) : NULL;
-        if (L > 0 && (!seen || !c->layer_kind)) {
+        /* Limits fix (tests/unit/test_limits.c): a layer count past the 4096
+         * check_ranges allows is refused as implausible here, before it sizes
+         * an allocation; it used to be reported as running out of memory. */
+        int sane = L > 0 && L <= 4096;
+        if (L > 4096)
+            note(p->bad, sizeof p->bad, "", "num_hidden_layers", "implausibly large");
+        uint8_t *seen = sane ? calloc((size_t)L, 1) : NULL;
+        c->layer_kind = sane ? calloc((size_t)L, 1) : NULL;
+        if (sane && (!seen || !c->layer_kind)) {
             free(seen);
             return k3_fail(e, K3_ERUNTIME, "out of memory reading %s", p->path);
         }

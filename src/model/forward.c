@@ -202,6 +202,8 @@ int k3_forward(k3_model *m, k3_state *s, const uint32_t *ids, size_t T, float *l
         if (ids[t] >= V)
             return k3_fail(e, K3_EINPUT, "token id %u is outside the vocabulary (%zu ids)",
                            ids[t], V);
+    if (k3_state_reserve(s, s->pos + (int64_t)T, e) != K3_OK)
+        return e->code;
     work w;
     w.nbank_max = (L + block - 1) / block + 1;
     size_t nf = 5 * T * H + T * w.nbank_max * H + H + w.nbank_max + 1;
@@ -302,7 +304,18 @@ int k3_forward(k3_model *m, k3_state *s, const uint32_t *ids, size_t T, float *l
             k3_mat head = k3_weights_lm_head(W, image);
             k3_matmul(&head, w.x + t0 * H, T - t0, logits);
             k3_trunk_release(m->trunk, L);
-            s->pos += (int64_t)T;
+            /* Fault-sweep fix (tests/gates/72-fault-sweep.sh, docs/SECURITY.md):
+             * a NaN or Inf logit means a weight (most have no checksum in the
+             * release format) or a loaded state holds one; any token chosen
+             * from such logits is arbitrary (all-NaN logits gave id 0), so the
+             * run is invalid rather than continued. */
+            for (size_t i = 0; i < (T - t0) * V && rc == K3_OK; i++)
+                if (!isfinite(logits[i]))
+                    rc = k3_fail(e, K3_EINVALID, "RUN INVALID: logit %zu of position %lld is not "
+                                 "finite: a weight or the loaded state holds NaN or Inf",
+                                 i % V, (long long)(s->pos + (int64_t)(t0 + i / V)));
+            if (rc == K3_OK)
+                k3_state_commit(s, ids, T, logits + (all_positions ? (T - 1) * V : 0));
         } else {
             rc = e->code;
         }

@@ -39,11 +39,24 @@ struct k3_state {
     float **conv;     /* [layer] -> [3][K-1][C], NULL for MLA layers */
     float **S;        /* [layer] -> [NH][D][D], NULL for MLA layers */
     float **kv;       /* [layer] -> [kv_cap][kv_lora + rope], NULL for KDA layers */
-    int64_t kv_cap;   /* positions allocated in each kv cache */
+    int64_t kv_cap;   /* positions allocated in each kv cache and in ids */
+    uint32_t *ids;    /* [kv_cap]: the ids consumed, [0, pos) valid */
+    float *last;      /* [vocab]: logits of position pos-1 (valid when pos > 0) */
+    uint64_t epoch;   /* changed by reset, load and rewind: older marks are stale */
 };
 
-/* Makes room for positions [0, need) in every MLA cache. */
+/* Makes room for positions [0, need) in every MLA cache and in ids. */
 int k3_state_reserve(k3_state *s, int64_t need, k3_err *e);
+
+/* Records a completed k3_forward of ids[0..T): appends the ids, keeps the
+ * last position's logits row and advances pos. Room was reserved. */
+void k3_state_commit(k3_state *s, const uint32_t *ids, size_t T, const float *last_row);
+
+/* Floats of one KDA layer's conv and recurrent state, and of one MLA cache
+ * row (shared by state.c and state_file.c). */
+size_t k3_state_conv_floats(const k3_config *c);
+size_t k3_state_s_floats(const k3_config *c);
+size_t k3_state_kv_width(const k3_config *c);
 
 /* AttnRes over n sources of H floats: score_s = rms(s, norm) . proj, and
  * out = sum_s softmax(score)_s * s (raw sources, summed in source order).

@@ -77,7 +77,7 @@ static void update_pair(const k3_tokenizer *tok, const unsigned char *piece, siz
     uint32_t j = w->next[i];
     uint32_t r = NO_RANK;
     if (j < n)
-        r = k3_bytemap_get(&tok->ranks, piece + i, w->next[j] - i);
+        r = k3_tok_rank(tok, piece + i, w->next[j] - i);
     w->pair[i] = r;
     if (r != NO_RANK)
         heap_push(w->heap, nheap, (uint64_t)r << 32 | i);

@@ -64,7 +64,7 @@ static int encode_ordinary(encoder *en, size_t a, size_t b)
         size_t len = en->off[j] - en->off[i];
         if (reserve_ids(en, len))
             return en->e->code;
-        uint32_t id = k3_bytemap_get(&en->tok->ranks, piece, len);
+        uint32_t id = k3_tok_rank(en->tok, piece, len);
         if (id != K3_BYTEMAP_NONE) {
             en->ids[en->nids++] = id; /* a piece that is a token is emitted whole */
         } else {
@@ -176,7 +176,7 @@ int k3_tok_encode(const k3_tokenizer *tok, const char *text, size_t len, int all
     en.cp = k3_malloc(e, (chars + 1) * sizeof *en.cp, "text characters");
     en.cls = k3_malloc(e, chars + 1, "text classes");
     en.off = k3_malloc(e, (chars + 1) * sizeof *en.off, "text offsets");
-    int rc = e->code != K3_OK ? e->code : reserve_ids(&en, len / 4 + 16);
+    int rc = !en.cp || !en.cls || !en.off ? K3_ERUNTIME : reserve_ids(&en, len / 4 + 16);
     const unsigned char *t = (const unsigned char *)text;
     for (size_t pos = 0; rc == K3_OK && pos < len;) {
         size_t nc = decode_chunk(&en, t, len, pos);

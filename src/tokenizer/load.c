@@ -120,10 +120,10 @@ static uint32_t count_lines(const char *text, size_t len)
     return n + (len > 0 && text[len - 1] != '\n');
 }
 
-/* Lays out every id's bytes in id order and fills the hash maps. */
-static int build_tables(k3_tokenizer *t, const char *path, const rank_src *src,
-                        const unsigned char *arena, char *const name[K3_TOK_NSPECIAL],
-                        k3_err *e)
+/* Lays out every id's bytes in id order: the ranks' from the decode arena,
+ * then the special range's names. */
+static int layout_tokens(k3_tokenizer *t, const rank_src *src, const unsigned char *arena,
+                         char *const name[K3_TOK_NSPECIAL], k3_err *e)
 {
     size_t total = 0;
     for (uint32_t r = 0; r < t->nranks; r++)
@@ -144,9 +144,14 @@ static int build_tables(k3_tokenizer *t, const char *path, const rank_src *src,
         at += (uint32_t)n;
     }
     t->off[t->vocab] = at;
+    return K3_OK;
+}
 
-    if (k3_bytemap_init(&t->ranks, t->nranks, t->bytes, t->off, e) ||
-        k3_bytemap_init(&t->specials, K3_TOK_NSPECIAL, t->bytes, t->off, e))
+/* The BPE lookups: the rank map (refusing duplicate bytes), the single
+ * bytes (all 256 must be there) and the two-byte table. */
+static int index_ranks(k3_tokenizer *t, const char *path, const rank_src *src, k3_err *e)
+{
+    if (k3_bytemap_init(&t->ranks, t->nranks, t->bytes, t->off, e))
         return e->code;
     for (uint32_t r = 0; r < t->nranks; r++) {
         uint32_t dup = k3_bytemap_add(&t->ranks, r);
@@ -163,13 +168,30 @@ static int build_tables(k3_tokenizer *t, const char *path, const rank_src *src,
                            "%s: no token for the single byte 0x%02X (byte-level BPE needs all 256)",
                            path, b);
     }
+    t->pair_rank = k3_malloc(e, 65536 * sizeof *t->pair_rank, "pair ranks");
+    if (!t->pair_rank)
+        return e->code;
+    memset(t->pair_rank, 0xFF, 65536 * sizeof *t->pair_rank); /* K3_BYTEMAP_NONE */
+    for (uint32_t r = 0; r < t->nranks; r++)
+        if (t->off[r + 1] - t->off[r] == 2)
+            t->pair_rank[t->bytes[t->off[r]] << 8 | t->bytes[t->off[r] + 1]] = r;
+    return K3_OK;
+}
+
+/* The special-token lookups: the name map (refusing duplicate names), the
+ * bytes that start a name, and the distinct name lengths, longest first. */
+static int index_specials(k3_tokenizer *t, const char *path, k3_err *e)
+{
+    if (k3_bytemap_init(&t->specials, K3_TOK_NSPECIAL, t->bytes, t->off, e))
+        return e->code;
     for (uint32_t id = t->nranks; id < t->vocab; id++) {
+        const unsigned char *name = t->bytes + t->off[id];
+        uint32_t n = t->off[id + 1] - t->off[id];
         uint32_t dup = k3_bytemap_add(&t->specials, id);
         if (dup != K3_BYTEMAP_NONE)
-            return k3_fail(e, K3_EINPUT, "special tokens %u and %u are both \"%s\"", dup, id,
-                           name[id - t->nranks]);
-        uint32_t n = t->off[id + 1] - t->off[id];
-        t->special_lead[t->bytes[t->off[id]]] = 1;
+            return k3_fail(e, K3_EINPUT, "%s: special tokens %u and %u are both \"%.*s\"", path, dup,
+                           id, (int)n, (const char *)name);
+        t->special_lead[name[0]] = 1;
         size_t k = 0;
         while (k < t->nspecial_len && t->special_len[k] > n)
             k++;
@@ -209,7 +231,7 @@ int k3_tok_load(k3_tokenizer **out, const char *dir, k3_err *e)
     rank_src *src = k3_calloc(e, nlines, sizeof *src, "tiktoken.model index");
     unsigned char *arena = k3_malloc(e, len, "tiktoken.model tokens");
     char *name[K3_TOK_NSPECIAL], *names = NULL;
-    int rc = e->code;
+    int rc = !t || !src || !arena ? K3_ERUNTIME : K3_OK;
     if (rc == K3_OK && nlines == 0)
         rc = k3_fail(e, K3_EINPUT, "%s: empty", model_path);
     if (rc == K3_OK)
@@ -221,7 +243,11 @@ int k3_tok_load(k3_tokenizer **out, const char *dir, k3_err *e)
         rc = k3_tok_special_names(config_path, t->nranks, name, &names, e);
     }
     if (rc == K3_OK)
-        rc = build_tables(t, model_path, src, arena, name, e);
+        rc = layout_tokens(t, src, arena, name, e);
+    if (rc == K3_OK)
+        rc = index_ranks(t, model_path, src, e);
+    if (rc == K3_OK)
+        rc = index_specials(t, config_path, e);
     free(names);
     free(arena);
     free(src);
@@ -241,6 +267,7 @@ void k3_tok_free(k3_tokenizer *tok)
     k3_bytemap_free(&tok->specials);
     free(tok->bytes);
     free(tok->off);
+    free(tok->pair_rank);
     free(tok);
 }
 

@@ -80,14 +80,13 @@ static size_t alt_lower(const uint32_t *cp, const unsigned char *cls, size_t i, 
     }
 }
 
-/* 3: PREFIX? UPPER+ LOWER* C?. Only the prefix can need giving back (when
- * no UPPER follows it); after UPPER+ nothing can fail. */
+/* 3: PREFIX? UPPER+ LOWER* C?. After UPPER+ nothing can fail. Giving the
+ * prefix back cannot help either: it would need a character that is both
+ * PREFIX and UPPER, a mark, and at a mark alternative 2 has matched. */
 static size_t alt_upper(const uint32_t *cp, const unsigned char *cls, size_t i, size_t n)
 {
-    size_t j = i;
-    if (IS_PREFIX(cls[i]) && i + 1 < n && (cls[i + 1] & K3_PT_UPPER))
-        j = i + 1;
-    if (!(cls[j] & K3_PT_UPPER))
+    size_t j = i + (IS_PREFIX(cls[i]) ? 1 : 0);
+    if (j == n || !(cls[j] & K3_PT_UPPER))
         return 0;
     size_t end = run_of(cls, run_of(cls, j, n, K3_PT_UPPER), n, K3_PT_LOWER);
     return end + contraction(cp, end, n);

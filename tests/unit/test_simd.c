@@ -60,6 +60,14 @@ static void fill_mxfp4(uint8_t *packed, uint8_t *scales, size_t rows, size_t n, 
         scales[i] = (uint8_t)(lo + (int)(next32() % (uint32_t)(hi - lo + 1)));
 }
 
+/* Two output buffers with the same random contents, so that entries a
+ * kernel must not write compare equal too. */
+static void twin(float *a, float *b, size_t n)
+{
+    fill(a, n);
+    memcpy(b, a, n * sizeof *a);
+}
+
 /* Bitwise equal; with nan_ok, any two NaNs also count as equal (a NaN's
  * payload is not part of the contract). */
 static int same(const float *a, const float *b, size_t n, int nan_ok)
@@ -70,47 +78,61 @@ static int same(const float *a, const float *b, size_t n, int nan_ok)
     return 1;
 }
 
-enum { NMAX = 320, RMAX = 100, TMAX = 60 };
+enum { NMAX = 320, RMAX = 8, TMAX = 8 };
 
+/* Row dots of 1 and 5 rows (a whole block plus one) for every token count
+ * the table takes; y is [nt][ldy] with ldy > rows. */
 static void test_row_dots(const k3_isa *isa)
 {
-    static float w[5 * NMAX], x[NMAX], y1[8], y2[8];
+    enum { TOK = 8, LDY = 7 };
+    static float w[5 * NMAX], x[TOK * NMAX], y1[TOK * LDY], y2[TOK * LDY];
     static uint16_t wb[5 * NMAX];
     static uint8_t packed[5 * NMAX / 2], scales[5 * NMAX / 32];
     const k3_isa *ref = &k3_isa_scalar;
-    for (size_t n = 0; n <= 300; n++) {
-        fill(x, n);
-        fill(w, 5 * n);
-        for (size_t rows = 1; rows <= 5; rows += 4) { /* one row, and a 4-block plus one */
-            ref->rows_f32(w, x, n, rows, y1);
-            isa->rows_f32(w, x, n, rows, y2);
-            CHECK(same(y1, y2, rows, 0), "%s rows_f32 n=%zu rows=%zu", isa->name, n, rows);
-            for (int raw = 0; raw < 2; raw++) {
-                fill_bf16(wb, 5 * n, raw);
-                ref->rows_bf16(wb, x, n, rows, y1);
-                isa->rows_bf16(wb, x, n, rows, y2);
-                CHECK(same(y1, y2, rows, raw), "%s rows_bf16 n=%zu rows=%zu raw=%d", isa->name, n,
-                      rows, raw);
+    for (size_t n = 0; n <= 300; n++)
+        for (size_t nt = 1; nt <= isa->nr; nt++) {
+            fill(x, nt * n);
+            fill(w, 5 * n);
+            for (size_t rows = 1; rows <= 5; rows += 4) {
+                twin(y1, y2, TOK * LDY);
+                ref->rows_f32(w, n, rows, x, nt, y1, LDY);
+                isa->rows_f32(w, n, rows, x, nt, y2, LDY);
+                CHECK(same(y1, y2, TOK * LDY, 0), "%s rows_f32 n=%zu rows=%zu nt=%zu", isa->name,
+                      n, rows, nt);
+                for (int raw = 0; raw < 2; raw++) {
+                    fill_bf16(wb, 5 * n, raw);
+                    twin(y1, y2, TOK * LDY);
+                    ref->rows_bf16(wb, n, rows, x, nt, y1, LDY);
+                    isa->rows_bf16(wb, n, rows, x, nt, y2, LDY);
+                    CHECK(same(y1, y2, TOK * LDY, raw), "%s rows_bf16 n=%zu rows=%zu nt=%zu raw=%d",
+                          isa->name, n, rows, nt, raw);
+                }
             }
+            /* Unaligned starts: rows and x one float off a vector boundary. */
+            size_t m = n > 0 ? n - 1 : 0;
+            twin(y1, y2, TOK * LDY);
+            ref->rows_f32(w + 1, m, 3, x + 1, nt, y1, LDY);
+            isa->rows_f32(w + 1, m, 3, x + 1, nt, y2, LDY);
+            CHECK(same(y1, y2, TOK * LDY, 0), "%s rows_f32 unaligned n=%zu nt=%zu", isa->name, m,
+                  nt);
         }
-        /* Unaligned starts: rows and x one float off a vector boundary. */
-        ref->rows_f32(w + 1, x + 1, n > 0 ? n - 1 : 0, 3, y1);
-        isa->rows_f32(w + 1, x + 1, n > 0 ? n - 1 : 0, 3, y2);
-        CHECK(same(y1, y2, 3, 0), "%s rows_f32 unaligned n=%zu", isa->name, n);
-    }
     for (size_t n = 32; n <= NMAX; n += 32) {
-        fill(x, n);
         /* Moderate scales (finite), then the whole valid range 0..254
          * (subnormal and infinite products, NaN from inf - inf). */
         static const int lo[2] = { 110, 0 }, hi[2] = { 140, 254 };
-        for (int s = 0; s < 2; s++)
-            for (size_t rows = 1; rows <= 5; rows += 4) {
-                fill_mxfp4(packed, scales, rows, n, lo[s], hi[s]);
-                ref->rows_mxfp4(packed, scales, x, n, rows, y1);
-                isa->rows_mxfp4(packed, scales, x, n, rows, y2);
-                CHECK(same(y1, y2, rows, s), "%s rows_mxfp4 n=%zu rows=%zu scales %d..%d",
-                      isa->name, n, rows, lo[s], hi[s]);
-            }
+        for (size_t nt = 1; nt <= isa->nr; nt++) {
+            fill(x, nt * n);
+            for (int s = 0; s < 2; s++)
+                for (size_t rows = 1; rows <= 5; rows += 4) {
+                    fill_mxfp4(packed, scales, rows, n, lo[s], hi[s]);
+                    twin(y1, y2, TOK * LDY);
+                    ref->rows_mxfp4(packed, scales, n, rows, x, nt, y1, LDY);
+                    isa->rows_mxfp4(packed, scales, n, rows, x, nt, y2, LDY);
+                    CHECK(same(y1, y2, TOK * LDY, s),
+                          "%s rows_mxfp4 n=%zu rows=%zu nt=%zu scales %d..%d", isa->name, n, rows,
+                          nt, lo[s], hi[s]);
+                }
+        }
     }
 }
 
@@ -127,8 +149,7 @@ static void test_decode_axpy_tile(const k3_isa *isa)
         isa->decode_bf16(wb, n, d2);
         CHECK(!memcmp(d1, d2, n * sizeof *d1), "%s decode_bf16 n=%zu", isa->name, n);
         fill(x, n);
-        fill(d1, n);
-        memcpy(d2, d1, n * sizeof *d1);
+        twin(d1, d2, n);
         float a = rnd();
         ref->axpy(d1, a, x, n);
         isa->axpy(d2, a, x, n);
@@ -148,8 +169,7 @@ static void test_decode_axpy_tile(const k3_isa *isa)
         fill(x, 8 * NMAX);
         for (size_t mr = 1; mr <= isa->mr; mr++)
             for (size_t nr = 1; nr <= isa->nr; nr++) {
-                fill(acc1, 8 * lda * 16);
-                memcpy(acc2, acc1, 8 * lda * 16 * sizeof *acc1);
+                twin(acc1, acc2, 8 * lda * 16);
                 ref->tile(w + 3, NMAX, mr, x + 1, NMAX + 5, nr, k, acc1, lda);
                 isa->tile(w + 3, NMAX, mr, x + 1, NMAX + 5, nr, k, acc2, lda);
                 CHECK(same(acc1, acc2, 8 * lda * 16, 0), "%s tile %zux%zu k=%zu", isa->name, mr,
@@ -158,65 +178,83 @@ static void test_decode_axpy_tile(const k3_isa *isa)
     }
 }
 
-/* The drivers with `isa` selected, against per-token row dots of the
- * scalar table. */
+/* k3_matmul (T tokens for each T in Ts, then k3_matvec) on one R x C
+ * matrix of `kind` with the table `name` selected, against per-token row
+ * dots of the scalar table; 1 and 2 threads. */
+static void check_matmul(const char *name, int kind, size_t R, size_t C, const size_t *Ts,
+                         size_t nT)
+{
+    size_t Tmax = 0;
+    for (size_t i = 0; i < nT; i++)
+        Tmax = Ts[i] > Tmax ? Ts[i] : Tmax;
+    float *w = malloc(R * C * sizeof *w), *X = malloc(Tmax * C * sizeof *X);
+    float *ref = malloc(Tmax * R * sizeof *ref), *got = malloc(Tmax * R * sizeof *got);
+    uint16_t *wb = malloc(R * C * sizeof *wb);
+    uint8_t *packed = malloc(R * C / 2 + 1), *scales = malloc(R * C / 32 + 1);
+    k3_mat m = { (k3_mat_kind)kind, (int64_t)R, (int64_t)C, NULL, scales };
+    fill(w, R * C);
+    fill_bf16(wb, R * C, 0);
+    if (kind == K3_MAT_MXFP4)
+        fill_mxfp4(packed, scales, R, C, 100, 150);
+    m.w = kind == K3_MAT_F32 ? (const void *)w
+          : kind == K3_MAT_BF16 ? (const void *)wb : (const void *)packed;
+    fill(X, Tmax * C);
+    const k3_isa *scalar = &k3_isa_scalar;
+    for (size_t t = 0; t < Tmax; t++) {
+        if (kind == K3_MAT_F32)
+            scalar->rows_f32(w, C, R, X + t * C, 1, ref + t * R, R);
+        else if (kind == K3_MAT_BF16)
+            scalar->rows_bf16(wb, C, R, X + t * C, 1, ref + t * R, R);
+        else
+            scalar->rows_mxfp4(packed, scales, C, R, X + t * C, 1, ref + t * R, R);
+    }
+    CHECK(k3_isa_select(name) == 0, "select %s", name);
+    for (int threads = 1; threads <= 2; threads++) {
+        omp_set_num_threads(threads);
+        for (size_t i = 0; i < nT; i++) {
+            memset(got, 0xFF, Ts[i] * R * sizeof *got);
+            k3_matmul(&m, X, Ts[i], got);
+            CHECK(same(ref, got, Ts[i] * R, 0), "%s matmul kind %d %zux%zu T=%zu threads %d", name,
+                  kind, R, C, Ts[i], threads);
+        }
+        k3_matvec(&m, X + C, got);
+        CHECK(same(ref + R, got, R, 0), "%s matvec kind %d %zux%zu threads %d", name, kind, R, C,
+              threads);
+    }
+    free(w), free(X), free(ref), free(got), free(wb), free(packed), free(scales);
+}
+
 static void test_drivers(const char *name)
 {
-    static float w[RMAX * NMAX], X[TMAX * NMAX], ref[TMAX * RMAX], got[TMAX * RMAX];
-    static uint16_t wb[RMAX * NMAX];
-    static uint8_t packed[RMAX * NMAX / 2], scales[RMAX * NMAX / 32];
-    static const size_t rows_list[] = { 1, 5, 17, 48, 97 };
+    static const size_t rows_list[] = { 1, 5, 17, 24, 97 };
     static const size_t cols_list[] = { 1, 15, 16, 33, 64, 100, 255, 256, 288, 300 };
-    static const size_t T_list[] = { 1, 2, 3, 7, 16, 49 };
-    const k3_isa *scalar = &k3_isa_scalar;
+    static const size_t Ts[] = { 1, 2, 3, 5, 6, 7, 16, 40 };
     for (size_t ri = 0; ri < sizeof rows_list / sizeof *rows_list; ri++)
         for (size_t ci = 0; ci < sizeof cols_list / sizeof *cols_list; ci++)
             for (int kind = 0; kind < 3; kind++) {
-                size_t R = rows_list[ri], C = cols_list[ci];
+                size_t C = cols_list[ci];
                 if (kind == K3_MAT_MXFP4)
                     C = (C + 31) / 32 * 32;
-                k3_mat m = { (k3_mat_kind)kind, (int64_t)R, (int64_t)C, NULL, NULL };
-                fill(w, R * C);
-                fill_bf16(wb, R * C, 0);
-                fill_mxfp4(packed, scales, R, C, 100, 150);
-                m.w = kind == K3_MAT_F32 ? (const void *)w
-                      : kind == K3_MAT_BF16 ? (const void *)wb : (const void *)packed;
-                m.scales = scales;
-                size_t Tmax = T_list[sizeof T_list / sizeof *T_list - 1];
-                fill(X, Tmax * C);
-                for (size_t t = 0; t < Tmax; t++) {
-                    float *y = ref + t * R;
-                    if (kind == K3_MAT_F32)
-                        scalar->rows_f32(w, X + t * C, C, R, y);
-                    else if (kind == K3_MAT_BF16)
-                        scalar->rows_bf16(wb, X + t * C, C, R, y);
-                    else
-                        scalar->rows_mxfp4(packed, scales, X + t * C, C, R, y);
-                }
-                CHECK(k3_isa_select(name) == 0, "select %s", name);
-                for (int threads = 1; threads <= 2; threads++) {
-                    omp_set_num_threads(threads);
-                    for (size_t ti = 0; ti < sizeof T_list / sizeof *T_list; ti++) {
-                        size_t T = T_list[ti];
-                        memset(got, 0xFF, T * R * sizeof *got);
-                        k3_matmul(&m, X, T, got);
-                        CHECK(same(ref, got, T * R, 0), "%s matmul kind %d %zux%zu T=%zu threads %d",
-                              name, kind, R, C, T, threads);
-                    }
-                    k3_matvec(&m, X + C, got);
-                    CHECK(same(ref + R, got, R, 0), "%s matvec kind %d %zux%zu threads %d", name,
-                          kind, R, C, threads);
-                }
+                check_matmul(name, kind, rows_list[ri], C, Ts, sizeof Ts / sizeof *Ts);
             }
+    /* Past every block of k3_matmul (24 rows, 96 tokens, 4096 columns), so
+     * lanes are parked and resumed between column chunks. */
+    static const size_t Tbig[] = { 7, 100 };
+    for (int kind = 0; kind < 3; kind++)
+        check_matmul(name, kind, 30, kind == K3_MAT_MXFP4 ? 4160 : 4136, Tbig, 2);
+
     /* k3_dot, k3_axpy and k3_matvec_t through the drivers. */
+    static float w[NMAX * NMAX], x[NMAX], ref[NMAX], got[NMAX];
+    static uint16_t wb[NMAX * NMAX];
+    static uint8_t packed[NMAX * NMAX / 2], scales[NMAX * NMAX / 32];
     fill(w, NMAX);
-    fill(X, NMAX);
+    fill(x, NMAX);
     for (size_t n = 0; n <= 300; n += 7) {
         float a, b;
         CHECK(k3_isa_select("scalar") == 0, "select scalar");
-        a = k3_dot(w, X, n);
+        a = k3_dot(w, x, n);
         CHECK(k3_isa_select(name) == 0, "select %s", name);
-        b = k3_dot(w, X, n);
+        b = k3_dot(w, x, n);
         CHECK(same(&a, &b, 1, 0), "%s k3_dot n=%zu", name, n);
     }
     for (int kind = 0; kind < 3; kind++) {
@@ -226,11 +264,13 @@ static void test_drivers(const char *name)
                      : kind == K3_MAT_BF16 ? (const void *)wb : (const void *)packed,
                      scales };
         fill(w, R * C);
-        fill(X, R);
+        fill_bf16(wb, R * C, 0);
+        fill_mxfp4(packed, scales, R, C, 100, 150);
+        fill(x, R);
         CHECK(k3_isa_select("scalar") == 0, "select scalar");
-        k3_matvec_t(&m, X, ref);
+        k3_matvec_t(&m, x, ref);
         CHECK(k3_isa_select(name) == 0, "select %s", name);
-        k3_matvec_t(&m, X, got);
+        k3_matvec_t(&m, x, got);
         CHECK(same(ref, got, C, 0), "%s matvec_t kind %d", name, kind);
     }
 }

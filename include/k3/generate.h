@@ -1,0 +1,47 @@
+/* k3/generate.h - the decode loop: sample, report, feed, until a stop.
+ *
+ * Shared by `k3 MODEL --prompt ...`, `k3 MODEL --chat` and the server, so
+ * every front end stops, caps and samples the same way. Text is the
+ * caller's business (see k3/tokenizer.h k3_utf8_stream and the reply
+ * reader in k3/chat.h): the loop deals in ids. */
+#ifndef K3_GENERATE_H
+#define K3_GENERATE_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "k3/k3.h"
+#include "k3/sample.h"
+
+typedef struct k3_gen_params {
+    size_t max_tokens;    /* ids to generate at most */
+    int64_t max_context;  /* > 0: prompt + generated ids never exceed it */
+    int ignore_eos;       /* keep going past k3_model_is_eos ids */
+    size_t repeat_last_n; /* repeat-penalty window: the last n ids of the sequence */
+    int recompute;        /* verification: refeed the whole sequence to a reset
+                           * state every step (slow; must give the same ids) */
+} k3_gen_params;
+
+/* Why a generation ended. */
+typedef enum {
+    K3_GEN_EOS = 1,  /* an end id was generated (it is reported, not fed) */
+    K3_GEN_LENGTH,   /* max_tokens ids were generated */
+    K3_GEN_CONTEXT,  /* the sequence reached max_context */
+    K3_GEN_CALLER    /* the callback asked to stop */
+} k3_gen_end;
+
+/* Called with each generated id and the logits row it was drawn from.
+ * Returns 0 to go on, nonzero to stop after this id. To abort, it fails e
+ * (k3_fail): the loop then returns e's code. */
+typedef int (*k3_gen_fn)(void *user, uint32_t id, const float *logits, k3_err *e);
+
+/* Generates from the state's last logits (the caller fed the prompt:
+ * K3_EINPUT when the state is empty). Each step samples the next id from
+ * the logits (repeat penalty over the sequence's last repeat_last_n ids),
+ * reports it, and - unless the generation ends there - feeds it. So on
+ * return the state holds the sequence minus the last id reported, and
+ * *end says why it ended. *ngen receives the ids reported. */
+int k3_generate(k3_model *m, k3_state *s, k3_sampler *smp, const k3_gen_params *p,
+                k3_gen_fn fn, void *user, k3_gen_end *end, size_t *ngen, k3_err *e);
+
+#endif

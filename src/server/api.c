@@ -1,0 +1,452 @@
+/* api.c - see api.h. A request is checked field by field against one
+ * table; a chat's conversation then goes to conversation.h. */
+#include "server/api.h"
+
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "server/conversation.h"
+#include "util/error.h"
+#include "util/json.h"
+#include "util/json_write.h"
+
+int k3_api_fail(k3_api_error *err, int status, const char *code, const char *param,
+                const char *fmt, ...)
+{
+    va_list ap;
+    err->status = status;
+    err->type = status >= 500 ? "server_error" : "invalid_request_error";
+    err->code = code;
+    snprintf(err->param, sizeof err->param, "%s", param ? param : "");
+    va_start(ap, fmt);
+    vsnprintf(err->message, sizeof err->message, fmt, ap);
+    va_end(ap);
+    return status;
+}
+
+/* A parse in progress. */
+typedef struct {
+    k3_api_request *out;
+    k3_api_error *err;
+    const k3_api_limits *lim;
+    k3_api_conv conv; /* chat: what goes to the renderer */
+} parse;
+
+static int oom(parse *p, const k3_err *e)
+{
+    return k3_api_fail(p->err, 500, NULL, NULL, "%s", e->msg);
+}
+
+static int wrong_type(parse *p, const char *name, const char *want, const k3_json *v)
+{
+    return k3_api_fail(p->err, 400, "invalid_type", name,
+                       "Invalid type for '%s': expected %s, but got %s instead.", name, want,
+                       k3_json_type_name(v));
+}
+
+static int want(parse *p, const char *name, const k3_json *v, k3_json_type t, const char *what)
+{
+    return v->type == t ? 0 : wrong_type(p, name, what, v);
+}
+
+/* A number in [lo, hi], or (lo, hi] when lo_open. */
+static int number_in(parse *p, const char *name, const k3_json *v, double lo, int lo_open,
+                     double hi, float *out)
+{
+    if (want(p, name, v, K3J_NUMBER, "a number"))
+        return p->err->status;
+    if (v->number < lo || (lo_open && v->number == lo) || v->number > hi)
+        return k3_api_fail(p->err, 400, "invalid_value", name,
+                           "Invalid value for '%s': expected a number in %c%g, %g], got %g.",
+                           name, lo_open ? '(' : '[', lo, hi, v->number);
+    *out = (float)v->number;
+    return 0;
+}
+
+static int integer_in(parse *p, const char *name, const k3_json *v, long long lo, long long hi,
+                      long long *out)
+{
+    if (v->type != K3J_NUMBER || !v->is_int)
+        return wrong_type(p, name, "an integer", v);
+    if (v->integer < lo || v->integer > hi)
+        return k3_api_fail(p->err, 400, "invalid_value", name,
+                           "Invalid value for '%s': expected an integer from %lld to %lld, "
+                           "got %lld.", name, lo, hi, (long long)v->integer);
+    *out = v->integer;
+    return 0;
+}
+
+static int unsupported(parse *p, const char *name, const char *only)
+{
+    return k3_api_fail(p->err, 400, "unsupported_value", name,
+                       "'%s' is not supported by k3 serve except as %s.", name, only);
+}
+
+/* The field handlers: v is the field's value, never null. */
+
+static int f_string(parse *p, const char *name, const k3_json *v)
+{
+    return want(p, name, v, K3J_STRING, "a string");
+}
+
+static int f_bool(parse *p, const char *name, const k3_json *v)
+{
+    return want(p, name, v, K3J_BOOL, "a boolean");
+}
+
+static int f_object(parse *p, const char *name, const k3_json *v)
+{
+    return want(p, name, v, K3J_OBJECT, "an object");
+}
+
+static int f_stream(parse *p, const char *name, const k3_json *v)
+{
+    if (want(p, name, v, K3J_BOOL, "a boolean"))
+        return p->err->status;
+    p->out->stream = v->boolean;
+    return 0;
+}
+
+static int f_stream_options(parse *p, const char *name, const k3_json *v)
+{
+    if (want(p, name, v, K3J_OBJECT, "an object"))
+        return p->err->status;
+    for (size_t i = 0; i < v->count; i++) {
+        if (strcmp(v->keys[i], "include_usage") != 0)
+            return k3_api_fail(p->err, 400, "unknown_parameter", name,
+                               "Unrecognized request argument supplied: %s.%s", name, v->keys[i]);
+        if (v->items[i].type != K3J_NULL &&
+            want(p, "stream_options.include_usage", &v->items[i], K3J_BOOL, "a boolean"))
+            return p->err->status;
+        p->out->include_usage = v->items[i].type == K3J_BOOL && v->items[i].boolean;
+    }
+    return 0;
+}
+
+static int f_max_tokens(parse *p, const char *name, const k3_json *v)
+{
+    long long n = 0;
+    if (v->type != K3J_NUMBER || !v->is_int)
+        return wrong_type(p, name, "an integer", v);
+    if (v->integer < 1 || v->integer > p->lim->max_tokens)
+        return k3_api_fail(p->err, 400, "invalid_value", name,
+                           "Invalid value for '%s': expected an integer from 1 to %ld (this "
+                           "server's --max-tokens), got %lld.",
+                           name, p->lim->max_tokens, (long long)v->integer);
+    n = v->integer;
+    if (p->out->max_tokens >= 0)
+        return k3_api_fail(p->err, 400, "invalid_value", name,
+                           "Give max_tokens or max_completion_tokens, not both.");
+    p->out->max_tokens = (long)n;
+    return 0;
+}
+
+static int f_temperature(parse *p, const char *name, const k3_json *v)
+{
+    return number_in(p, name, v, 0, 0, 2, &p->out->temperature);
+}
+
+static int f_top_p(parse *p, const char *name, const k3_json *v)
+{
+    return number_in(p, name, v, 0, 1, 1, &p->out->top_p);
+}
+
+static int f_min_p(parse *p, const char *name, const k3_json *v)
+{
+    return number_in(p, name, v, 0, 0, 1, &p->out->min_p);
+}
+
+static int f_repetition_penalty(parse *p, const char *name, const k3_json *v)
+{
+    return number_in(p, name, v, 0, 1, 10, &p->out->repeat_penalty);
+}
+
+static int f_top_k(parse *p, const char *name, const k3_json *v)
+{
+    long long k = 0;
+    if (integer_in(p, name, v, 0, 1 << 30, &k))
+        return p->err->status;
+    p->out->top_k = (int)k;
+    return 0;
+}
+
+static int f_seed(parse *p, const char *name, const k3_json *v)
+{
+    long long s = 0;
+    if (integer_in(p, name, v, INT64_MIN, INT64_MAX, &s))
+        return p->err->status;
+    p->out->has_seed = 1;
+    p->out->seed = (uint64_t)s;
+    return 0;
+}
+
+static int add_stop(parse *p, const char *name, const k3_json *s)
+{
+    k3_err e = { 0, "" };
+    if (want(p, name, s, K3J_STRING, "a string or an array of strings"))
+        return p->err->status;
+    if (s->len == 0 || strlen(s->str) != s->len)
+        return k3_api_fail(p->err, 400, "invalid_value", name,
+                           "Stop strings must not be empty or contain \\u0000.");
+    if (p->out->nstop == K3_API_MAX_STOP)
+        return k3_api_fail(p->err, 400, "invalid_value", name,
+                           "At most %d stop strings are allowed.", K3_API_MAX_STOP);
+    char *copy = k3_malloc(&e, s->len + 1, "stop string");
+    if (!copy)
+        return oom(p, &e);
+    memcpy(copy, s->str, s->len + 1);
+    p->out->stop[p->out->nstop++] = copy;
+    return 0;
+}
+
+static int f_stop(parse *p, const char *name, const k3_json *v)
+{
+    if (v->type != K3J_ARRAY)
+        return add_stop(p, name, v);
+    for (size_t i = 0; i < v->count; i++)
+        if (add_stop(p, name, &v->items[i]))
+            return p->err->status;
+    return 0;
+}
+
+/* n and best_of: only 1. */
+static int f_one(parse *p, const char *name, const k3_json *v)
+{
+    long long n = 0;
+    if (integer_in(p, name, v, 1, 128, &n))
+        return p->err->status;
+    return n == 1 ? 0 : unsupported(p, name, "1 (one choice per request)");
+}
+
+/* frequency_penalty, presence_penalty: only 0. */
+static int f_zero_penalty(parse *p, const char *name, const k3_json *v)
+{
+    float x = 0;
+    if (number_in(p, name, v, -2, 0, 2, &x))
+        return p->err->status;
+    return x == 0 ? 0 : unsupported(p, name, "0 (k3's penalty is repetition_penalty)");
+}
+
+static int f_logit_bias(parse *p, const char *name, const k3_json *v)
+{
+    if (want(p, name, v, K3J_OBJECT, "an object"))
+        return p->err->status;
+    return v->count == 0 ? 0 : unsupported(p, name, "{}");
+}
+
+/* logprobs (false in chat, 0 in completions), top_logprobs (0). */
+static int f_no_logprobs(parse *p, const char *name, const k3_json *v)
+{
+    if (v->type == K3J_BOOL)
+        return v->boolean ? unsupported(p, name, "false or 0") : 0;
+    if (v->type != K3J_NUMBER || !v->is_int)
+        return wrong_type(p, name, "a boolean or an integer", v);
+    return v->integer == 0 ? 0 : unsupported(p, name, "false or 0");
+}
+
+static int f_echo(parse *p, const char *name, const k3_json *v)
+{
+    if (want(p, name, v, K3J_BOOL, "a boolean"))
+        return p->err->status;
+    return v->boolean ? unsupported(p, name, "false") : 0;
+}
+
+static int f_suffix(parse *p, const char *name, const k3_json *v)
+{
+    (void)v;
+    return unsupported(p, name, "null");
+}
+
+static int f_messages(parse *p, const char *name, const k3_json *v)
+{
+    if (want(p, name, v, K3J_ARRAY, "an array"))
+        return p->err->status;
+    if (v->count == 0)
+        return k3_api_fail(p->err, 400, "invalid_value", name,
+                           "'messages' must contain at least one message.");
+    p->conv.messages = v;
+    return 0;
+}
+
+static int f_prompt(parse *p, const char *name, const k3_json *v)
+{
+    k3_err e = { 0, "" };
+    if (want(p, name, v, K3J_STRING, "a string (k3 serve takes one prompt string)"))
+        return p->err->status;
+    if (!(p->out->prompt = k3_malloc(&e, v->len + 1, "prompt")))
+        return oom(p, &e);
+    memcpy(p->out->prompt, v->str, v->len + 1);
+    p->out->prompt_len = v->len;
+    return 0;
+}
+
+/* tools, tool_choice and response_format go to the renderer, which
+ * checks them. */
+static int f_tools(parse *p, const char *name, const k3_json *v)
+{
+    (void)name;
+    p->conv.tools = v;
+    return 0;
+}
+
+static int f_tool_choice(parse *p, const char *name, const k3_json *v)
+{
+    (void)name;
+    p->conv.tool_choice = v;
+    return 0;
+}
+
+static int f_response_format(parse *p, const char *name, const k3_json *v)
+{
+    (void)name;
+    p->conv.response_format = v;
+    return 0;
+}
+
+static int f_thinking(parse *p, const char *name, const k3_json *v)
+{
+    if (want(p, name, v, K3J_BOOL, "a boolean"))
+        return p->err->status;
+    p->conv.thinking = v->boolean;
+    return 0;
+}
+
+static int f_reasoning_effort(parse *p, const char *name, const k3_json *v)
+{
+    /* OpenAI's levels (and the format's "max") onto the renderer's. */
+    static const char *const names[] = { "none", "minimal", "low", "medium", "high", "max", NULL };
+    static const char *const effort[] = { NULL, "low", "low", NULL, "high", "max" };
+    if (want(p, name, v, K3J_STRING, "a string"))
+        return p->err->status;
+    for (int i = 0; names[i]; i++)
+        if (!strcmp(v->str, names[i])) {
+            p->conv.effort = effort[i];
+            p->conv.effort_none = i == 0;
+            return 0;
+        }
+    return k3_api_fail(p->err, 400, "invalid_value", name,
+                       "Invalid value for '%s': expected none, minimal, low, medium, high or "
+                       "max, got \"%s\".", name, v->str);
+}
+
+enum { CHAT = 1, COMPLETION = 2, BOTH = 3 };
+
+typedef struct {
+    const char *name;
+    unsigned where;
+    int (*apply)(parse *p, const char *name, const k3_json *v);
+} field;
+
+static const field fields[] = {
+    { "model", BOTH, f_string },
+    { "messages", CHAT, f_messages },
+    { "prompt", COMPLETION, f_prompt },
+    { "stream", BOTH, f_stream },
+    { "stream_options", BOTH, f_stream_options },
+    { "max_tokens", BOTH, f_max_tokens },
+    { "max_completion_tokens", CHAT, f_max_tokens },
+    { "temperature", BOTH, f_temperature },
+    { "top_p", BOTH, f_top_p },
+    { "seed", BOTH, f_seed },
+    { "stop", BOTH, f_stop },
+    { "tools", CHAT, f_tools },
+    { "tool_choice", CHAT, f_tool_choice },
+    { "response_format", CHAT, f_response_format },
+    { "thinking", CHAT, f_thinking },
+    { "reasoning_effort", CHAT, f_reasoning_effort },
+    { "top_k", BOTH, f_top_k },
+    { "min_p", BOTH, f_min_p },
+    { "repetition_penalty", BOTH, f_repetition_penalty },
+    { "user", BOTH, f_string },
+    { "service_tier", CHAT, f_string },
+    { "store", CHAT, f_bool },
+    { "parallel_tool_calls", CHAT, f_bool },
+    { "metadata", CHAT, f_object },
+    { "n", BOTH, f_one },
+    { "best_of", COMPLETION, f_one },
+    { "frequency_penalty", BOTH, f_zero_penalty },
+    { "presence_penalty", BOTH, f_zero_penalty },
+    { "logit_bias", BOTH, f_logit_bias },
+    { "logprobs", BOTH, f_no_logprobs },
+    { "top_logprobs", CHAT, f_no_logprobs },
+    { "echo", COMPLETION, f_echo },
+    { "suffix", COMPLETION, f_suffix },
+};
+
+static int apply_fields(parse *p, const k3_json *root, unsigned where)
+{
+    for (size_t i = 0; i < root->count; i++) {
+        const char *key = root->keys[i];
+        size_t f = 0, nf = sizeof fields / sizeof fields[0];
+        while (f < nf && !((fields[f].where & where) && !strcmp(fields[f].name, key)))
+            f++;
+        if (f == nf)
+            return k3_api_fail(p->err, 400, "unknown_parameter", key,
+                               "Unrecognized request argument supplied: %s", key);
+        if (root->items[i].type != K3J_NULL && fields[f].apply(p, key, &root->items[i]))
+            return p->err->status;
+    }
+    return 0;
+}
+
+static int parse_request(const char *body, size_t len, const k3_api_limits *lim,
+                         k3_api_request *out, k3_api_error *err, k3_api_kind kind)
+{
+    parse p;
+    char jerr[256];
+    memset(out, 0, sizeof *out);
+    memset(err, 0, sizeof *err);
+    memset(&p, 0, sizeof p);
+    out->kind = kind;
+    out->max_tokens = -1;
+    out->temperature = 1; /* OpenAI's default */
+    out->top_p = 1;
+    out->repeat_penalty = 1;
+    p.out = out;
+    p.err = err;
+    p.lim = lim;
+    p.conv.thinking = -1;
+    k3_json_doc *doc = k3_json_parse(body, len, jerr, sizeof jerr);
+    if (!doc)
+        return k3_api_fail(err, 400, "invalid_json", NULL,
+                           "The request body is not valid JSON (%s).", jerr);
+    const k3_json *root = k3_json_root(doc);
+    if (root->type != K3J_OBJECT)
+        k3_api_fail(err, 400, "invalid_type", NULL, "The request body must be a JSON object.");
+    else if (!apply_fields(&p, root, kind == K3_API_CHAT ? CHAT : COMPLETION)) {
+        if (kind == K3_API_CHAT && !p.conv.messages)
+            k3_api_fail(err, 400, "missing_required_parameter", "messages",
+                        "Missing required parameter: 'messages'.");
+        else if (kind == K3_API_COMPLETION && !out->prompt)
+            k3_api_fail(err, 400, "missing_required_parameter", "prompt",
+                        "Missing required parameter: 'prompt'.");
+        else if (kind == K3_API_CHAT)
+            k3_api_read_conversation(&p.conv, &out->chat, err);
+    }
+    k3_json_free(doc);
+    return err->status;
+}
+
+int k3_api_parse_chat_request(const char *body, size_t len, const k3_api_limits *lim,
+                              k3_api_request *out, k3_api_error *err)
+{
+    return parse_request(body, len, lim, out, err, K3_API_CHAT);
+}
+
+int k3_api_parse_completion_request(const char *body, size_t len, const k3_api_limits *lim,
+                                    k3_api_request *out, k3_api_error *err)
+{
+    return parse_request(body, len, lim, out, err, K3_API_COMPLETION);
+}
+
+void k3_api_request_free(k3_api_request *r)
+{
+    k3_chat_free(r->chat);
+    free(r->prompt);
+    for (size_t i = 0; i < r->nstop; i++)
+        free(r->stop[i]);
+    memset(r, 0, sizeof *r);
+    r->max_tokens = -1;
+}

@@ -1,0 +1,92 @@
+/* api.h - OpenAI request bodies to what k3 generates from: the mapping of
+ * POST /v1/chat/completions and POST /v1/completions, as pure functions.
+ *
+ * Fields (both endpoints unless marked):
+ *   model                       any string; k3 serves one model and ignores it
+ *   messages (chat)             system / developer (= system) / user / assistant / tool
+ *                               messages: content as a string, null or text parts
+ *                               ([{"type": "text", "text": ...}], joined with "\n"),
+ *                               name, tool_calls, tool_call_id, and the extension
+ *                               reasoning_content on assistant messages (a past turn's
+ *                               reasoning, kept in the prompt as the format says)
+ *   prompt (completions)        a string, encoded with special tokens disallowed
+ *   tools, tool_choice (chat)   as OpenAI ("auto", "none", "required"; naming one
+ *                               function is refused), response_format (chat): text,
+ *                               json_object or json_schema, rendered as the format's
+ *                               notices (not enforced by constrained decoding)
+ *   max_tokens, max_completion_tokens (chat)   1 .. the server's --max-tokens
+ *   temperature [0, 2] (default 1), top_p (0, 1], seed (integer), stop (a string or
+ *                               up to 4 non-empty strings; matched in the reply text, not
+ *                               in reasoning or tool calls), stream, stream_options
+ *                               {include_usage}
+ *   extensions: top_k (>= 0), min_p [0, 1], repetition_penalty (0, 10]; (chat)
+ *     thinking (bool, default true) and reasoning_effort: "none" turns thinking off,
+ *     "minimal" and "low" ask for low effort, "medium" adds no effort notice (the
+ *     release's encoder knows no medium level), "high" and "max" ask for those.
+ * Accepted and ignored (they change nothing k3 does): user, store, metadata,
+ * service_tier, parallel_tool_calls. Accepted only at their neutral value:
+ * n 1, frequency_penalty and presence_penalty 0, logit_bias {}, logprobs
+ * false / 0, top_logprobs 0, echo false, best_of 1, suffix null. Any other
+ * field is refused (as OpenAI does); so is a field of the wrong type or out
+ * of range. null means "not given" everywhere. */
+#ifndef K3_SERVER_API_H
+#define K3_SERVER_API_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "k3/chat.h"
+
+#define K3_API_MAX_STOP 4
+
+typedef enum { K3_API_CHAT, K3_API_COMPLETION } k3_api_kind;
+
+/* An OpenAI-style error: the body {"error": {message, type, param, code}}. */
+typedef struct k3_api_error {
+    int status;        /* HTTP status */
+    const char *type;  /* "invalid_request_error", "server_error" */
+    const char *code;  /* NULL or a code such as "context_length_exceeded" */
+    char param[128];   /* the request field at fault; "" for none */
+    char message[1024];
+} k3_api_error;
+
+/* Sets every field of err; returns err->status. */
+int k3_api_fail(k3_api_error *err, int status, const char *code, const char *param,
+                const char *fmt, ...)
+#if defined(__GNUC__)
+    __attribute__((format(printf, 5, 6)))
+#endif
+    ;
+
+typedef struct k3_api_limits {
+    long max_tokens; /* the largest max_tokens a request may ask for */
+} k3_api_limits;
+
+typedef struct k3_api_request {
+    k3_api_kind kind;
+    k3_chat *chat;     /* chat: the conversation, read and checked (k3/chat.h) */
+    char *prompt;      /* completions: the prompt text (NUL-terminated) */
+    size_t prompt_len;
+    int stream;        /* answer as server-sent events */
+    int include_usage; /* stream_options.include_usage */
+    long max_tokens;   /* -1 when not given */
+    float temperature, top_p, min_p, repeat_penalty;
+    int top_k;
+    int has_seed;
+    uint64_t seed;
+    char *stop[K3_API_MAX_STOP]; /* NUL-terminated, non-empty */
+    size_t nstop;
+} k3_api_request;
+
+/* Parse the JSON body[0..len) of a request into *out (which
+ * k3_api_request_free releases, also after a failure). Returns 0, or the
+ * HTTP status of the error described in *err (400 for every fault of the
+ * request, 500 when out of memory). Pure: no I/O, no global state. */
+int k3_api_parse_chat_request(const char *body, size_t len, const k3_api_limits *lim,
+                              k3_api_request *out, k3_api_error *err);
+int k3_api_parse_completion_request(const char *body, size_t len, const k3_api_limits *lim,
+                                    k3_api_request *out, k3_api_error *err);
+
+void k3_api_request_free(k3_api_request *r);
+
+#endif

@@ -1,0 +1,178 @@
+/* conversation.c - see conversation.h. */
+#include "server/conversation.h"
+
+#include <stdio.h>
+#include <string.h>
+
+#include "server/jtext.h"
+#include "util/json_write.h"
+
+/* A rewrite in progress: the conversation and where errors go. */
+typedef struct {
+    const k3_api_conv *c;
+    k3_api_error *err;
+} parse;
+
+static int oom(parse *p, const k3_err *e)
+{
+    return k3_api_fail(p->err, 500, NULL, NULL, "%s", e->msg);
+}
+
+/* "key": value, after a comma unless first. */
+static int put_member(k3_buf *b, int first, const char *key, const k3_json *v, k3_err *e)
+{
+    if (k3_jtext_key(b, first, key, e))
+        return e->code;
+    return k3_json_write(b, v, 0, e);
+}
+
+/* Text parts of message i joined with "\n", as one JSON string. */
+static int put_parts(parse *p, k3_buf *b, const k3_json *parts, size_t i, k3_err *e)
+{
+    k3_buf text = { 0 };
+    char path[96];
+    for (size_t j = 0; j < parts->count && !p->err->status; j++) {
+        const k3_json *part = &parts->items[j], *type = k3_json_get(part, "type");
+        const k3_json *t = k3_json_get(part, "text");
+        snprintf(path, sizeof path, "messages[%zu].content[%zu]", i, j);
+        if (part->type != K3J_OBJECT || !type || type->type != K3J_STRING)
+            k3_api_fail(p->err, 400, "invalid_value", path,
+                        "%s: expected a content part {\"type\": \"text\", \"text\": ...}", path);
+        else if (strcmp(type->str, "text") != 0)
+            k3_api_fail(p->err, 400, "unsupported_value", path,
+                        "%s: only text content parts are supported, got type \"%s\"", path,
+                        type->str);
+        else if (!t || t->type != K3J_STRING)
+            k3_api_fail(p->err, 400, "invalid_type", path, "%s.text: expected a string", path);
+        else if ((j && k3_buf_put(&text, "\n", 1, e)) || k3_buf_put(&text, t->str, t->len, e))
+            oom(p, e);
+    }
+    if (!p->err->status && k3_jtext_put(b, text.data ? text.data : "", text.len, e))
+        oom(p, e);
+    k3_buf_free(&text);
+    return p->err->status;
+}
+
+/* Message i as the renderer reads it: "developer" is "system"; content
+ * parts become one string; an assistant's name, refusal, audio and
+ * annotations (which the format has no place for) are dropped. Everything
+ * else passes as it is, for the reader to judge. */
+static int put_message(parse *p, k3_buf *b, const k3_json *m, size_t i, k3_err *e)
+{
+    static const char *const assistant_only[] = { "name", "refusal", "audio", "annotations",
+                                                  NULL };
+    if (m->type != K3J_OBJECT)
+        return k3_json_write(b, m, 0, e) ? oom(p, e) : 0;
+    const k3_json *role = k3_json_get(m, "role");
+    int assistant = role && role->type == K3J_STRING && !strcmp(role->str, "assistant");
+    int developer = role && role->type == K3J_STRING && !strcmp(role->str, "developer");
+    int first = 1;
+    if (k3_buf_put(b, "{", 1, e))
+        return oom(p, e);
+    for (size_t k = 0; k < m->count; k++) {
+        const char *key = m->keys[k];
+        const k3_json *v = &m->items[k];
+        size_t d = 0;
+        while (assistant && assistant_only[d] && strcmp(assistant_only[d], key) != 0)
+            d++;
+        if (assistant && assistant_only[d])
+            continue;
+        if (!strcmp(key, "function_call")) {
+            char path[64];
+            snprintf(path, sizeof path, "messages[%zu].function_call", i);
+            return k3_api_fail(p->err, 400, "unsupported_value", path,
+                               "%s: the deprecated function_call is not supported; use "
+                               "tool_calls", path);
+        }
+        if (k3_jtext_key(b, first, key, e))
+            return oom(p, e);
+        first = 0;
+        if (developer && !strcmp(key, "role")) {
+            if (k3_jtext_put(b, "system", 6, e))
+                return oom(p, e);
+        } else if (!strcmp(key, "content") && v->type == K3J_ARRAY) {
+            if (put_parts(p, b, v, i, e))
+                return p->err->status;
+        } else if (k3_json_write(b, v, 0, e)) {
+            return oom(p, e);
+        }
+    }
+    return k3_buf_put(b, "}", 1, e) ? oom(p, e) : 0;
+}
+
+static int put_options(parse *p, k3_buf *b, k3_err *e)
+{
+    k3_json v;
+    int first = 1;
+    memset(&v, 0, sizeof v);
+    if (p->c->effort_none && p->c->thinking == 1)
+        return k3_api_fail(p->err, 400, "invalid_value", "reasoning_effort",
+                           "reasoning_effort \"none\" contradicts thinking: true.");
+    if (k3_buf_put(b, "{", 1, e))
+        return oom(p, e);
+    if (p->c->thinking >= 0 || p->c->effort_none) {
+        v.type = K3J_BOOL;
+        v.boolean = p->c->effort_none ? 0 : p->c->thinking;
+        if (put_member(b, first, "thinking", &v, e))
+            return oom(p, e);
+        first = 0;
+    }
+    if (p->c->effort) {
+        v.type = K3J_STRING;
+        v.str = p->c->effort;
+        v.len = strlen(p->c->effort);
+        if (put_member(b, first, "thinking_effort", &v, e))
+            return oom(p, e);
+        first = 0;
+    }
+    if (p->c->tool_choice) {
+        if (put_member(b, first, "tool_choice", p->c->tool_choice, e))
+            return oom(p, e);
+        first = 0;
+    }
+    if (p->c->response_format && put_member(b, first, "response_format", p->c->response_format, e))
+        return oom(p, e);
+    return k3_buf_put(b, "}", 1, e) ? oom(p, e) : 0;
+}
+
+/* The renderer's error "PATH: what" as a 400 naming the request field. */
+static int conversation_error(parse *p, const char *msg)
+{
+    char param[128] = "";
+    const char *colon = strstr(msg, ": ");
+    size_t n = colon ? (size_t)(colon - msg) : 0;
+    if (n && n < sizeof param && !memchr(msg, ' ', n) && strncmp(msg, "conversation", n) != 0) {
+        memcpy(param, msg, n);
+        param[n] = '\0';
+        if (!strncmp(param, "options.", 8))
+            memmove(param, param + 8, n - 7);
+    }
+    return k3_api_fail(p->err, 400, "invalid_value", param, "%s", msg);
+}
+
+int k3_api_read_conversation(const k3_api_conv *c, k3_chat **out, k3_api_error *err)
+{
+    parse pp = { c, err }, *p = &pp;
+    k3_buf b = { 0 };
+    k3_err e = { 0, "" };
+    k3_json null_value;
+    memset(&null_value, 0, sizeof null_value);
+    null_value.type = K3J_NULL;
+    int rc = k3_buf_puts(&b, "{\"messages\":[", &e) ? oom(p, &e) : 0;
+    for (size_t i = 0; i < c->messages->count && !rc; i++)
+        rc = i && k3_buf_put(&b, ",", 1, &e) ? oom(p, &e)
+                                             : put_message(p, &b, &c->messages->items[i], i, &e);
+    if (!rc && (k3_buf_puts(&b, "],", &e) ||
+                put_member(&b, 1, "tools", c->tools ? c->tools : &null_value, &e) ||
+                k3_buf_puts(&b, ",\"options\":", &e)))
+        rc = oom(p, &e);
+    if (!rc)
+        rc = put_options(p, &b, &e);
+    if (!rc && k3_buf_put(&b, "}", 1, &e))
+        rc = oom(p, &e);
+    if (!rc && k3_chat_read(out, b.data, b.len, &e) != K3_OK)
+        rc = e.code == K3_EINPUT ? conversation_error(p, e.msg) : oom(p, &e);
+    k3_buf_free(&b);
+    return rc;
+}
+

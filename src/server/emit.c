@@ -1,0 +1,227 @@
+/* emit.c - see emit.h. */
+#include "server/emit.h"
+
+#include <stdarg.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "server/jtext.h"
+#include "server/reply.h"
+#include "util/error.h"
+
+void k3_emit_init(k3_emit *em, int chat, int stream, int include_usage, const char *id,
+                  long long created, const char *model)
+{
+    memset(em, 0, sizeof *em);
+    em->chat = chat;
+    em->stream = stream;
+    em->include_usage = include_usage;
+    snprintf(em->id, sizeof em->id, "%s", id);
+    em->created = created;
+    em->model = model;
+}
+
+void k3_emit_free(k3_emit *em)
+{
+    k3_buf_free(&em->content);
+    k3_buf_free(&em->reasoning);
+    k3_buf_free(&em->calls);
+}
+
+static int putf(k3_buf *b, k3_err *e, const char *fmt, ...) K3_PRINTF(3, 4);
+
+/* Appends a short formatted piece (numbers and literals). */
+static int putf(k3_buf *b, k3_err *e, const char *fmt, ...)
+{
+    char t[128];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(t, sizeof t, fmt, ap);
+    va_end(ap);
+    return k3_buf_puts(b, t, e);
+}
+
+/* {"id":...,"object":...,"created":...,"model":...,"choices":[ */
+static int head(const k3_emit *em, const char *object, k3_buf *b, k3_err *e)
+{
+    if (k3_buf_puts(b, "{\"id\":", e) || k3_jtext_put(b, em->id, strlen(em->id), e) ||
+        k3_buf_puts(b, ",\"object\":\"", e) || k3_buf_puts(b, object, e) ||
+        putf(b, e, "\",\"created\":%lld,\"model\":", em->created) ||
+        k3_jtext_put(b, em->model, strlen(em->model), e))
+        return e->code;
+    return k3_buf_puts(b, ",\"choices\":[", e);
+}
+
+static int usage(const k3_usage *u, k3_buf *b, k3_err *e)
+{
+    if (putf(b, e, "\"usage\":{\"prompt_tokens\":%lld", (long long)u->prompt) ||
+        putf(b, e, ",\"completion_tokens\":%lld", (long long)u->completion) ||
+        putf(b, e, ",\"total_tokens\":%lld", (long long)(u->prompt + u->completion)))
+        return e->code;
+    return putf(b, e, ",\"prompt_tokens_details\":{\"cached_tokens\":%lld}}", (long long)u->cached);
+}
+
+/* ,"finish_reason":REASON or null */
+static int finish_reason(const char *reason, k3_buf *b, k3_err *e)
+{
+    if (k3_buf_puts(b, ",\"finish_reason\":", e))
+        return e->code;
+    if (!reason)
+        return k3_buf_puts(b, "null", e);
+    return k3_jtext_put(b, reason, strlen(reason), e);
+}
+
+/* One streamed chunk: choices holds one choice whose body (after "index")
+ * is `delta` (already JSON: `"delta":{...}` or `"text":"..."`). */
+static int chunk(const k3_emit *em, const char *delta, size_t n, const char *reason, k3_buf *out,
+                 k3_err *e)
+{
+    if (k3_buf_puts(out, "data: ", e) ||
+        head(em, em->chat ? "chat.completion.chunk" : "text_completion", out, e) ||
+        k3_buf_puts(out, "{\"index\":0,", e) || k3_buf_put(out, delta, n, e) ||
+        k3_buf_puts(out, ",\"logprobs\":null", e) || finish_reason(reason, out, e))
+        return e->code;
+    return k3_buf_puts(out, "}]}\n\n", e);
+}
+
+/* Streaming chat: the first chunk names the role. */
+static int begin(k3_emit *em, k3_buf *out, k3_err *e)
+{
+    static const char role[] = "\"delta\":{\"role\":\"assistant\",\"content\":\"\"}";
+    if (!em->stream || !em->chat || em->started)
+        return K3_OK;
+    em->started = 1;
+    return chunk(em, role, sizeof role - 1, NULL, out, e);
+}
+
+int k3_emit_text(k3_emit *em, int channel, const char *s, size_t n, k3_buf *out, k3_err *e)
+{
+    if (n == 0)
+        return K3_OK;
+    if (!em->stream)
+        return k3_buf_put(channel == K3_REPLY_REASONING ? &em->reasoning : &em->content, s, n, e);
+    k3_buf d = { 0 };
+    if (!begin(em, out, e)) {
+        if (!em->chat)
+            k3_buf_puts(&d, "\"text\":", e);
+        else
+            k3_buf_puts(&d, channel == K3_REPLY_REASONING ? "\"delta\":{\"reasoning_content\":"
+                                                          : "\"delta\":{\"content\":", e);
+        if (!e->code && !k3_jtext_put(&d, s, n, e) && (!em->chat || !k3_buf_puts(&d, "}", e)))
+            chunk(em, d.data, d.len, NULL, out, e);
+    }
+    k3_buf_free(&d);
+    return e->code;
+}
+
+/* {"id":...,"type":"function","function":{"name":...,"arguments":...}},
+ * with "index" first when streaming. */
+static int call_json(const k3_emit *em, const char *name, size_t nl, const char *args, size_t al,
+                     k3_buf *b, k3_err *e)
+{
+    char id[96];
+    snprintf(id, sizeof id, "call_%s_%zu", em->id, em->ncalls);
+    if ((em->stream ? putf(b, e, "{\"index\":%lld,\"id\":", (long long)em->ncalls)
+                    : k3_buf_puts(b, "{\"id\":", e)) ||
+        k3_jtext_put(b, id, strlen(id), e) ||
+        k3_buf_puts(b, ",\"type\":\"function\",\"function\":{\"name\":", e) ||
+        k3_jtext_put(b, name, nl, e) || k3_buf_puts(b, ",\"arguments\":", e) ||
+        k3_jtext_put(b, args, al, e))
+        return e->code;
+    return k3_buf_puts(b, "}}", e);
+}
+
+int k3_emit_call(k3_emit *em, const char *name, size_t name_len, const char *args,
+                 size_t args_len, k3_buf *out, k3_err *e)
+{
+    if (!em->stream) {
+        if ((em->ncalls && k3_buf_puts(&em->calls, ",", e)) ||
+            call_json(em, name, name_len, args, args_len, &em->calls, e))
+            return e->code;
+        em->ncalls++;
+        return K3_OK;
+    }
+    k3_buf d = { 0 };
+    if (!begin(em, out, e) && !k3_buf_puts(&d, "\"delta\":{\"tool_calls\":[", e) &&
+        !call_json(em, name, name_len, args, args_len, &d, e) && !k3_buf_puts(&d, "]}", e))
+        chunk(em, d.data, d.len, NULL, out, e);
+    k3_buf_free(&d);
+    em->ncalls++;
+    return e->code;
+}
+
+/* The whole chat answer's "message" object. */
+static int message(const k3_emit *em, k3_buf *b, k3_err *e)
+{
+    if (k3_buf_puts(b, "\"message\":{\"role\":\"assistant\",\"content\":", e))
+        return e->code;
+    if (em->ncalls && em->content.len == 0 ? k3_buf_puts(b, "null", e)
+                                           : k3_jtext_put(b, em->content.data ? em->content.data
+                                                                              : "",
+                                                          em->content.len, e))
+        return e->code;
+    if (em->reasoning.len && (k3_buf_puts(b, ",\"reasoning_content\":", e) ||
+                              k3_jtext_put(b, em->reasoning.data, em->reasoning.len, e)))
+        return e->code;
+    if (em->ncalls && (k3_buf_puts(b, ",\"tool_calls\":[", e) ||
+                       k3_buf_put(b, em->calls.data, em->calls.len, e) || k3_buf_puts(b, "]", e)))
+        return e->code;
+    return k3_buf_puts(b, "}", e);
+}
+
+int k3_emit_finish(k3_emit *em, const char *reason, const k3_usage *u, k3_buf *out, k3_err *e)
+{
+    if (em->stream) {
+        static const char empty[] = "\"delta\":{}", no_text[] = "\"text\":\"\"";
+        if (begin(em, out, e) ||
+            (em->chat ? chunk(em, empty, sizeof empty - 1, reason, out, e)
+                      : chunk(em, no_text, sizeof no_text - 1, reason, out, e)))
+            return e->code;
+        if (em->include_usage &&
+            (k3_buf_puts(out, "data: ", e) ||
+             head(em, em->chat ? "chat.completion.chunk" : "text_completion", out, e) ||
+             k3_buf_puts(out, "],", e) || usage(u, out, e) || k3_buf_puts(out, "}\n\n", e)))
+            return e->code;
+        return k3_buf_puts(out, "data: [DONE]\n\n", e);
+    }
+    if (head(em, em->chat ? "chat.completion" : "text_completion", out, e) ||
+        k3_buf_puts(out, "{\"index\":0,", e))
+        return e->code;
+    if (em->chat ? message(em, out, e)
+                 : (k3_buf_puts(out, "\"text\":", e) ||
+                    k3_jtext_put(out, em->content.data ? em->content.data : "", em->content.len,
+                                 e)))
+        return e->code;
+    if (k3_buf_puts(out, ",\"logprobs\":null", e) || finish_reason(reason, out, e) ||
+        k3_buf_puts(out, "}],", e) || usage(u, out, e))
+        return e->code;
+    return k3_buf_puts(out, "}", e);
+}
+
+int k3_emit_error(const k3_api_error *err, int sse, k3_buf *out, k3_err *e)
+{
+    if ((sse && k3_buf_puts(out, "data: ", e)) || k3_buf_puts(out, "{\"error\":{\"message\":", e) ||
+        k3_jtext_put(out, err->message, strlen(err->message), e) ||
+        k3_buf_puts(out, ",\"type\":", e) ||
+        k3_jtext_put(out, err->type ? err->type : "invalid_request_error",
+                     strlen(err->type ? err->type : "invalid_request_error"), e) ||
+        k3_buf_puts(out, ",\"param\":", e))
+        return e->code;
+    if (err->param[0] ? k3_jtext_put(out, err->param, strlen(err->param), e)
+                      : k3_buf_puts(out, "null", e))
+        return e->code;
+    if (k3_buf_puts(out, ",\"code\":", e) ||
+        (err->code ? k3_jtext_put(out, err->code, strlen(err->code), e)
+                   : k3_buf_puts(out, "null", e)))
+        return e->code;
+    return k3_buf_puts(out, sse ? "}}\n\n" : "}}", e);
+}
+
+int k3_emit_models(const char *model, long long created, k3_buf *out, k3_err *e)
+{
+    if (k3_buf_puts(out, "{\"object\":\"list\",\"data\":[{\"id\":", e) ||
+        k3_jtext_put(out, model, strlen(model), e) ||
+        putf(out, e, ",\"object\":\"model\",\"created\":%lld,\"owned_by\":\"k3\"}]}", created))
+        return e->code;
+    return K3_OK;
+}

@@ -1,0 +1,60 @@
+/* emit.h - OpenAI response bodies: chat completions and text completions,
+ * whole or as server-sent events, plus errors and the model list.
+ *
+ * One k3_emit follows one answer. Streaming, every call appends complete
+ * SSE events ("data: {...}\n\n") to out, ready to send: a chat stream
+ * starts with a delta carrying the role, then carries
+ * delta.reasoning_content / delta.content / delta.tool_calls, a last chunk
+ * with finish_reason, a usage chunk (choices: []) when include_usage was
+ * asked, and "data: [DONE]". Not streaming, the parts are kept and
+ * k3_emit_finish appends the one JSON object. Pure formatting: no I/O. */
+#ifndef K3_SERVER_EMIT_H
+#define K3_SERVER_EMIT_H
+
+#include <stddef.h>
+
+#include "k3/error.h"
+#include "server/api.h"
+#include "util/json_write.h"
+
+typedef struct k3_usage {
+    size_t prompt, completion; /* tokens */
+    size_t cached;             /* prompt tokens reused from the previous request's state */
+} k3_usage;
+
+typedef struct k3_emit {
+    int chat, stream, include_usage;
+    char id[48];
+    long long created;
+    const char *model;
+    k3_buf content, reasoning; /* not streaming: the answer so far */
+    k3_buf calls;              /* not streaming: the tool calls as JSON array items */
+    size_t ncalls;
+    int started;               /* streaming chat: the role chunk went out */
+} k3_emit;
+
+/* id: the response id ("chatcmpl-..." or "cmpl-..."); model and id are
+ * borrowed for the emitter's life. */
+void k3_emit_init(k3_emit *em, int chat, int stream, int include_usage, const char *id,
+                  long long created, const char *model);
+void k3_emit_free(k3_emit *em);
+
+/* Answer text: channel K3_REPLY_REASONING or K3_REPLY_CONTENT (reply.h);
+ * completions have only content. Bytes need not be valid UTF-8
+ * (jtext.h); empty text emits nothing. */
+int k3_emit_text(k3_emit *em, int channel, const char *s, size_t n, k3_buf *out, k3_err *e);
+
+/* A complete tool call (chat only): name and arguments (JSON text). */
+int k3_emit_call(k3_emit *em, const char *name, size_t name_len, const char *args,
+                 size_t args_len, k3_buf *out, k3_err *e);
+
+/* The end: finish_reason "stop", "length" or "tool_calls", and the usage. */
+int k3_emit_finish(k3_emit *em, const char *reason, const k3_usage *u, k3_buf *out, k3_err *e);
+
+/* {"error": {"message", "type", "param", "code"}}; as an SSE event when sse. */
+int k3_emit_error(const k3_api_error *err, int sse, k3_buf *out, k3_err *e);
+
+/* GET /v1/models: the one model. */
+int k3_emit_models(const char *model, long long created, k3_buf *out, k3_err *e);
+
+#endif

@@ -1,0 +1,247 @@
+/* server.c - see server.h: the listening socket, the accept loop, the
+ * connection threads' bookkeeping, the worker thread and the shutdown. */
+#include "server/server.h"
+
+#include <errno.h>
+#include <netdb.h>
+#include <omp.h>
+#include <poll.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <netinet/in.h>
+
+#include "server/answer.h"
+#include "server/conn.h"
+#include "util/error.h"
+
+/* Connection threads beyond the queue's capacity: room for the requests
+ * being read or refused and the cheap endpoints. Beyond this, 503 at once. */
+#define CONN_SLACK 8
+/* How often the accept loop looks at signals and the clock. */
+#define TICK_MS 200
+
+static volatile sig_atomic_t stop_signal;
+
+static void on_signal(int sig)
+{
+    stop_signal = sig;
+}
+
+static double now(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
+int k3_server_listen(const k3_server_config *cfg, int *bound, k3_err *e)
+{
+    struct addrinfo hints, *ai = NULL;
+    char port[16];
+    memset(&hints, 0, sizeof hints);
+    hints.ai_family = AF_UNSPEC;
+    hints.ai_socktype = SOCK_STREAM;
+    hints.ai_flags = AI_PASSIVE | AI_NUMERICHOST | AI_NUMERICSERV;
+    snprintf(port, sizeof port, "%d", cfg->port);
+    int rc = getaddrinfo(cfg->host, port, &hints, &ai);
+    if (rc != 0) {
+        k3_fail(e, K3_EINPUT, "--host %s: not a numeric address (%s)", cfg->host,
+                gai_strerror(rc));
+        return -1;
+    }
+    int fd = socket(ai->ai_family, ai->ai_socktype, ai->ai_protocol), one = 1;
+    if (fd < 0 || setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one) != 0 ||
+        bind(fd, ai->ai_addr, ai->ai_addrlen) != 0 || listen(fd, 64) != 0) {
+        k3_fail(e, K3_EINPUT, "cannot listen on %s port %d: %s", cfg->host, cfg->port,
+                strerror(errno));
+        if (fd >= 0)
+            close(fd);
+        fd = -1;
+    }
+    freeaddrinfo(ai);
+    struct sockaddr_storage sa;
+    socklen_t sl = sizeof sa;
+    if (fd >= 0 && getsockname(fd, (struct sockaddr *)&sa, &sl) == 0)
+        *bound = ntohs(sa.ss_family == AF_INET6 ? ((struct sockaddr_in6 *)&sa)->sin6_port
+                                                : ((struct sockaddr_in *)&sa)->sin_port);
+    return fd;
+}
+
+typedef struct {
+    k3_server *s;
+    k3_answerer *a;
+} worker_arg;
+
+typedef struct {
+    k3_queue *q;
+    k3_job *job;
+} job_io;
+
+static int io_publish(void *ctx, const char *s, size_t n, k3_err *e)
+{
+    job_io *io = ctx;
+    return k3_queue_publish(io->q, io->job, s, n, e);
+}
+
+static int io_cancelled(void *ctx)
+{
+    job_io *io = ctx;
+    return k3_queue_cancelled(io->q, io->job);
+}
+
+/* The worker: the only thread that touches the model. */
+static void *worker(void *arg)
+{
+    worker_arg *w = arg;
+    k3_job *job;
+    if (w->s->cfg->threads > 0)
+        omp_set_num_threads(w->s->cfg->threads); /* per thread: set here, not in main */
+    while ((job = k3_queue_take(&w->s->queue))) {
+        job_io ctx = { &w->s->queue, job };
+        k3_answer_io io = { &ctx, io_publish, io_cancelled };
+        int status = k3_answer_run(w->a, &job->answer, &io, &job->stats);
+        k3_queue_done(&w->s->queue, job, status);
+    }
+    return NULL;
+}
+
+typedef struct {
+    k3_server *s;
+    int fd;
+} conn_arg;
+
+static void *connection(void *arg)
+{
+    conn_arg c = *(conn_arg *)arg;
+    free(arg);
+    k3_conn_serve(c.s, c.fd);
+    pthread_mutex_lock(&c.s->mu);
+    c.s->conns--;
+    pthread_cond_signal(&c.s->idle);
+    pthread_mutex_unlock(&c.s->mu);
+    return NULL;
+}
+
+/* A thread for the accepted connection fd, or a 503 when there are
+ * already as many as the server allows (or no thread can be made). */
+static void dispatch(k3_server *s, int fd, const pthread_attr_t *detached)
+{
+    size_t most = s->cfg->max_queue + 1 + CONN_SLACK;
+    conn_arg *c = NULL;
+    pthread_t t;
+    pthread_mutex_lock(&s->mu);
+    int room = (size_t)s->conns < most;
+    if (room)
+        s->conns++;
+    pthread_mutex_unlock(&s->mu);
+    if (room && (c = malloc(sizeof *c))) {
+        c->s = s;
+        c->fd = fd;
+        if (pthread_create(&t, detached, connection, c) == 0)
+            return;
+        free(c);
+    }
+    if (room) {
+        pthread_mutex_lock(&s->mu);
+        s->conns--;
+        pthread_mutex_unlock(&s->mu);
+    }
+    k3_conn_refuse(fd);
+}
+
+/* Accepts until a signal, --exit-after or a failure of accept itself. */
+static void accept_loop(k3_server *s, int lfd)
+{
+    const k3_server_config *cfg = s->cfg;
+    double t0 = now();
+    pthread_attr_t detached;
+    pthread_attr_init(&detached);
+    pthread_attr_setdetachstate(&detached, PTHREAD_CREATE_DETACHED);
+    while (!stop_signal) {
+        if (cfg->exit_after > 0 && now() - t0 >= cfg->exit_after) {
+            fprintf(stderr, "k3 serve: --exit-after %g s reached: stopping\n", cfg->exit_after);
+            break;
+        }
+        struct pollfd p = { lfd, POLLIN, 0 };
+        if (poll(&p, 1, TICK_MS) <= 0)
+            continue;
+        int fd = accept(lfd, NULL, NULL);
+        if (fd >= 0)
+            dispatch(s, fd, &detached);
+        else if (errno == EMFILE || errno == ENFILE)
+            poll(NULL, 0, TICK_MS); /* out of descriptors: wait for connections to end */
+        else if (errno != EINTR && errno != ECONNABORTED && errno != EAGAIN)
+            break;
+    }
+    if (stop_signal)
+        fprintf(stderr, "k3 serve: signal %d: stopping\n", (int)stop_signal);
+    pthread_attr_destroy(&detached);
+}
+
+/* Runs the worker and the accept loop, then shuts down: refuses what
+ * waits, cancels what runs, and lets every connection thread finish (each
+ * of their waits is bounded). Closes *lfd as soon as accepting ends. */
+static void serve(k3_server *s, k3_answerer *a, int *lfd, int port, k3_err *e)
+{
+    const k3_server_config *cfg = s->cfg;
+    worker_arg wa = { s, a };
+    pthread_t wt;
+    struct sigaction sa;
+    memset(&sa, 0, sizeof sa);
+    sa.sa_handler = on_signal;
+    sigemptyset(&sa.sa_mask);
+    sigaction(SIGINT, &sa, NULL);
+    sigaction(SIGTERM, &sa, NULL);
+    signal(SIGPIPE, SIG_IGN); /* a client gone mid-write is an error return, not a death */
+    if (pthread_create(&wt, NULL, worker, &wa) != 0) {
+        k3_fail(e, K3_ERUNTIME, "cannot start the worker thread");
+        return;
+    }
+    fprintf(stderr, "k3 serve: listening on http://%s%s%s:%d (model %s, context %lld, "
+                    "max tokens %ld, queue %zu)\n",
+            strchr(cfg->host, ':') ? "[" : "", cfg->host, strchr(cfg->host, ':') ? "]" : "", port,
+            cfg->model_name, (long long)cfg->context, cfg->max_tokens, cfg->max_queue);
+    accept_loop(s, *lfd);
+    close(*lfd); /* new clients are refused by the system from here */
+    *lfd = -1;
+    pthread_mutex_lock(&s->mu);
+    s->stopping = 1;
+    pthread_mutex_unlock(&s->mu);
+    k3_queue_stop(&s->queue);
+    pthread_join(wt, NULL);
+    pthread_mutex_lock(&s->mu);
+    while (s->conns > 0)
+        pthread_cond_wait(&s->idle, &s->mu);
+    pthread_mutex_unlock(&s->mu);
+}
+
+int k3_server_run(const k3_server_config *cfg, int lfd, int port, k3_model *m,
+                  const k3_tokenizer *tok, k3_err *e)
+{
+    k3_server s;
+    k3_answerer a;
+    memset(&s, 0, sizeof s);
+    s.cfg = cfg;
+    s.tok = tok;
+    s.started = (long long)time(NULL);
+    pthread_mutex_init(&s.mu, NULL);
+    pthread_cond_init(&s.idle, NULL);
+    if (k3_answerer_init(&a, m, tok, cfg->context, e) == K3_OK) {
+        if (k3_queue_init(&s.queue, cfg->max_queue, e) == K3_OK) {
+            serve(&s, &a, &lfd, port, e);
+            k3_queue_destroy(&s.queue);
+        }
+        k3_answerer_free(&a);
+    }
+    if (lfd >= 0)
+        close(lfd);
+    pthread_cond_destroy(&s.idle);
+    pthread_mutex_destroy(&s.mu);
+    return e->code;
+}

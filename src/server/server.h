@@ -1,0 +1,49 @@
+/* server.h - `k3 serve`: an OpenAI-compatible HTTP server for one model.
+ *
+ * Endpoints: POST /v1/chat/completions, POST /v1/completions (api.h for
+ * the fields), GET /v1/models, GET /health.
+ *
+ * Threads: the calling thread accepts connections; each connection gets a
+ * thread that reads and checks its request (with a deadline, so a slow
+ * client only holds its own thread), renders and tokenizes the prompt,
+ * queues the job (queue.h) and writes what the worker publishes; one worker
+ * thread owns the model and runs the jobs one at a time (answer.h). Every
+ * response closes its connection. */
+#ifndef K3_SERVER_SERVER_H
+#define K3_SERVER_SERVER_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "k3/k3.h"
+#include "k3/tokenizer.h"
+
+typedef struct k3_server_config {
+    const char *host;       /* numeric address to bind (IPv4 or IPv6) */
+    int port;               /* 0: any free port (the log line names it) */
+    const char *model_name; /* what /v1/models and every response call the model */
+    size_t max_body;        /* request bodies above this are 413 */
+    long max_tokens;        /* the largest max_tokens a request may ask for */
+    size_t max_queue;       /* requests waiting behind the running one; more are 503 */
+    double timeout;         /* seconds a client may take to send its request, and a
+                             * single write to it may stall */
+    double exit_after;      /* > 0: stop by itself after this many seconds (tests) */
+    int64_t context;        /* prompt + answer tokens */
+    int threads;            /* worker threads for the model (0 = OpenMP's default) */
+    int quiet;              /* no per-request log lines */
+} k3_server_config;
+
+/* A socket listening on cfg's host and port (returned), its port number
+ * in *port (the one picked when cfg->port is 0); -1 and K3_EINPUT when the
+ * address cannot be bound. Separate from k3_server_run so that a busy port
+ * is reported before a large model is loaded; connections wait in the
+ * backlog until the server runs. */
+int k3_server_listen(const k3_server_config *cfg, int *port, k3_err *e);
+
+/* Serves on the listening socket lfd (closed on return) until SIGINT or
+ * SIGTERM (or exit_after), then stops accepting, cancels what is queued or
+ * running, waits for the connection threads and returns K3_OK. */
+int k3_server_run(const k3_server_config *cfg, int lfd, int port, k3_model *m,
+                  const k3_tokenizer *tok, k3_err *e);
+
+#endif

@@ -1,0 +1,205 @@
+# 72-fault-sweep: every weight read and every aligned allocation of whole
+# tiny-a runs made to fail, one at a time, through the fault shim of
+# io/direct.c (a -DK3_FAULT_INJECTION build of bin/k3 in $K3_BUILD/fault,
+# with the build's CC, OPT and CFLAGS, so `make asan` sanitizes every case).
+#
+# Configurations: experts from the shards with the trunk resident; the
+# packed trunk pinned; the packed trunk streamed through one ring slot with
+# a one-expert cache (every step re-reads everything); and the last again
+# in text mode (a --merges 0 tokenizer of tiny-a's 512 ids), where tokens
+# print as they are made. For each, the reads (R) and allocations (Q) of a
+# clean run are counted (bisection on K3_FAULT), then for N over 1..R (all
+# when R <= K3_SWEEP_MAX, default 48, else an even sample of that many with
+# both ends; K3_SWEEP_MAX=0 sweeps all):
+#   read:N:fail:3, read:N:short:3  exit 4, "RUN INVALID"
+#   alloc:N (all of 1..Q)          exit 1, "out of memory"
+#   read:N:corrupt                 exit 4 (a checksum or scale check fired)
+#                                  or exit 0 (counted: see below)
+#   read:N:fail, read:N:short, read:N:einval (every 4th N)
+#                                  one bad attempt: retried or re-read
+#                                  buffered, exit 0, the clean output
+# Every failing case must print "k3: error: ..." and nothing from a
+# sanitizer, end by exit (no signal), and print NO wrong token: stdout
+# empty in --ids mode (ids print at the end), a prefix of the clean
+# run's text in text mode. A case may also exit 0 with exactly the clean
+# output: the fault hit a read whose bytes were never used (a prefetch
+# still in flight at exit).
+#
+# Corruption: every read made while opening a model with a pinned packed
+# trunk is a trunk run, and each must fail its checksum (exit 4). A NaN
+# weight makes the logits non-finite: exit 4, no token. Inverted expert bytes are caught only where a scale byte
+# becomes 255; the rest run on (exit 0) - the release format has no
+# checksum for experts (docs/SECURITY.md). Those cases are counted.
+. tests/gates/lib.sh
+W="$K3_BUILD/fault-sweep"
+rm -rf "$W"
+mkdir -p "$W"
+A=$(model tiny-a tiny-a)
+MAX=${K3_SWEEP_MAX:-48}
+
+fb="$K3_BUILD/fault"
+(
+    unset MAKEFLAGS MFLAGS MAKEOVERRIDES MAKELEVEL
+    make -s -j2 BUILD="$fb" CC="${CC:-cc}" OPT="${OPT:--O2 -g}" \
+        CFLAGS="${CFLAGS:-} -DK3_FAULT_INJECTION" "$fb/bin/k3"
+) || die "the fault-injection build failed"
+F="$fb/bin/k3"
+"$F" pack-trunk "$A" "$W/trunk" 2>/dev/null || die "pack-trunk"
+"$PYTHON" tools/make_tokenizer.py "$W/tok" --merges $(($(vocab_of "$A") - 512)) >/dev/null ||
+    die "make_tokenizer"
+ids=$(prompt_ids "$(vocab_of "$A")" 6)
+stream="--trunk $W/trunk --trunk-layers 0 --trunk-ring 1 --cache-experts 1"
+
+# run SPEC ARGS...: K3_FAULT=SPEC k3 ARGS; sets rc, out and err files.
+run() {
+    spec=$1
+    shift
+    set +e
+    K3_FAULT="$spec" "$F" "$@" >"$W/out" 2>"$W/err"
+    rc=$?
+    set -e
+}
+
+# count PATTERN ARGS...: the largest N for which K3_FAULT=PATTERN (@ = N)
+# changes the exit code of the run from the clean one; 0 when none does.
+count() {
+    pat=$1
+    shift
+    run "" "$@"
+    base=$rc
+    lo=0
+    hi=1
+    while run "${pat%%@*}$hi${pat#*@}" "$@" && [ "$rc" -ne "$base" ]; do
+        lo=$hi
+        hi=$((hi * 2))
+        [ "$hi" -le 1048576 ] || die "$pat: no end to the faults"
+    done
+    while [ $((hi - lo)) -gt 1 ]; do
+        mid=$(((lo + hi) / 2))
+        run "${pat%%@*}$mid${pat#*@}" "$@"
+        if [ "$rc" -ne "$base" ]; then lo=$mid; else hi=$mid; fi
+    done
+    echo "$lo"
+}
+
+# sample R: the N to sweep, 1..R or MAX of them spread evenly.
+sample() {
+    if [ "$MAX" -eq 0 ] || [ "$1" -le "$MAX" ]; then
+        seq 1 "$1"
+    else
+        awk -v r="$1" -v m="$MAX" 'BEGIN { for (i = 0; i < m; i++) print 1 + int(i * (r - 1) / (m - 1)) }'
+    fi
+}
+
+cases=0
+absorbed=0
+undetected=0
+caught_corrupt=0
+# check NAME SPEC CODE PATTERN TEXT ARGS...: one case; CODE is the exit a
+# failure must have ("0" when only the clean outcome is acceptable).
+check() {
+    name=$1
+    spec=$2
+    want=$3
+    pat=$4
+    text=$5
+    shift 5
+    run "$spec" "$@"
+    cases=$((cases + 1))
+    what="$name K3_FAULT=$spec: exit $rc"
+    ! grep -Eq 'Sanitizer|runtime error:|LeakSanitizer' "$W/err" || { cat "$W/err"; die "$what: sanitizer report"; }
+    if [ "$rc" -eq 0 ]; then
+        if cmp -s "$W/out" "$W/clean"; then
+            [ "$want" = 0 ] || absorbed=$((absorbed + 1))
+            return 0
+        fi
+        [ "$want" = corrupt ] || die "$what, but the output differs from the clean run"
+        undetected=$((undetected + 1))
+        return 0
+    fi
+    [ "$want" = corrupt ] && want=4 && caught_corrupt=$((caught_corrupt + 1))
+    [ "$rc" -eq "$want" ] || { cat "$W/err"; die "$what, expected $want"; }
+    head -n 1 "$W/err" | grep -Eq "^k3: error: .*($pat)" || { cat "$W/err"; die "$what: no clear message"; }
+    if [ "$text" = text ]; then
+        size=$(wc -c <"$W/out")
+        head -c "$size" "$W/clean" | cmp -s - "$W/out" ||
+            die "$what: printed text that is not the clean run's"
+    else
+        [ ! -s "$W/out" ] || die "$what: printed ids after the fault"
+    fi
+}
+
+# sweep NAME MODE ARGS...: the whole sweep over one configuration.
+sweep() {
+    name=$1
+    mode=$2
+    shift 2
+    run "" "$@"
+    [ "$rc" -eq 0 ] || { cat "$W/err"; die "$name: the clean run fails"; }
+    cp "$W/out" "$W/clean"
+    R=$(count "read:@:fail:3" "$@")
+    Q=$(count "alloc:@" "$@")
+    [ "$R" -gt 0 ] && [ "$Q" -gt 0 ] || die "$name: no reads ($R) or allocations ($Q) to fault"
+    n0=$cases
+    u0=$undetected
+    c0=$caught_corrupt
+    k=0
+    for N in $(sample "$R"); do
+        check "$name" "read:$N:fail:3" 4 'RUN INVALID.*Input/output error' "$mode" "$@"
+        check "$name" "read:$N:short:3" 4 'RUN INVALID.*short read' "$mode" "$@"
+        check "$name" "read:$N:corrupt" corrupt 'RUN INVALID' "$mode" "$@"
+        if [ $((k % 4)) -eq 0 ]; then
+            for t in fail short einval; do
+                check "$name" "read:$N:$t" 0 '' "$mode" "$@"
+            done
+        fi
+        k=$((k + 1))
+    done
+    for N in $(seq 1 "$Q"); do
+        check "$name" "alloc:$N" 1 'out of memory' "$mode" "$@"
+    done
+    printf '%-13s %4d reads %3d allocs: %4d cases; corrupt reads caught %d, ran on %d\n' \
+        "$name" "$R" "$Q" $((cases - n0)) $((caught_corrupt - c0)) $((undetected - u0))
+}
+
+sweep resident ids "$A" --ids "$ids" --gen 4 --ignore-eos --quiet
+sweep pinned-trunk ids "$A" --ids "$ids" --gen 4 --ignore-eos --quiet --trunk "$W/trunk"
+# shellcheck disable=SC2086
+sweep streamed ids "$A" --ids "$ids" --gen 4 --ignore-eos --quiet $stream
+# shellcheck disable=SC2086
+sweep text text "$A" --tok "$W/tok" --prompt "Hello, fault sweep" --gen 6 --ignore-eos --quiet $stream
+
+# The pinned trunk is read while opening the model, before the prompt is
+# checked (an id beyond the vocabulary stops the run there, exit 2): every
+# one of those reads, corrupted, must fail its run's checksum.
+R0=$(count "read:@:fail:3" "$A" --ids 1,1000000 --quiet --trunk "$W/trunk")
+[ "$R0" -gt 0 ] || die "no trunk reads at open"
+for N in $(seq 1 "$R0"); do
+    run "read:$N:corrupt" "$A" --ids 1,1000000 --quiet --trunk "$W/trunk"
+    [ "$rc" -eq 4 ] && grep -q 'fails its checksum' "$W/err" ||
+        { cat "$W/err"; die "corrupted trunk read $N not caught by its checksum (exit $rc)"; }
+    [ ! -s "$W/out" ] || die "corrupted trunk read $N: ids printed"
+    cases=$((cases + 1))
+done
+echo "pinned trunk: all $R0 reads at open, corrupted, failed their checksum (exit 4)"
+# A weight that is NaN (a corrupted download: most weights have no
+# checksum) must not yield tokens: non-finite logits make the run invalid.
+rm -rf "$W/nan"
+cp -R "$A" "$W/nan"
+"$PYTHON" - "$W/nan" <<'EOF_NAN' || die "could not write the NaN weight"
+import json, struct, sys
+d = sys.argv[1]
+name = "language_model.model.norm.weight"
+path = d + "/" + json.load(open(d + "/model.safetensors.index.json"))["weight_map"][name]
+raw = bytearray(open(path, "rb").read())
+n = struct.unpack("<Q", raw[:8])[0]
+b, e = json.loads(raw[8:8 + n])[name]["data_offsets"]
+raw[8 + n + b:8 + n + e] = b"\xc0\x7f" * ((e - b) // 2)  # BF16 NaN
+open(path, "wb").write(raw)
+EOF_NAN
+printf '%-26s ' nan-weight
+expect_exit 4 'RUN INVALID: logit .* is not finite' "$F" "$W/nan" --ids "$ids" --gen 4 --quiet
+[ ! -s "$K3_BUILD/expect.out" ] || die "nan-weight: ids printed"
+cases=$((cases + 1))
+echo "$cases fault cases: every failure exit 1 or 4 with a message and no wrong token;" \
+    "$absorbed absorbed (clean output); corrupted reads caught $caught_corrupt, ran on $undetected"

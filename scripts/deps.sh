@@ -2,8 +2,8 @@
 # deps.sh demo|test - installs what `make demo` or `make test` needs and is
 # missing, so the README's two commands work on a fresh Debian machine.
 #   demo: a C compiler, make, python3 with numpy (the model maker)
-#   test: the above plus node and npm, curl (the download test), and the
-#         pinned npm packages (npm ci)
+#   test: the above plus node and npm, curl (the download test), valgrind,
+#         and the pinned npm packages (npm ci)
 # Uses apt-get (through sudo when not root). Prints what it installs; does
 # nothing when everything is present. Exit 1 if something cannot be had.
 set -eu
@@ -16,6 +16,7 @@ if [ "$what" = test ]; then
     command -v node >/dev/null 2>&1 || pkgs="$pkgs nodejs"
     command -v npm >/dev/null 2>&1 || pkgs="$pkgs npm"
     command -v curl >/dev/null 2>&1 || pkgs="$pkgs curl"
+    command -v valgrind >/dev/null 2>&1 || pkgs="$pkgs valgrind"
     command -v ps >/dev/null 2>&1 || pkgs="$pkgs procps"
 fi
 if [ -n "$pkgs" ]; then

@@ -74,12 +74,14 @@ ubsan:
 	$(MAKE) BUILD=build-ubsan OPT="-O1 -g" CFLAGS="$(SAN_FLAGS) -fsanitize=undefined" test
 
 # The README's first command: build, make the small demo model (release
-# format, random weights) and run it.
+# format, random weights) with a small project-made tokenizer (1,000 BPE
+# merges + 256 bytes + the release's 256 special ids), and generate text.
 DEMO_DIR ?= models/demo
 demo: $(K3_BIN)
 	@sh scripts/deps.sh demo
-	@test -f $(DEMO_DIR)/config.json || $(PYTHON) tools/make_checkpoint.py $(DEMO_DIR) --preset demo
-	$(K3_BIN) $(DEMO_DIR) --ids 1,2,3,4,5,6,7,8 --gen 16
+	@test -f $(DEMO_DIR)/tiktoken.model || $(PYTHON) tools/make_tokenizer.py $(DEMO_DIR) --merges 1000
+	@test -f $(DEMO_DIR)/config.json || $(PYTHON) tools/make_checkpoint.py $(DEMO_DIR) --preset demo --vocab 1512
+	$(K3_BIN) $(DEMO_DIR) --prompt "The capital of France is" --gen 24
 
 # make install PREFIX=/opt/k3: the command, the scripts, the library and the
 # public headers.

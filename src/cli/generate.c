@@ -137,6 +137,20 @@ typedef struct run {
     k3_io_counters io_prev;
 } run;
 
+static void print_step_header(void)
+{
+    fprintf(stderr, "%6s %8s %10s %7s %9s %8s\n", "step", "token", "seconds", "hit%",
+            "GB read", "tok/s");
+}
+
+static void print_step(const run *r, size_t i)
+{
+    const step_cost *sc = &r->steps[i];
+    fprintf(stderr, "%6zu %8u %10.4f %6.1f%% %9.4f %8.2f\n", i, r->gen[i], sc->seconds,
+            sc->requests ? 100.0 * (double)sc->hits / (double)sc->requests : 100.0,
+            (double)sc->bytes_read / 1e9, sc->seconds > 0 ? 1.0 / sc->seconds : 0.0);
+}
+
 static int on_token(void *user, uint32_t id, const float *logits, k3_err *e)
 {
     run *r = user;
@@ -152,10 +166,10 @@ static int on_token(void *user, uint32_t id, const float *logits, k3_err *e)
     r->gen[r->ngen++] = id;
     if (r->dump && write_floats(r->dump, logits, k3_model_vocab(r->m), o->dump_logits, e))
         return 1;
-    if (!o->quiet)
-        fprintf(stderr, "%6zu %8u %10.4f %6.1f%% %9.4f %8.2f\n", r->ngen - 1, id, sc->seconds,
-                sc->requests ? 100.0 * (double)sc->hits / (double)sc->requests : 100.0,
-                (double)sc->bytes_read / 1e9, sc->seconds > 0 ? 1.0 / sc->seconds : 0.0);
+    /* With text on stdout the table waits for the end, so the two do not
+     * interleave on a terminal; ids are printed at the end anyway. */
+    if (!o->quiet && !r->tok)
+        print_step(r, r->ngen - 1);
     if (r->tok && (o->ignore_eos || !k3_model_is_eos(r->m, id))) {
         const unsigned char *bytes;
         size_t len;
@@ -248,9 +262,8 @@ int k3_run_generate(k3_model *m, const k3_options *o, const uint32_t *prompt, si
     }
     if (o->dump_logits && !(r.dump = open_out(o->dump_logits, e)))
         goto done;
-    if (!o->quiet)
-        fprintf(stderr, "%6s %8s %10s %7s %9s %8s\n", "step", "token", "seconds", "hit%",
-                "GB read", "tok/s");
+    if (!o->quiet && !tok)
+        print_step_header();
     r.t_prev = wall0;
     k3_model_io(m, &r.io_prev);
     if (prefill(&r, st, prompt, np, e) != K3_OK)
@@ -271,6 +284,11 @@ int k3_run_generate(k3_model *m, const k3_options *o, const uint32_t *prompt, si
     k3_io_counters io;
     k3_model_io(m, &io);
     if (!o->quiet) {
+        if (tok) {
+            print_step_header();
+            for (size_t i = 0; i < r.ngen; i++)
+                print_step(&r, i);
+        }
         k3_model_print_io(m, stderr);
         fprintf(stderr, "time: %.3f s wall, %.3f s waiting for reads (%.1f%% I/O); "
                         "peak RSS %.3f GB (quote this, not the plan)\n",

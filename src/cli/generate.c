@@ -15,6 +15,7 @@
 
 #include "cli/textout.h"
 #include "util/error.h"
+#include "util/progress.h"
 
 double k3_cli_seconds(void)
 {
@@ -183,6 +184,10 @@ static int on_token(void *user, uint32_t id, const float *logits, k3_err *e)
 }
 
 /* Feeds the prompt (dumping every position's logits when asked). */
+/* Prompts longer than this are fed in chunks of it, with a progress line:
+ * feeding a prompt in pieces gives bit-identical logits (k3_forward). */
+#define PREFILL_CHUNK 256
+
 static int prefill(run *r, k3_state *st, const uint32_t *prompt, size_t np, k3_err *e)
 {
     const k3_options *o = r->o;
@@ -193,9 +198,18 @@ static int prefill(run *r, k3_state *st, const uint32_t *prompt, size_t np, k3_e
                    : K3_OK;
     size_t rows = o->dump_prompt_logits ? np : 1;
     float *logits = k3_malloc(e, rows * V * sizeof *logits, "logits");
-    if (!logits || k3_forward(r->m, st, prompt, np, logits, rows > 1, e) != K3_OK)
-        goto done;
-    if (o->dump_prompt_logits) {
+    k3_progress pr;
+    k3_progress_start_count(&pr, !o->quiet && np > PREFILL_CHUNK ? stderr : NULL, "prompt",
+                            np, "tokens");
+    for (size_t t0 = 0; logits && t0 < np; t0 += PREFILL_CHUNK) {
+        size_t n = np - t0 < PREFILL_CHUNK ? np - t0 : PREFILL_CHUNK;
+        float *out = rows > 1 ? logits + t0 * V : logits;
+        if (k3_forward(r->m, st, prompt + t0, n, out, rows > 1, e) != K3_OK)
+            goto done;
+        k3_progress_add(&pr, n);
+    }
+    k3_progress_end(&pr);
+    if (logits && o->dump_prompt_logits) {
         FILE *pf = open_out(o->dump_prompt_logits, e);
         if (pf) {
             write_floats(pf, logits, np * V, o->dump_prompt_logits, e);

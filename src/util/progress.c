@@ -16,6 +16,15 @@ double k3_seconds(void)
 
 void k3_progress_start(k3_progress *p, FILE *out, const char *what, uint64_t total)
 {
+    k3_progress_start_count(p, out, what, total, "GB");
+    p->scale = 1e9;
+}
+
+void k3_progress_start_count(k3_progress *p, FILE *out, const char *what, uint64_t total,
+                             const char *unit)
+{
+    p->unit = unit;
+    p->scale = 1;
     p->out = out;
     p->what = what;
     p->total = total;
@@ -28,10 +37,11 @@ static void draw(k3_progress *p, double now)
 {
     double dt = now - p->start, rate = dt > 0 ? (double)p->done / dt : 0;
     double eta = rate > 0 ? (double)(p->total - p->done) / rate : 0;
-    fprintf(p->out, "%s%s: %.2f of %.2f GB (%.0f%%), %.2f GB/s, ETA %.0f s%s", p->tty ? "\r" : "",
-            p->what, p->done / 1e9, p->total / 1e9,
-            p->total ? 100.0 * (double)p->done / (double)p->total : 100.0, rate / 1e9, eta,
-            p->tty ? "   " : "\n");
+    int prec = p->scale > 1 ? 2 : 0; /* GB with decimals, counts without */
+    fprintf(p->out, "%s%s: %.*f of %.*f %s (%.0f%%), %.2f %s/s, ETA %.0f s%s", p->tty ? "\r" : "",
+            p->what, prec, p->done / p->scale, prec, p->total / p->scale, p->unit,
+            p->total ? 100.0 * (double)p->done / (double)p->total : 100.0, rate / p->scale,
+            p->unit, eta, p->tty ? "   " : "\n");
     fflush(p->out);
 }
 
@@ -52,7 +62,8 @@ void k3_progress_end(k3_progress *p)
     if (!p->out)
         return;
     double dt = k3_seconds() - p->start;
-    fprintf(p->out, "%s%s: %.2f GB in %.2f s (%.2f GB/s)%s\n", p->tty ? "\r" : "", p->what,
-            p->done / 1e9, dt, dt > 0 ? p->done / dt / 1e9 : 0.0, p->tty ? "                    " : "");
+    fprintf(p->out, "%s%s: %.*f %s in %.2f s (%.2f %s/s)%s\n", p->tty ? "\r" : "", p->what,
+            p->scale > 1 ? 2 : 0, p->done / p->scale, p->unit, dt, dt > 0 ? p->done / dt / p->scale : 0.0, p->unit,
+            p->tty ? "                    " : "");
     fflush(p->out);
 }

@@ -15,6 +15,8 @@
 typedef struct k3_progress {
     FILE *out;
     const char *what;
+    const char *unit;   /* "GB" for bytes (scale 1e9), or a count's unit (scale 1) */
+    double scale;
     uint64_t total, done;
     double start, last;
     int tty;
@@ -24,7 +26,10 @@ typedef struct k3_progress {
 double k3_seconds(void);
 
 void k3_progress_start(k3_progress *p, FILE *out, const char *what, uint64_t total);
-/* Adds n bytes done; redraws when it is time. */
+/* The same for a count of things (e.g. unit "tokens") instead of bytes. */
+void k3_progress_start_count(k3_progress *p, FILE *out, const char *what, uint64_t total,
+                             const char *unit);
+/* Adds n bytes (or things) done; redraws when it is time. */
 void k3_progress_add(k3_progress *p, uint64_t n);
 /* Writes the final line (total, seconds, average rate). */
 void k3_progress_end(k3_progress *p);

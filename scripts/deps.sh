@@ -30,7 +30,8 @@ if [ -n "$pkgs" ]; then
     $sudo apt-get update -qq
     DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq --no-install-recommends $pkgs
 fi
-if [ "$what" = test ] && [ -f package-lock.json ] && [ ! -d node_modules ]; then
+# npm ls fails when a pinned package is missing or at another version.
+if [ "$what" = test ] && [ -f package-lock.json ] && ! npm ls >/dev/null 2>&1; then
     echo "k3: installing the pinned npm packages (npm ci)"
     npm ci --no-audit --no-fund --loglevel=error
 fi

@@ -101,30 +101,13 @@ static int tokenizer_command(const k3_options *o, k3_err *e)
 /* Maps the memory options onto the model's. */
 static int model_options(const k3_options *o, size_t prompt_len, k3_model_opts *mo, k3_err *e)
 {
-    k3_model_opts_default(mo);
-    mo->n_layers = o->layers;
-    if (o->preset && k3_preset_budget(o->preset, &mo->budget_gb) != 0)
-        return k3_fail(e, K3_EINPUT, "--preset %s: expected ultra, laptop, desktop, workstation, "
-                                     "server, max or auto", o->preset);
-    if (o->trunk_gb >= 0 || o->cache_gb >= 0)
-        mo->budget_gb = -1; /* explicit sizes win over a preset */
-    mo->trunk_gb = o->trunk_gb;
-    mo->cache_gb = o->cache_gb;
-    mo->trunk_layers = (int)o->trunk_layers;
-    mo->cache_experts = o->cache_experts;
-    mo->trunk_ring = o->trunk_ring;
-    mo->stream_embed = o->stream_embed;
-    mo->stream_lm_head = o->stream_lm_head;
-    if (o->chat) { /* a conversation grows: the plan's defaults, or --max-context */
-        mo->max_context = o->max_context;
-        mo->max_batch = 0;
-    } else {
+    if (k3_options_model(o, mo, e) != K3_OK)
+        return e->code;
+    if (!o->chat) { /* a one-shot run knows its length; a conversation grows */
         mo->max_context = o->max_context ? o->max_context : (int64_t)(prompt_len + (size_t)o->gen);
         mo->max_batch = (int)(prompt_len + (size_t)o->gen);
     }
-    mo->no_mem_check = o->no_mem_check;
     mo->plan_only = o->plan_only;
-    mo->trunk_dir = o->trunk_dir;
     return K3_OK;
 }
 

@@ -412,3 +412,25 @@ int k3_parse_ids(const char *csv, uint32_t **ids, size_t *n, k3_err *e)
     *n = k;
     return K3_OK;
 }
+
+int k3_options_model(const k3_options *o, k3_model_opts *mo, k3_err *e)
+{
+    k3_model_opts_default(mo);
+    mo->n_layers = o->layers;
+    if (o->preset && k3_preset_budget(o->preset, &mo->budget_gb) != 0)
+        return k3_fail(e, K3_EINPUT, "--preset %s: expected ultra, laptop, desktop, workstation, "
+                                     "server, max or auto", o->preset);
+    if (o->trunk_gb >= 0 || o->cache_gb >= 0)
+        mo->budget_gb = -1; /* explicit sizes win over a preset */
+    mo->trunk_gb = o->trunk_gb;
+    mo->cache_gb = o->cache_gb;
+    mo->trunk_layers = (int)o->trunk_layers;
+    mo->cache_experts = o->cache_experts;
+    mo->trunk_ring = o->trunk_ring;
+    mo->stream_embed = o->stream_embed;
+    mo->stream_lm_head = o->stream_lm_head;
+    mo->max_context = o->max_context;
+    mo->no_mem_check = o->no_mem_check;
+    mo->trunk_dir = o->trunk_dir;
+    return K3_OK;
+}

@@ -7,6 +7,7 @@
 #include <stdint.h>
 
 #include "k3/error.h"
+#include "k3/k3.h"
 
 /* --stop may be given this many times. */
 #define K3_MAX_STOP 16
@@ -66,6 +67,11 @@ typedef struct k3_options {
 
 int k3_options_parse(k3_options *o, int argc, char **argv, k3_err *e);
 void k3_options_usage(void);
+
+/* The memory options (--preset, --trunk-gb, ... --trunk, --layers,
+ * --max-context) onto a model's. The caller sets max_batch, and
+ * max_context where it knows better (a one-shot run: prompt + --gen). */
+int k3_options_model(const k3_options *o, k3_model_opts *mo, k3_err *e);
 
 /* Parses "1,2,3" (decimal, no spaces, no empty entries) into a malloc'd
  * array. Errors name the offending entry. */

@@ -150,29 +150,6 @@ static int parse(serve_args *a, int argc, char **argv, char **pass, int *npass, 
     return K3_OK;
 }
 
-/* The memory options onto the model's, as the main command maps them for
- * a chat (a conversation grows: the plan's defaults or --max-context). */
-static int model_options(const k3_options *o, k3_model_opts *mo, k3_err *e)
-{
-    k3_model_opts_default(mo);
-    mo->n_layers = o->layers;
-    if (o->preset && k3_preset_budget(o->preset, &mo->budget_gb) != 0)
-        return k3_fail(e, K3_EINPUT, "--preset %s: expected ultra, laptop, desktop, workstation, "
-                                     "server, max or auto", o->preset);
-    if (o->trunk_gb >= 0 || o->cache_gb >= 0)
-        mo->budget_gb = -1; /* explicit sizes win over a preset */
-    mo->trunk_gb = o->trunk_gb;
-    mo->cache_gb = o->cache_gb;
-    mo->trunk_layers = (int)o->trunk_layers;
-    mo->cache_experts = o->cache_experts;
-    mo->trunk_ring = o->trunk_ring;
-    mo->stream_embed = o->stream_embed;
-    mo->stream_lm_head = o->stream_lm_head;
-    mo->max_context = o->max_context;
-    mo->no_mem_check = o->no_mem_check;
-    mo->trunk_dir = o->trunk_dir;
-    return K3_OK;
-}
 
 /* "NAME" of MODEL_DIR ".../NAME/" */
 static void base_name(const char *dir, char *out, size_t cap)
@@ -210,7 +187,7 @@ static int serve(const serve_args *a, const k3_options *o, k3_err *e)
     if (lfd < 0)
         return e->code;
     if (k3_tok_load(&tok, o->tok_dir ? o->tok_dir : o->model_dir, e) == K3_OK &&
-        model_options(o, &mo, e) == K3_OK && k3_model_open(&m, o->model_dir, &mo, e) == K3_OK &&
+        k3_options_model(o, &mo, e) == K3_OK && k3_model_open(&m, o->model_dir, &mo, e) == K3_OK &&
         k3_tok_vocab_size(tok) > k3_model_vocab(m))
         k3_fail(e, K3_EINPUT, "the tokenizer has %u ids but the model only %u: wrong --tok?",
                 k3_tok_vocab_size(tok), k3_model_vocab(m));

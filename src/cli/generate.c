@@ -129,6 +129,8 @@ typedef struct run {
     const k3_options *o;
     k3_model *m;
     const k3_tokenizer *tok;
+    int64_t eos_text;     /* [EOS]: SPEC 5 ends generation on it as well as on
+                           * the config's end ids; only the tokenizer knows it */
     uint32_t *gen;        /* the generated ids */
     size_t ngen;
     step_cost *steps;     /* [gen] */
@@ -171,7 +173,8 @@ static int on_token(void *user, uint32_t id, const float *logits, k3_err *e)
      * interleave on a terminal; ids are printed at the end anyway. */
     if (!o->quiet && !r->tok)
         print_step(r, r->ngen - 1);
-    if (r->tok && (o->ignore_eos || !k3_model_is_eos(r->m, id))) {
+    int end = !o->ignore_eos && (k3_model_is_eos(r->m, id) || (int64_t)id == r->eos_text);
+    if (r->tok && !end) {
         const unsigned char *bytes;
         size_t len;
         if (k3_tok_piece(r->tok, id, &bytes, &len, e) ||
@@ -180,14 +183,14 @@ static int on_token(void *user, uint32_t id, const float *logits, k3_err *e)
     }
     r->io_prev = io;
     r->t_prev = k3_cli_seconds();
-    return r->text.stopped;
+    return r->text.stopped || end;
 }
 
-/* Feeds the prompt (dumping every position's logits when asked). */
 /* Prompts longer than this are fed in chunks of it, with a progress line:
  * feeding a prompt in pieces gives bit-identical logits (k3_forward). */
 #define PREFILL_CHUNK 256
 
+/* Feeds the prompt (dumping every position's logits when asked). */
 static int prefill(run *r, k3_state *st, const uint32_t *prompt, size_t np, k3_err *e)
 {
     const k3_options *o = r->o;
@@ -254,6 +257,7 @@ int k3_run_generate(k3_model *m, const k3_options *o, const uint32_t *prompt, si
     r.o = o;
     r.m = m;
     r.tok = tok;
+    r.eos_text = tok ? k3_tok_special_id(tok, "[EOS]") : -1;
     k3_textout_init(&r.text, stdout, o->stop, o->nstop);
     k3_sampler smp;
     int have_sampler = 0;

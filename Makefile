@@ -36,7 +36,7 @@ TEST_BIN := $(TEST_SRC:tests/unit/%.c=$(BUILD)/tests/%)
 PROG_BIN := $(PROG_SRC:tests/progs/%.c=$(BUILD)/progs/%)
 K3_BIN   := $(if $(filter build,$(BUILD)),bin/k3,$(BUILD)/bin/k3)
 
-.PHONY: all test asan ubsan clean demo install
+.PHONY: all test asan ubsan clean demo install portable cross-aarch64
 all: $(K3_BIN) $(TEST_BIN) $(PROG_BIN)
 
 $(BUILD)/%.o: %.c
@@ -94,6 +94,20 @@ install: $(K3_BIN) $(BUILD)/libk3.a
 	install -m 644 $(BUILD)/libk3.a $(DESTDIR)$(PREFIX)/lib/libk3.a
 	install -m 644 include/k3/*.h $(DESTDIR)$(PREFIX)/include/k3/
 
+# make portable: no -march anywhere. The default build has none either: the
+# x86 SIMD tables carry their own target attributes and are picked at run
+# time (src/core/dispatch.c), so one binary runs on any x86-64.
+portable:
+	$(MAKE) BUILD=build-portable all
+
+# make cross-aarch64: static aarch64 binaries in build-aarch64/, for
+# qemu-aarch64 (tests/gates/60-aarch64.sh). -fno-tree-vectorize avoids an
+# internal compiler error of Debian's gcc 12 cross compiler on a test file;
+# it cannot change a bit (without -ffast-math gcc never reorders float sums).
+cross-aarch64:
+	$(MAKE) BUILD=build-aarch64 CC=aarch64-linux-gnu-gcc OPT="-O2 -g -fno-tree-vectorize" \
+		CFLAGS=-static all
+
 clean:
 	rm -rf build build-* bin
 
@@ -101,3 +115,4 @@ clean:
 
 # ---- fuzzing: replay drivers in `all`, and `make fuzz` (see tests/fuzz/fuzz.mk) ----
 include tests/fuzz/fuzz.mk
+include benchmarks/bench.mk

@@ -1,9 +1,10 @@
 # ---- make bench: k3's speed against this machine's ceilings ----
-# Included by the Makefile. Builds the ceilings probe (benchmarks/peak.c,
-# linked with libk3.a for the CPU-feature dispatch) and runs
-# benchmarks/bench.sh, which makes the "slice" checkpoint once (K3_SLICE_DIR,
-# default build/slice, ~7.6 GB) and writes $(BUILD)/bench/report.md.
-BENCH_BIN := $(BUILD)/bench/peak
+# Included by the Makefile. Builds the ceilings probe (benchmarks/peak.c)
+# and the kernel timer (benchmarks/kernels.c), both linked with libk3.a, and
+# runs benchmarks/bench.sh, which makes the "slice" checkpoint once
+# (K3_SLICE_DIR, default build/slice, ~7.6 GB) and writes
+# $(BUILD)/bench/report.md.
+BENCH_BIN := $(BUILD)/bench/peak $(BUILD)/bench/kernels
 
 $(BUILD)/bench/%: benchmarks/%.c $(BUILD)/libk3.a
 	@mkdir -p $(dir $@)
@@ -11,6 +12,6 @@ $(BUILD)/bench/%: benchmarks/%.c $(BUILD)/libk3.a
 
 .PHONY: bench
 bench: $(K3_BIN) $(BENCH_BIN)
-	K3_BIN=$(K3_BIN) K3_BUILD=$(BUILD) PYTHON=$(PYTHON) sh benchmarks/bench.sh
+	K3_BIN=$(K3_BIN) K3_BUILD=$(BUILD) PYTHON=$(PYTHON) CC="$(CC)" sh benchmarks/bench.sh
 
 -include $(BENCH_BIN:=.d)

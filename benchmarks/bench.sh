@@ -1,7 +1,8 @@
 #!/bin/sh
 # bench.sh - k3's speed against this machine's ceilings (make bench). Not a
 # test: it reports, it does not judge. Steps:
-#   1. ceilings: memory read bandwidth and fp32 FMA peak ($K3_BUILD/bench/peak);
+#   1. ceilings: memory read bandwidth and fp32 FMA peak ($K3_BUILD/bench/peak),
+#      and the kernel tables alone on the release's shapes (.../kernels);
 #   2. the "slice" checkpoint (the release's real widths, 4 layers, 32
 #      experts, ~7.6 GB; ~2 minutes of CPU, <0.5 GB of RAM), made once in
 #      $K3_SLICE_DIR and reused;
@@ -30,8 +31,20 @@ out="$K3_BUILD/bench"
 mkdir -p "$out"
 rm -f "$out"/*.json
 
+# The machine, and how busy it is (numbers from a shared machine are low).
+{
+    echo "cpu $(sed -n 's/^model name[^:]*: //p' /proc/cpuinfo 2>/dev/null | head -n 1)"
+    echo "cores $(getconf _NPROCESSORS_ONLN)"
+    echo "memory_gib $(awk '/MemTotal/ {printf "%.1f", $2 / 1048576}' /proc/meminfo 2>/dev/null)"
+    echo "kernel $(uname -sr)"
+    echo "compiler $(${CC:-cc} --version 2>/dev/null | head -n 1)"
+    echo "load_before $(cut -d' ' -f1-3 /proc/loadavg 2>/dev/null)"
+} >"$out/machine.txt"
+
 echo "== ceilings (medians of 7 runs)"
 K3_KERNELS= "$K3_BUILD/bench/peak" --runs 7 | tee "$out/peak.txt"
+echo "== kernels alone (one thread, CPU seconds, best of 5)"
+"$K3_BUILD/bench/kernels" --runs 5 | tee "$out/kernels.txt"
 
 # Reused while the preset's dimensions are the same: speed depends on the
 # shapes, not on the values drawn.
@@ -59,10 +72,14 @@ one() {
     "$PYTHON" -c 'import json,sys; d=json.load(open(sys.argv[1])); s=d["step_seconds"]; print("  %s: first step %.3f s, then %s" % (sys.argv[1].split("/")[-1], d["prefill_seconds"], " ".join("%.3f" % x for x in s[1:])))' "$f"
 }
 
-echo "== decode (one-token prompt; the first step is not counted)"
+# The first step (the prompt) is not counted. A 16-token prompt has picked
+# nearly every expert once, so the steps after it rarely read one; the scalar
+# runs, 20x slower, take a one-token prompt (expert reads are subtracted
+# from every step anyway, see report.py).
+echo "== decode"
 for th in 1 2; do
     for r in $(seq "$runs"); do
-        one decode "$best" "$th" "$r" 1 "$gen"
+        one decode "$best" "$th" "$r" 16 "$gen"
         one decode scalar "$th" "$r" 1 3
     done
 done
@@ -74,4 +91,5 @@ for n in 64 512; do
     done
 done
 
+echo "load_after $(cut -d' ' -f1-3 /proc/loadavg 2>/dev/null)" >>"$out/machine.txt"
 "$PYTHON" benchmarks/report.py "$out" "$slice" "$runs" | tee "$out/report.md"

@@ -1,10 +1,12 @@
 /* peak.c - the machine's ceilings, for benchmarks/bench.sh:
  *   read  memory read bandwidth: every thread streams its share of a buffer
  *         far larger than any cache (XOR into vector registers, so only the
- *         loads cost), median of runs;
+ *         loads cost), median of runs; also one thread alone, timed in its
+ *         CPU seconds (read_core_gbps);
  *   fma   fp32 FMA peak per kernel table the CPU runs: every thread keeps
  *         independent FMA chains in registers (enough to cover the FMA
- *         latency on every port), median of runs.
+ *         latency on every port), median of runs; also one thread in its
+ *         CPU seconds (fma_core_gflops_*), the yardstick of kernels.c.
  * Output: one "key value" line per result (GB/s = 1e9 bytes/s, GFLOP/s with
  * an FMA counted as 2 flops), and the kernel table the engine picks here.
  *
@@ -29,6 +31,15 @@ static double now(void)
 {
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
+/* CPU seconds of the calling thread: time the OS gave to other programs
+ * does not count. */
+static double cpu_now(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
     return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
 }
 
@@ -105,7 +116,9 @@ static read_fn best_read(void)
 
 static volatile uint64_t sink;
 
-static double read_gbps(size_t bytes, int runs)
+/* GB/s of every thread reading its share at once (wall time), or, with
+ * one_core, of one thread reading the whole buffer (its own CPU time). */
+static double read_gbps(size_t bytes, int runs, int one_core)
 {
     void *mem = NULL;
     if (posix_memalign(&mem, 4096, bytes) != 0) {
@@ -113,19 +126,19 @@ static double read_gbps(size_t bytes, int runs)
         exit(1);
     }
     uint64_t *buf = mem;
-    int nt = omp_get_max_threads();
+    int nt = one_core ? 1 : omp_get_max_threads();
     size_t share = bytes / (size_t)nt / 4096 * 4096; /* whole pages per thread */
     read_fn f = best_read();
     /* Each thread touches its own share first (first-touch placement). */
-#pragma omp parallel
+#pragma omp parallel num_threads(nt)
     memset((char *)buf + (size_t)omp_get_thread_num() * share, 1, share);
     double *gbps = malloc((size_t)runs * sizeof *gbps);
     for (int r = 0; r < runs; r++) {
         uint64_t x = 0;
-        double t0 = now();
-#pragma omp parallel reduction(^ : x)
+        double t0 = one_core ? cpu_now() : now();
+#pragma omp parallel num_threads(nt) reduction(^ : x)
         x ^= f(buf + (size_t)omp_get_thread_num() * share / 8, share);
-        double dt = now() - t0;
+        double dt = (one_core ? cpu_now() : now()) - t0;
         sink ^= x;
         gbps[r] = (double)share * (double)nt / dt * 1e-9;
     }
@@ -214,7 +227,9 @@ static double fma_neon(long iters)
 }
 #endif
 
-static double fma_gflops(fma_fn f, int runs)
+/* GFLOP/s of all threads at once (wall time), or, with one_core, of one
+ * thread (its own CPU time). */
+static double fma_gflops(fma_fn f, int runs, int one_core)
 {
     long iters = 1000;
     /* Grow the work until one run takes ~0.2 s. */
@@ -228,6 +243,11 @@ static double fma_gflops(fma_fn f, int runs)
     iters *= 4;
     double *g = malloc((size_t)runs * sizeof *g);
     for (int r = 0; r < runs; r++) {
+        if (one_core) {
+            double t0 = cpu_now(), flops = f(iters);
+            g[r] = flops / (cpu_now() - t0) * 1e-9;
+            continue;
+        }
         double flops = 0, t0 = now();
 #pragma omp parallel reduction(+ : flops)
         flops += f(iters);
@@ -236,6 +256,14 @@ static double fma_gflops(fma_fn f, int runs)
     double m = median(g, runs);
     free(g);
     return m;
+}
+
+/* One "fma_gflops_TABLE" line (all threads, wall) and one
+ * "fma_core_gflops_TABLE" line (one thread, CPU time). */
+static void report_fma(const char *table, fma_fn f, int runs)
+{
+    printf("fma_gflops_%s %.2f\n", table, fma_gflops(f, runs, 0));
+    printf("fma_core_gflops_%s %.2f\n", table, fma_gflops(f, runs, 1));
 }
 
 int main(int argc, char **argv)
@@ -255,16 +283,17 @@ int main(int argc, char **argv)
     printf("kernels_default %s\n", k3_isa_active()->name);
     printf("runs %ld\n", runs);
     printf("read_buffer_mib %ld\n", mib);
-    printf("read_gbps %.2f\n", read_gbps((size_t)mib << 20, (int)runs));
-    printf("fma_gflops_scalar %.2f\n", fma_gflops(fma_scalar, (int)runs));
+    printf("read_gbps %.2f\n", read_gbps((size_t)mib << 20, (int)runs, 0));
+    printf("read_core_gbps %.2f\n", read_gbps((size_t)mib << 20, (int)runs, 1));
+    report_fma("scalar", fma_scalar, (int)runs);
 #if defined(K3_HAVE_X86_TABLES)
     if (k3_isa_find("avx2"))
-        printf("fma_gflops_avx2 %.2f\n", fma_gflops(fma_avx2, (int)runs));
+        report_fma("avx2", fma_avx2, (int)runs);
     if (k3_isa_find("avx512"))
-        printf("fma_gflops_avx512 %.2f\n", fma_gflops(fma_avx512, (int)runs));
+        report_fma("avx512", fma_avx512, (int)runs);
 #endif
 #if defined(K3_HAVE_NEON_TABLE)
-    printf("fma_gflops_neon %.2f\n", fma_gflops(fma_neon, (int)runs));
+    report_fma("neon", fma_neon, (int)runs);
 #endif
     return 0;
 }

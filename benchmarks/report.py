@@ -12,6 +12,10 @@ Bytes and FLOPs per token come from the tensor shapes (tools/k3ref.py):
   weight FLOPs per token = 2 x the weight elements those bytes hold (each is one
   multiply-add per token); attention over positions and the KDA state update are
   not counted (they are <1% of the weight FLOPs at these lengths).
+Weights resident: every run keeps all weights in memory, but the engine reads each
+routed expert from disk the first time a token picks it, so the time spent reading is
+taken out: per step, its expert bytes times the run's read seconds per byte (the
+engine's --out report has both).
 Decode time per token = median over a run's generation steps (the first step, the
 prompt, excluded), then median over runs. Prefill time = the first step of a --gen 1
 run (one k3_forward over the prompt plus its last-position logits), median over runs.
@@ -60,6 +64,27 @@ def read_peak(path):
     return peak
 
 
+def kernel_table(path, peak):
+    """Markdown rows of benchmarks/kernels.c's lines against the one-core ceilings."""
+    rows = []
+    bw = float(peak.get("read_core_gbps", "nan"))
+    with open(path, encoding="utf-8") as f:
+        for line in f:
+            _, table, kind, shape, T, gbps, gflops = line.split()
+            fma = float(peak.get(f"fma_core_gflops_{table}", "nan"))
+            rows.append(f"| {table} | {kind} {shape} | {T} | {float(gbps):.1f} ({float(gbps) / bw:.0%}) "
+                        f"| {float(gflops):.1f} ({float(gflops) / fma:.0%}) |")
+    return rows
+
+
+def compute_seconds(report):
+    """Each step's seconds without its expert reads (see the module doc)."""
+    ex = report.get("experts", {})
+    per_byte = ex["read_seconds"] / ex["bytes_read"] if ex.get("bytes_read") else 0.0
+    steps = report.get("steps") or [{"seconds": s, "bytes_read": 0} for s in report["step_seconds"]]
+    return [st["seconds"] - st.get("bytes_read", 0) * per_byte for st in steps]
+
+
 def runs_of(out_dir):
     """{(kind, table, threads, prompt): [report dicts]}"""
     groups = {}
@@ -78,6 +103,14 @@ def main(out_dir, slice_dir, runs):
     fma = float(peak.get(f"fma_gflops_{best}", peak["fma_gflops_scalar"]))
     nbytes, elems = weight_costs(slice_dir)
     groups = runs_of(out_dir)
+    machine = os.path.join(out_dir, "machine.txt")
+    if os.path.exists(machine):
+        print("## Machine\n")
+        with open(machine, encoding="utf-8") as f:
+            for line in f:
+                key, _, value = line.rstrip("\n").partition(" ")
+                print(f"- {key.replace('_', ' ')}: {value}")
+        print(f"- OpenMP wait policy: {os.environ.get('OMP_WAIT_POLICY', 'default')}\n")
     print("## Ceilings\n")
     print(f"- memory read bandwidth: **{bw:.1f} GB/s** ({peak['threads']} threads, "
           f"{peak['read_buffer_mib']} MiB buffer, median of {peak['runs']} runs)")
@@ -85,17 +118,29 @@ def main(out_dir, slice_dir, runs):
         if k.startswith("fma_gflops_"):
             print(f"- fp32 FMA peak, {k[len('fma_gflops_'):]}: **{float(v):.1f} GFLOP/s** "
                   f"(all threads, median of {peak['runs']} runs)")
+    kernels = os.path.join(out_dir, "kernels.txt")
+    if os.path.exists(kernels):
+        print("\n## Kernels alone (one thread, its CPU seconds, best of 5)\n")
+        print(f"- one core reads {float(peak['read_core_gbps']):.1f} GB/s")
+        for k, v in peak.items():
+            if k.startswith("fma_core_gflops_"):
+                print(f"- one core's FMA peak, {k[len('fma_core_gflops_'):]}: {float(v):.1f} GFLOP/s")
+        print("\n| kernels | matrix | tokens | weight GB/s (of one core's reads) "
+              "| GFLOP/s (of one core's FMA peak, same table) |")
+        print("|---|---|---|---|---|")
+        print("\n".join(kernel_table(kernels, peak)))
     print(f"\nPer decode token the slice touches {nbytes / 1e9:.3f} GB of weights "
           f"({2 * elems / 1e9:.2f} GFLOP of weight products).\n")
 
-    print(f"## Decode (medians of {runs} runs; scalar runs: 2 steps, {best} runs: more)\n")
+    print(f"## Decode (medians of {runs} runs; per run the median of its steps after the "
+          f"first: 2 for scalar, more for {best})\n")
     print("| kernels | threads | s/token | weight GB/s | of bandwidth | speedup vs scalar |")
     print("|---|---|---|---|---|---|")
     dec = {}
     for (kind, table, th, _), reps in sorted(groups.items()):
         if kind == "decode":
             dec[(table, th)] = statistics.median(
-                statistics.median(r["step_seconds"][1:]) for r in reps)
+                statistics.median(compute_seconds(r)[1:]) for r in reps)
     for (table, th), s in sorted(dec.items(), key=lambda kv: (kv[0][1], kv[0][0] != "scalar")):
         sp = dec.get(("scalar", th), float("nan")) / s
         print(f"| {table} | {th} | {s:.3f} | {nbytes / s / 1e9:.1f} | {nbytes / s / 1e9 / bw:.0%} "
@@ -107,7 +152,7 @@ def main(out_dir, slice_dir, runs):
     for (kind, table, th, n), reps in sorted(groups.items(), key=lambda kv: (kv[0][3], kv[0][2])):
         if kind != "prefill":
             continue
-        s = statistics.median(r["prefill_seconds"] for r in reps)
+        s = statistics.median(compute_seconds(r)[0] for r in reps)
         gf = 2 * elems * n / s / 1e9
         print(f"| {table} | {th} | {n} | {s:.2f} | {n / s:.1f} | {gf:.1f} | {gf / fma:.0%} |")
 

@@ -116,7 +116,7 @@ static void axpy(float *y, float a, const float *x, size_t n)
 }
 
 const k3_isa k3_isa_scalar = {
-    .name = "scalar", .mr = 1, .nr = 1,
+    .name = "scalar", .mr = 1, .nr = 1, .row_tokens = 1,
     .rows_f32 = rows_f32, .rows_bf16 = rows_bf16, .rows_mxfp4 = rows_mxfp4,
     .decode_bf16 = decode_bf16, .decode_mxfp4 = decode_mxfp4, .tile = tile, .axpy = axpy,
 };

@@ -25,6 +25,11 @@ typedef struct k3_isa {
     const char *name;
     /* Largest register block of tile() and of the row dots: rows x tokens. */
     size_t mr, nr;
+    /* k3_matmul of up to this many tokens runs passes of row dots (nr
+     * tokens each, every pass streaming the weights once) instead of
+     * decoded panels: they overlap the weight stream with the arithmetic,
+     * a panel is decoded before its tiles run. Measured per table. */
+    size_t row_tokens;
     /* Row dots of nt <= nr tokens: y[t*ldy + r] = row r . x[t*n ..] for
      * r < rows, t < nt. The rows are stored one after the other (n floats /
      * n BF16 / n/2 packed bytes and n/32 scales apart), and each is read and

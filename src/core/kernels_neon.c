@@ -99,6 +99,9 @@ NEON_AI void mxfp4n(const uint8_t *p, uint8x16x4_t tab, float32x4x4_t *lo, float
 #define SIMD_NAME "neon"
 #define SIMD_MR 2
 #define SIMD_NR 2
+/* Not measured on hardware (qemu only): as AVX2, whose register block it
+ * shares. */
+#define SIMD_ROW_TOKENS 2
 #define v16 float32x4x4_t
 #define v16_zero zn
 #define v16_load ldn

@@ -5,9 +5,11 @@
  *   SIMD_FN(name)      this table's copy of a name, e.g. name##_avx512
  *   SIMD_TARGET        attributes of every function here: the target ISA
  *                      (empty when it is the baseline, as NEON on aarch64)
- *   SIMD_MR, SIMD_NR   register block of tile(), rows x tokens: MR*NR
- *                      accumulators, NR token vectors and one row vector
- *                      must fit the register file
+ *   SIMD_MR, SIMD_NR   register block, rows x tokens, of tile() and of the
+ *                      row dots of several tokens: MR*NR accumulators, NR
+ *                      token vectors and one row vector must fit the
+ *                      register file (NR is 2 or 6)
+ *   SIMD_ROW_TOKENS    the table's row_tokens (kernels_isa.h)
  *   v16                16 float lanes; lane l takes element l of a 16-step
  *   v16_zero() v16_load(p) v16_store(p, v)
  *   v16_fma(a, b, c)   c + a*b per lane with one rounding (as fmaf)
@@ -333,7 +335,7 @@ SIMD_TARGET static void SIMD_FN(axpy)(float *y, float a, const float *x, size_t 
 }
 
 const k3_isa SIMD_FN(k3_isa) = {
-    .name = SIMD_NAME, .mr = SIMD_MR, .nr = SIMD_NR,
+    .name = SIMD_NAME, .mr = SIMD_MR, .nr = SIMD_NR, .row_tokens = SIMD_ROW_TOKENS,
     .rows_f32 = SIMD_FN(rows_f32), .rows_bf16 = SIMD_FN(rows_bf16),
     .rows_mxfp4 = SIMD_FN(rows_mxfp4), .decode_bf16 = SIMD_FN(decode_bf16),
     .decode_mxfp4 = SIMD_FN(decode_mxfp4), .tile = SIMD_FN(tile), .axpy = SIMD_FN(axpy),

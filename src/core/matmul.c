@@ -15,8 +15,7 @@
  * threads never write the same line. */
 #define MV_ROWS 16
 
-/* k3_matmul for more tokens than a row-dot register block holds. The
- * contract fixes the order inside each dot (16 lanes, ascending elements)
+/* k3_matmul for more than the table's row_tokens tokens. The contract fixes the order inside each dot (16 lanes, ascending elements)
  * but neither the order of the (row, token) pairs nor where a dot may
  * pause: its lanes can be parked in memory between column chunks and
  * resumed. So rows go MM_ROWS at a time, tokens MM_TOKENS at a time and
@@ -29,18 +28,12 @@
  * With T <= MM_TOKENS every weight is read and decoded exactly once. Long
  * column chunks matter most (measured on Zen 4: 4096-8192 columns beat 256
  * by ~25%, as a tile's start and its parked lanes cost less per FMA, and
- * whole rows are decoded from one sequential stream); 24
- * rows is a multiple of every table's register block (1, 2, 4 rows) and
- * MM_COLS one of 32 (MXFP4 groups) and of 16 (lanes). */
+ * whole rows are decoded from one sequential stream). 24 rows is a multiple
+ * of every table's register block (1, 2, 4 rows), MM_COLS one of 32 (MXFP4
+ * groups) and of 16 (lanes). */
 #define MM_ROWS 24
 #define MM_TOKENS 96
 #define MM_COLS 8192
-
-/* Up to this many passes of row dots (each reads the weights once for nr
- * tokens) beat the panel path: the row dots overlap the weight stream with
- * their arithmetic, while a panel is decoded before its tiles run. Measured
- * on Zen 4 (AVX-512, nr = 6) at 7 to 18 tokens, BF16 and MXFP4. */
-#define ROW_PASSES 3
 
 float k3_dot(const float *a, const float *b, size_t n)
 {
@@ -144,7 +137,7 @@ static void matmul_rows(const k3_isa *isa, const k3_mat *m, size_t r0, size_t rb
 void k3_matmul(const k3_mat *m, const float *X, size_t T, float *Y)
 {
     const k3_isa *isa = k3_isa_active();
-    if (T <= ROW_PASSES * isa->nr) { /* passes of row dots, nr tokens each */
+    if (T <= isa->row_tokens) { /* passes of row dots, nr tokens each */
         size_t n = (size_t)m->cols, rows = (size_t)m->rows;
         for (size_t t = 0; t < T; t += isa->nr)
             row_dots_all(isa, m, X + t * n, T - t < isa->nr ? T - t : isa->nr, Y + t * rows);

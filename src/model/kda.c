@@ -56,23 +56,18 @@ static void delta_step(float *S, const float *q, const float *k, const float *v,
     for (size_t c = 0; c < d; c++)
         for (size_t j = 0; j < d; j++)
             S[c * d + j] *= alpha[c];
-    for (size_t j = 0; j < d; j++)
-        u[j] = 0.0f;
+    /* u = S^T k, o = S^T q: over c in order, each row one k3_axpy (one
+     * fmaf per element: the order contract above, vectorised across j). */
+    memset(u, 0, d * sizeof *u);
     for (size_t c = 0; c < d; c++)
-        for (size_t j = 0; j < d; j++)
-            u[j] = fmaf(S[c * d + j], k[c], u[j]);
+        k3_axpy(u, k[c], S + c * d, d);
     for (size_t j = 0; j < d; j++)
         u[j] = v[j] - u[j];
-    for (size_t c = 0; c < d; c++) {
-        float bk = beta * k[c];
-        for (size_t j = 0; j < d; j++)
-            S[c * d + j] = fmaf(bk, u[j], S[c * d + j]);
-    }
-    for (size_t j = 0; j < d; j++)
-        o[j] = 0.0f;
     for (size_t c = 0; c < d; c++)
-        for (size_t j = 0; j < d; j++)
-            o[j] = fmaf(S[c * d + j], q[c], o[j]);
+        k3_axpy(S + c * d, beta * k[c], u, d);
+    memset(o, 0, d * sizeof *o);
+    for (size_t c = 0; c < d; c++)
+        k3_axpy(o, q[c], S + c * d, d);
 }
 
 void k3_kda_step(const k3_config *cfg, const k3_kda_weights *w, float *hist, float *S,

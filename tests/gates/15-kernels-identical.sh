@@ -10,7 +10,7 @@ mkdir -p "$out"
 
 # run TABLE THREADS DIR IDS TAG: generated ids on stdout, dumps in $out/TAG.*
 run() {
-    K3_KERNELS=$1 "$K3_BIN" "$3" --ids "$4" --gen 12 --ignore-eos --threads "$2" \
+    K3_KERNELS=$1 "$K3_BIN" "$3" --ids "$4" --gen 12 --ignore-eos --threads "$2" --quiet \
         --dump-prompt-logits "$out/$5.prompt.f32" --dump-logits "$out/$5.gen.f32"
 }
 
@@ -18,7 +18,7 @@ tables=""
 probe=$(model tiny-a tiny-a)
 for k in scalar avx2 avx512 neon; do
     set +e
-    K3_KERNELS=$k "$K3_BIN" "$probe" --ids 1 --gen 1 >/dev/null 2>"$out/probe.err"
+    K3_KERNELS=$k "$K3_BIN" "$probe" --ids 1 --gen 1 --quiet >/dev/null 2>"$out/probe.err"
     rc=$?
     set -e
     if [ "$rc" -eq 0 ]; then

@@ -17,9 +17,6 @@ DECAY = """    for (size_t c = 0; c < d; c++)
         for (size_t j = 0; j < d; j++)
             S[c * d + j] *= alpha[c];
 """
-READ = """    for (size_t j = 0; j < d; j++)
-        o[j] = 0.0f;
-"""
 
 MUTANTS = {
     # MXFP4: the even element taken from the HIGH nibble instead of the low.
@@ -56,9 +53,9 @@ MUTANTS = {
     ],
     # KDA: the decay applied after the delta update instead of before.
     "decay-after-delta": [
-        ("src/model/kda.c", DECAY + "    for (size_t j = 0; j < d; j++)\n        u[j] = 0.0f;",
-         "    for (size_t j = 0; j < d; j++)\n        u[j] = 0.0f;"),
-        ("src/model/kda.c", READ, DECAY + READ),
+        ("src/model/kda.c", DECAY + "    /* u = S^T k", "    /* u = S^T k"),
+        ("src/model/kda.c", "    memset(o, 0, d * sizeof *o);",
+         DECAY + "    memset(o, 0, d * sizeof *o);"),
     ],
 }
 

@@ -61,6 +61,7 @@ best=$(sed -n 's/^kernels_default //p' "$out/peak.txt")
 threads=$(sed -n 's/^threads //p' "$out/peak.txt")
 echo "== best table: $best"
 
+# N spread-out ordinary ids of the slice's vocabulary (8192, the last 256 special).
 ids() { "$PYTHON" -c 'import sys; n=int(sys.argv[1]); print(",".join(str((i*7919+13)%7936) for i in range(n)))' "$1"; }
 
 # one KIND TABLE THREADS RUN PROMPT_LEN GEN: one engine run, its --out report

@@ -1,11 +1,10 @@
 /* attnres.c - attention residuals: a softmax over depth (SPEC section 4). */
-#include <math.h>
-
 #include "core/kernels.h"
 #include "model/model.h"
 
 /* AttnRes over n sources of H floats: score_s = rms(s, norm) . proj,
- * out = sum_s softmax(score)_s * s (raw sources, in source order). */
+ * out = sum_s softmax(score)_s * s (raw sources, in source order; out
+ * must not alias a source). */
 void k3_attn_res(float *out, const float *const *src, size_t n, const float *norm,
                      const float *proj, size_t H, float eps, float *tmp, float *score)
 {
@@ -14,10 +13,11 @@ void k3_attn_res(float *out, const float *const *src, size_t n, const float *nor
         score[s] = k3_dot(tmp, proj, H);
     }
     k3_softmax(score, n);
-    for (size_t i = 0; i < H; i++) {
-        float acc = 0.0f;
-        for (size_t s = 0; s < n; s++)
-            acc = fmaf(score[s], src[s][i], acc);
-        out[i] = acc;
-    }
+    /* out[i] = sum over s in source order, one fmaf each, starting from 0;
+     * elementwise, so k3_axpy runs it 16 elements at a time. out must not
+     * alias a source. */
+    for (size_t i = 0; i < H; i++)
+        out[i] = 0.0f;
+    for (size_t s = 0; s < n; s++)
+        k3_axpy(out, score[s], src[s], H);
 }

@@ -40,11 +40,8 @@ void k3_mla_attend(const k3_config *cfg, const k3_mat *kv_b, const float *cache,
         k3_softmax(p, npos);
         for (size_t c = 0; c < R; c++)
             ctx[c] = 0.0f;
-        for (size_t j = 0; j < npos; j++) {
-            const float *kv = cache + j * KW;
-            for (size_t c = 0; c < R; c++)
-                ctx[c] = fmaf(p[j], kv[c], ctx[c]);
-        }
+        for (size_t j = 0; j < npos; j++) /* ctx[c] += p[j] kv_j[c], j ascending */
+            k3_axpy(ctx, p[j], cache + j * KW, R);
         k3_matvec(&vb, ctx, o + h * DV);
     }
 }

@@ -12,7 +12,6 @@
  * Summation order: the weighted expert outputs are added in ascending
  * expert index, whatever order they were chosen or arrived in, so the sum
  * does not depend on scores' ties, caches or I/O timing. */
-#include <math.h>
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
@@ -136,23 +135,29 @@ static void *fetch_main(void *arg)
 /* The routed experts of all T tokens. Each expert any token chose is
  * applied once to every token that chose it: the union uni[0..nu),
  * ascending, in chunks of at most `cap` (what the source can pin at once);
- * the first chunk's views are already fetched (views). Each token's chosen
- * ids are ascending and so is the union, so every token still adds its
- * experts' outputs in ascending expert order: the sum does not depend on T,
- * the chunking or the cache. */
+ * the first chunk's views are already fetched (views). An expert's tokens
+ * are gathered into one block and run as matrix-matrix products (each
+ * weight row decoded once for all of them; k3_matmul gives each token the
+ * bits of k3_matvec). Each token's chosen ids are ascending and so is the
+ * union, so every token still adds its experts' outputs in ascending expert
+ * order: the sum does not depend on T, the chunking or the cache.
+ * Scratch: g and o hold T x Z, hu holds 2 x T x F. */
 static int routed(const k3_config *c, const k3_expert_source *src, const int32_t *ids,
                   const float *wts, const float *z, size_t T, const int32_t *uni, size_t nu,
-                  size_t cap, const k3_expert **views, float *y, float *act, k3_err *e)
+                  size_t cap, const k3_expert **views, float *y, float *g, float *o,
+                  float *hu, k3_err *e)
 {
     size_t k = (size_t)c->num_experts_per_token;
     size_t Z = (size_t)c->routed_expert_hidden_size, F = (size_t)c->moe_intermediate_size;
     float b1 = (float)c->situ_beta, b2 = (float)c->situ_linear_beta;
-    size_t *next = k3_calloc(e, T + 1, sizeof *next, "MoE routing"); /* per token: next pick */
+    /* per token: its next pick; per block row: its token */
+    size_t *next = k3_calloc(e, 2 * T + 1, sizeof *next, "MoE routing");
     if (!next) {
         release(src, uni, nu < cap ? nu : cap);
         return e->code;
     }
-    float *h = act, *u = h + F, *o = u + F;
+    size_t *tok = next + T;
+    float *h = hu, *u = hu + T * F;
     int rc = K3_OK;
     for (size_t c0 = 0; c0 < nu && rc == K3_OK; c0 += cap) {
         size_t n = nu - c0 < cap ? nu - c0 : cap;
@@ -160,18 +165,22 @@ static int routed(const k3_config *c, const k3_expert_source *src, const int32_t
             break;
         for (size_t q = 0; q < n; q++) {
             const k3_expert *ex = views[q];
+            size_t m = 0;
             for (size_t t = 0; t < T; t++) {
                 size_t j = next[t];
-                if (j >= k || ids[t * k + j] != uni[c0 + q])
-                    continue;
+                if (j < k && ids[t * k + j] == uni[c0 + q]) {
+                    memcpy(g + m * Z, z + t * Z, Z * sizeof *g);
+                    tok[m++] = t;
+                }
+            }
+            k3_matmul(&ex->w1, g, m, h);
+            k3_matmul(&ex->w3, g, m, u);
+            k3_situ(h, u, m * F, b1, b2);
+            k3_matmul(&ex->w2, h, m, o);
+            for (size_t r = 0; r < m; r++) {
+                size_t t = tok[r];
+                k3_axpy(y + t * Z, wts[t * k + next[t]], o + r * Z, Z);
                 next[t]++;
-                k3_matvec(&ex->w1, z + t * Z, h);
-                k3_matvec(&ex->w3, z + t * Z, u);
-                k3_situ(h, u, F, b1, b2);
-                k3_matvec(&ex->w2, h, o);
-                float wj = wts[t * k + j];
-                for (size_t i = 0; i < Z; i++)
-                    y[t * Z + i] = fmaf(wj, o[i], y[t * Z + i]);
             }
         }
         release(src, uni + c0, n);
@@ -189,7 +198,7 @@ int k3_moe_block(const k3_config *c, const k3_moe_weights *w, const k3_expert_so
     size_t S = (size_t)(c->moe_intermediate_size * c->num_shared_experts);
     float b1 = (float)c->situ_beta, b2 = (float)c->situ_linear_beta;
     size_t wide = (S > F ? S : F);
-    size_t nf = T * E + E + T * k + 2 * T * Z + 2 * T * wide + T * H + 2 * F + Z;
+    size_t nf = T * E + E + T * k + 2 * T * Z + 2 * T * wide + T * H + 2 * T * Z;
     float *buf = k3_malloc(e, nf * sizeof *buf, "MoE scratch");
     int32_t *ids = k3_malloc(e, (T * k + E + 1) * sizeof *ids, "MoE routing");
     const k3_expert **views = k3_malloc(e, (E + 1) * sizeof *views, "MoE routing");
@@ -199,7 +208,7 @@ int k3_moe_block(const k3_config *c, const k3_moe_weights *w, const k3_expert_so
     }
     int32_t *uni = ids + T * k;
     float *logits = buf, *sig = logits + T * E, *wts = sig + E, *z = wts + T * k;
-    float *y = z + T * Z, *tmp = y + T * Z, *shared = tmp + 2 * T * wide, *act = shared + T * H;
+    float *y = z + T * Z, *tmp = y + T * Z, *shared = tmp + 2 * T * wide, *g = shared + T * H;
 
     k3_matmul(&w->router, x, T, logits);
     for (size_t t = 0; t < T; t++)
@@ -224,7 +233,7 @@ int k3_moe_block(const k3_config *c, const k3_moe_weights *w, const k3_expert_so
         k3_fail(e, rc, "%s", job.err.msg);
     memset(y, 0, T * Z * sizeof *y);
     if (rc == K3_OK)
-        rc = routed(c, src, ids, wts, z, T, uni, nu, cap, views, y, act, e);
+        rc = routed(c, src, ids, wts, z, T, uni, nu, cap, views, y, g, g + T * Z, tmp, e);
     if (rc == K3_OK) {
         if (w->latent_norm)
             for (size_t t = 0; t < T; t++)

@@ -146,7 +146,7 @@ static uint64_t scratch_floats(const k3_config *c, int L, uint64_t T, uint64_t c
     uint64_t fwd = 5 * T * H + T * nbank * H + H + nbank + 1 + T * V;
     uint64_t kda = 6 * T * C + T * D + T * NH + 3 * C + 2 * D;
     uint64_t mla = T * QL + T * MH * DQ + T * (R + DR) + 2 * T * MH * DV + 2 * R + ctx;
-    uint64_t moe = T * E + E + 2 * T * K + 2 * T * Z + 2 * T * wide + T * H + 2 * F + Z;
+    uint64_t moe = T * E + E + 2 * T * K + 4 * T * Z + 2 * T * wide + T * H;
     uint64_t dense = 2 * T * I;
     return fwd + (kda > mla ? kda : mla) + (moe > dense ? moe : dense);
 }

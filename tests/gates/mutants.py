@@ -35,16 +35,17 @@ MUTANTS = {
     "per-expert-norm": [
         ("src/model/moe.c", "static int routed(const k3_config *c, const k3_expert_source *src,",
          "static int routed(const k3_config *c, const float *latent_norm, const k3_expert_source *src,"),
-        ("src/model/moe.c", "rc = routed(c, src, ids, wts, z, T, uni, nu, cap, views, y, act, e);",
-         "rc = routed(c, w->latent_norm, src, ids, wts, z, T, uni, nu, cap, views, y, act, e);"),
-        ("src/model/moe.c", "k3_matvec(&ex->w2, h, o);",
-         "k3_matvec(&ex->w2, h, o);\n                k3_rmsnorm(o, o, latent_norm, Z, (float)c->rms_norm_eps);"),
+        ("src/model/moe.c", "rc = routed(c, src, ids, wts, z, T, uni, nu, cap, views, y, g, g + T * Z, tmp, e);",
+         "rc = routed(c, w->latent_norm, src, ids, wts, z, T, uni, nu, cap, views, y, g, g + T * Z, tmp, e);"),
+        ("src/model/moe.c", "k3_matmul(&ex->w2, h, m, o);",
+         "k3_matmul(&ex->w2, h, m, o);\n            for (size_t r = 0; r < m; r++)\n                k3_rmsnorm(o + r * Z, o + r * Z, latent_norm, Z, (float)c->rms_norm_eps);"),
         ("src/model/moe.c", "k3_rmsnorm(y + t * Z, y + t * Z, w->latent_norm, Z, (float)c->rms_norm_eps);",
          "(void)y;"),
     ],
     # AttnRes skipped: every mix just passes the newest source through.
     "skipped-attnres": [
-        ("src/model/attnres.c", "out[i] = acc;", "out[i] = src[n - 1][i];"),
+        ("src/model/attnres.c", "k3_axpy(out, score[s], src[s], H);",
+         "k3_axpy(out, s + 1 == n, src[s], H);"),
     ],
     # MLA: the shared rope part of the keys dropped from the scores.
     "dropped-rope": [

@@ -32,10 +32,10 @@
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
 #include "io/direct.h"
 #include "io/read_batch.h"
+#include "util/clock.h"
 #include "util/error.h"
 
 /* Reads in flight per batch. Reads block in the kernel, not on a core, so
@@ -350,13 +350,6 @@ static int32_t take_slot(k3_expert_cache *ec)
 
 /* ---- fetch ---- */
 
-static double now(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
-}
-
 /* Checks a fetch without changing anything; counts its misses. */
 static int check_fetch(k3_expert_cache *ec, int layer, const int32_t *ids, size_t n,
                        size_t *misses, k3_err *e)
@@ -445,9 +438,9 @@ static int load(k3_expert_cache *ec, const int32_t *miss, size_t nm, k3_err *e)
     }
     k3_batch_info info;
     k3_err re = { 0 };
-    double t0 = now();
+    double t0 = k3_seconds();
     rc = k3_read_batch(reqs, nr, EC_READ_THREADS, &info, &re);
-    ec->st.read_seconds += now() - t0;
+    ec->st.read_seconds += k3_seconds() - t0;
     ec->st.bytes_read += info.bytes;
     if (rc != K3_OK) {
         size_t key = ec->slots[miss[owner[info.failed]]].key;

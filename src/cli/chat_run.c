@@ -24,6 +24,7 @@
 #include "k3/chat.h"
 #include "server/reply.h"
 #include "tokenizer/utf8.h"
+#include "util/clock.h"
 #include "util/error.h"
 
 /* Reply length when --gen is not given. */
@@ -97,7 +98,7 @@ static int on_token(void *user, uint32_t id, const float *logits, k3_err *e)
     chat *c = user;
     (void)logits;
     if (!c->t_first)
-        c->t_first = k3_cli_seconds();
+        c->t_first = k3_seconds();
     if ((int64_t)id == c->end_ids[0] || (int64_t)id == c->end_ids[1] || k3_model_is_eos(c->m, id))
         return 1;
     for (int k = 0; k < 3; k++)
@@ -198,7 +199,7 @@ static int reply(chat *c, const char *what, const char *line, size_t len, k3_err
     fputc('\n', stdout);
     fflush(stdout);
     if (!o->quiet) {
-        double t = k3_cli_seconds(), first = c->t_first ? c->t_first - c->t_start : 0;
+        double t = k3_seconds(), first = c->t_first ? c->t_first - c->t_start : 0;
         fprintf(stderr, "%s: generated %zu tokens (%s), first token after %.4f s, %.2f tok/s\n",
                 what, ngen, end_name(end, c), first,
                 ngen > 1 && t > c->t_first ? (double)(ngen - 1) / (t - c->t_first) : 0.0);
@@ -238,7 +239,7 @@ static int turn(chat *c, int number, const char *line, size_t len, k3_err *e)
             return k3_fail(e, K3_EINPUT, "%s: the message is not valid UTF-8 (byte %zu)", what, i);
         i += n;
     }
-    c->t_start = k3_cli_seconds();
+    c->t_start = k3_seconds();
     if (k3_chat_add_message(c->conv, "user", line, len, e) || sync_context(c, what, 1, e))
         return e->code;
     return reply(c, what, line, len, e);

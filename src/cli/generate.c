@@ -11,18 +11,11 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/resource.h>
-#include <time.h>
 
 #include "cli/textout.h"
+#include "util/clock.h"
 #include "util/error.h"
 #include "util/progress.h"
-
-double k3_cli_seconds(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
-}
 
 /* Peak resident set size of this process, in bytes. */
 static long long peak_rss_bytes(void)
@@ -161,7 +154,7 @@ static int on_token(void *user, uint32_t id, const float *logits, k3_err *e)
     k3_io_counters io;
     k3_model_io(r->m, &io);
     step_cost *sc = &r->steps[r->ngen];
-    sc->seconds = k3_cli_seconds() - r->t_prev;
+    sc->seconds = k3_seconds() - r->t_prev;
     sc->bytes_read = io.trunk_bytes + io.expert_bytes - r->io_prev.trunk_bytes -
                      r->io_prev.expert_bytes;
     sc->requests = io.expert_requests - r->io_prev.expert_requests;
@@ -182,7 +175,7 @@ static int on_token(void *user, uint32_t id, const float *logits, k3_err *e)
             return 1;
     }
     r->io_prev = io;
-    r->t_prev = k3_cli_seconds();
+    r->t_prev = k3_seconds();
     return r->text.stopped || end;
 }
 
@@ -265,7 +258,7 @@ int k3_run_generate(k3_model *m, const k3_options *o, const uint32_t *prompt, si
     k3_gen_params gp;
     k3_gen_end end;
     size_t ngen = 0;
-    double wall0 = k3_cli_seconds();
+    double wall0 = k3_seconds();
     r.gen = k3_malloc(e, ((size_t)o->gen + 1) * sizeof *r.gen, "token sequence");
     r.steps = k3_calloc(e, (size_t)o->gen + 1, sizeof *r.steps, "timings");
     if (!r.gen || !r.steps || k3_state_new(&st, m, e) != K3_OK ||
@@ -298,7 +291,7 @@ int k3_run_generate(k3_model *m, const k3_options *o, const uint32_t *prompt, si
     fputc('\n', stdout);
     if (o->save_state && save_state(&r, st, e) != K3_OK)
         goto done;
-    double wall = k3_cli_seconds() - wall0;
+    double wall = k3_seconds() - wall0;
     k3_io_counters io;
     k3_model_io(m, &io);
     if (!o->quiet) {

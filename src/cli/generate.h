@@ -8,9 +8,6 @@
 #include "k3/sample.h"
 #include "k3/tokenizer.h"
 
-/* Monotonic clock, in seconds (for the timings the CLI prints). */
-double k3_cli_seconds(void);
-
 /* A sampler set up from the sampling options (--temperature ...). */
 int k3_cli_sampler(k3_sampler *s, const k3_options *o, size_t vocab, k3_err *e);
 

@@ -8,7 +8,6 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
-#include <time.h>
 
 #include "cli/chat_cmd.h"
 #include "cli/chat_run.h"
@@ -19,6 +18,7 @@
 #include "cli/tokenize_cmd.h"
 #include "k3/k3.h"
 #include "k3/tokenizer.h"
+#include "util/clock.h"
 #include "util/error.h"
 
 #ifndef K3_VERSION
@@ -111,22 +111,15 @@ static int model_options(const k3_options *o, size_t prompt_len, k3_model_opts *
     return K3_OK;
 }
 
-static double seconds_now(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
-}
-
 /* --plan: open (index + bind + plan, nothing loaded), print, exit. */
 static int plan_only(const k3_options *o, k3_err *e)
 {
     k3_model_opts mo;
     k3_model *m = NULL;
-    double t0 = seconds_now();
+    double t0 = k3_seconds();
     if (model_options(o, 1, &mo, e) == K3_OK && k3_model_open(&m, o->model_dir, &mo, e) == K3_OK) {
         printf("indexed and bound %zu tensors in %.3f s\n", k3_model_tensor_count(m),
-               seconds_now() - t0);
+               k3_seconds() - t0);
         k3_model_print_plan(m, stdout);
     }
     k3_model_close(m);

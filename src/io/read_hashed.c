@@ -3,8 +3,8 @@
 
 #include <pthread.h>
 #include <string.h>
-#include <time.h>
 
+#include "util/clock.h"
 #include "util/error.h"
 #include "util/xxh64.h"
 
@@ -18,13 +18,6 @@ typedef struct {
     pthread_mutex_t mu;
     pthread_cond_t cv;
 } hasher;
-
-static double now(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
-}
 
 static void *hash_main(void *arg)
 {
@@ -41,9 +34,9 @@ static void *hash_main(void *arg)
         pthread_mutex_unlock(&h->mu);
         if (failed)
             return NULL;
-        double t0 = now();
+        double t0 = k3_seconds();
         k3_xxh64_update(&s, h->buf + done, (size_t)(ready - done));
-        h->seconds += now() - t0;
+        h->seconds += k3_seconds() - t0;
         done = ready;
     }
     h->hash = k3_xxh64_digest(&s);
@@ -75,16 +68,16 @@ int k3_read_hashed(k3_file *f, uint64_t off, uint8_t *buf, uint64_t len, uint64_
         pthread_mutex_unlock(&h.mu);
     }
     if (threaded) {
-        double t0 = now();
+        double t0 = k3_seconds();
         pthread_join(th, NULL);
-        *exposed = now() - t0;
+        *exposed = k3_seconds() - t0;
     } else {
         /* No thread to be had: read, then hash. */
         k3_iov v = { buf, (size_t)k3_io_align_up(len) };
         if (k3_file_readv(f, off, &v, 1, len, e) == K3_OK) {
-            double t0 = now();
+            double t0 = k3_seconds();
             h.hash = k3_xxh64(buf, (size_t)len, 0);
-            h.seconds = *exposed = now() - t0;
+            h.seconds = *exposed = k3_seconds() - t0;
         }
     }
     *hashing = h.seconds;

@@ -6,10 +6,10 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
 #include "io/pread_all.h"
 #include "io/read_hashed.h"
+#include "util/clock.h"
 #include "util/error.h"
 
 enum { SLOT_EMPTY, SLOT_INFLIGHT, SLOT_LOADED };
@@ -39,13 +39,6 @@ struct k3_trunk {
     size_t qhead, qlen;
     k3_trunk_stats st;
 };
-
-static double now(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
-}
 
 /* A packed run: its one piece read through its k3_file and hashed as it
  * arrives (io/read_hashed.h), then checked against the run's checksum. */
@@ -108,10 +101,10 @@ static void *reader_main(void *arg)
         t->qlen--;
         const k3_run *r = &t->runs[s->run];
         pthread_mutex_unlock(&t->mu);
-        double t0 = now(), vs;
+        double t0 = k3_seconds(), vs;
         char msg[512] = "";
         int rc = read_run(r, s->buf, &vs, msg, sizeof msg);
-        double dt = now() - t0;
+        double dt = k3_seconds() - t0;
         pthread_mutex_lock(&t->mu);
         t->st.read_seconds += dt;
         t->st.verify_seconds += vs;
@@ -183,12 +176,12 @@ int k3_trunk_new(k3_trunk **out, const k3_run *runs, size_t nruns, const uint8_t
             continue;
         if (!(t->pinned[i] = k3_io_alloc((size_t)runs[i].bytes, "pinned trunk", e)))
             break;
-        double t0 = now();
+        double t0 = k3_seconds();
         if (read_run(&runs[i], t->pinned[i], &vs, msg, sizeof msg) != 0) {
             k3_fail(e, K3_EINVALID, "%s", msg);
             break;
         }
-        t->st.read_seconds += now() - t0;
+        t->st.read_seconds += k3_seconds() - t0;
         t->st.verify_seconds += vs;
         t->st.bytes_read += runs[i].bytes;
         t->st.runs_read++;
@@ -286,7 +279,7 @@ const uint8_t *k3_trunk_acquire(k3_trunk *t, size_t r, k3_err *e)
 {
     if (t->is_pinned[r])
         return t->pinned[r];
-    double t0 = now();
+    double t0 = k3_seconds();
     pthread_mutex_lock(&t->mu);
     long i;
     for (;;) {
@@ -303,10 +296,10 @@ const uint8_t *k3_trunk_acquire(k3_trunk *t, size_t r, k3_err *e)
                 s->state = SLOT_INFLIGHT;
                 s->run = r;
                 pthread_mutex_unlock(&t->mu);
-                double r0 = now(), vs;
+                double r0 = k3_seconds(), vs;
                 s->failed = read_run(&t->runs[r], s->buf, &vs, s->msg, sizeof s->msg) != 0;
                 pthread_mutex_lock(&t->mu);
-                t->st.read_seconds += now() - r0;
+                t->st.read_seconds += k3_seconds() - r0;
                 t->st.verify_seconds += vs;
                 if (!s->failed) {
                     t->st.bytes_read += t->runs[r].bytes;
@@ -330,7 +323,7 @@ const uint8_t *k3_trunk_acquire(k3_trunk *t, size_t r, k3_err *e)
         s->last_use = ++t->clock;
         buf = s->buf;
     }
-    t->st.wait_seconds += now() - t0;
+    t->st.wait_seconds += k3_seconds() - t0;
     pthread_mutex_unlock(&t->mu);
     return buf;
 }

@@ -15,6 +15,7 @@
 #include <unistd.h>
 
 #include "io/direct.h"
+#include "util/clock.h"
 #include "util/error.h"
 #include "util/progress.h"
 #include "util/xxh64.h"

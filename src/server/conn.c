@@ -20,6 +20,7 @@
 #include "server/api.h"
 #include "server/emit.h"
 #include "server/http.h"
+#include "util/clock.h"
 #include "util/error.h"
 
 #ifndef MSG_NOSIGNAL
@@ -35,13 +36,6 @@
  * client still sending (a body the server refused) gets the response
  * rather than a connection reset. */
 #define LINGER_MS 1000
-
-static double now(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
-}
 
 static int server_stopping(k3_server *s)
 {
@@ -126,9 +120,9 @@ static void http_error(int fd, int status, const char *why, const char *extra)
 static void linger_close(int fd)
 {
     char sink[4096];
-    double end = now() + LINGER_MS / 1000.0;
+    double end = k3_seconds() + LINGER_MS / 1000.0;
     shutdown(fd, SHUT_WR);
-    for (double left; (left = end - now()) > 0;) {
+    for (double left; (left = end - k3_seconds()) > 0;) {
         int rc = wait_input(fd, (int)(left * 1000) + 1);
         if (rc < 0 || (rc > 0 && recv(fd, sink, sizeof sink, 0) <= 0))
             break;
@@ -142,7 +136,7 @@ static void linger_close(int fd)
 static int read_request(k3_server *s, int fd, char **buf, size_t *len, k3_http_request *req)
 {
     k3_http_limits lim = { MAX_HEAD, MAX_HEADERS, MAX_TARGET, s->cfg->max_body };
-    double deadline = now() + s->cfg->timeout;
+    double deadline = k3_seconds() + s->cfg->timeout;
     size_t cap = 0;
     int continued = 0;
     *buf = NULL;
@@ -167,7 +161,7 @@ static int read_request(k3_server *s, int fd, char **buf, size_t *len, k3_http_r
             *buf = grown;
             cap = want;
         }
-        double left = deadline - now();
+        double left = deadline - k3_seconds();
         if (left <= 0) {
             req->error = "the request did not arrive in time (--timeout)";
             return 408;
@@ -199,7 +193,7 @@ static void log_line(k3_server *s, const k3_http_request *req, int status, const
         snprintf(what, sizeof what, " prompt=%zu reused=%zu generated=%zu finish=%s",
                  job->answer.n, job->stats.reused, job->stats.generated, job->stats.finish);
     fprintf(stderr, "k3 serve: %.*s %.*s %d%s %.3f s\n", (int)req->method_len, req->method,
-            (int)req->path_len, req->path, status, what, now() - t0);
+            (int)req->path_len, req->path, status, what, k3_seconds() - t0);
 }
 
 /* Streams or collects what the worker publishes for job until it is done
@@ -369,7 +363,7 @@ void k3_conn_serve(k3_server *s, int fd)
     tv.tv_sec = (time_t)s->cfg->timeout;
     tv.tv_usec = (suseconds_t)((s->cfg->timeout - (double)tv.tv_sec) * 1e6);
     setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof tv);
-    double t0 = now();
+    double t0 = k3_seconds();
     char *buf = NULL;
     size_t len = 0;
     k3_http_request req;

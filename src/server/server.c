@@ -18,6 +18,7 @@
 
 #include "server/answer.h"
 #include "server/conn.h"
+#include "util/clock.h"
 #include "util/error.h"
 
 /* Connection threads beyond the queue's capacity: room for the requests
@@ -31,13 +32,6 @@ static volatile sig_atomic_t stop_signal;
 static void on_signal(int sig)
 {
     stop_signal = sig;
-}
-
-static double now(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
 }
 
 int k3_server_listen(const k3_server_config *cfg, int *bound, k3_err *e)
@@ -159,12 +153,12 @@ static void dispatch(k3_server *s, int fd, const pthread_attr_t *detached)
 static void accept_loop(k3_server *s, int lfd)
 {
     const k3_server_config *cfg = s->cfg;
-    double t0 = now();
+    double t0 = k3_seconds();
     pthread_attr_t detached;
     pthread_attr_init(&detached);
     pthread_attr_setdetachstate(&detached, PTHREAD_CREATE_DETACHED);
     while (!stop_signal) {
-        if (cfg->exit_after > 0 && now() - t0 >= cfg->exit_after) {
+        if (cfg->exit_after > 0 && k3_seconds() - t0 >= cfg->exit_after) {
             fprintf(stderr, "k3 serve: --exit-after %g s reached: stopping\n", cfg->exit_after);
             break;
         }

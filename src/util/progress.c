@@ -1,18 +1,12 @@
 /* progress.c - see progress.h. */
 #include "util/progress.h"
 
-#include <time.h>
 #include <unistd.h>
+
+#include "util/clock.h"
 
 /* Redraws per second on a terminal: smooth enough, cheap enough. */
 #define TTY_INTERVAL 0.25
-
-double k3_seconds(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
-}
 
 void k3_progress_start(k3_progress *p, FILE *out, const char *what, uint64_t total)
 {

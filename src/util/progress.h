@@ -10,6 +10,8 @@
 #include <stdint.h>
 #include <stdio.h>
 
+#include "util/clock.h"
+
 #define K3_PROGRESS_PLAIN_SECONDS 10.0
 
 typedef struct k3_progress {
@@ -21,9 +23,6 @@ typedef struct k3_progress {
     double start, last;
     int tty;
 } k3_progress;
-
-/* Monotonic seconds (for callers timing phases the same way). */
-double k3_seconds(void);
 
 void k3_progress_start(k3_progress *p, FILE *out, const char *what, uint64_t total);
 /* The same for a count of things (e.g. unit "tokens") instead of bytes. */

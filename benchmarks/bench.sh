@@ -10,11 +10,16 @@
 #      kernels vs the best SIMD table, 1 and 2 threads;
 #   4. prefill: one k3_forward over 64 and 512 prompt tokens, best table,
 #      all threads;
-#   5. the report (benchmarks/report.py): medians, weight GB/s as a fraction
+#   5. streamed: the slice's trunk packed once (k3 pack-trunk, in
+#      $K3_SLICE_TRUNK_DIR), the disk's O_DIRECT read bandwidth measured on
+#      that trunk.bin (dd iflag=direct), then decode with every layer and
+#      lm_head streamed through a ring of 2 slots (--trunk-layers 0);
+#   6. the report (benchmarks/report.py): medians, weight GB/s as a fraction
 #      of the bandwidth, GFLOP/s as a fraction of the FMA peak, speedups; to
 #      stdout and $K3_BUILD/bench/report.md.
 # Environment: K3_BIN, K3_BUILD, PYTHON as for tests/run.sh; K3_SLICE_DIR
-# (default build/slice); K3_BENCH_RUNS runs per measurement (default 3);
+# (default build/slice); K3_SLICE_TRUNK_DIR (default build/slice-trunk);
+# K3_BENCH_RUNS runs per measurement (default 3);
 # K3_BENCH_GEN decode steps per run (default 8; scalar runs use 3);
 # OMP_WAIT_POLICY (default passive, see below).
 set -eu
@@ -25,6 +30,7 @@ set -eu
 # wake-up costs microseconds next to the milliseconds of each product here.
 export OMP_WAIT_POLICY="${OMP_WAIT_POLICY:-passive}"
 slice="${K3_SLICE_DIR:-build/slice}"
+trunk="${K3_SLICE_TRUNK_DIR:-build/slice-trunk}"
 runs="${K3_BENCH_RUNS:-3}"
 gen="${K3_BENCH_GEN:-8}"
 out="$K3_BUILD/bench"
@@ -64,12 +70,14 @@ echo "== best table: $best"
 # N spread-out ordinary ids of the slice's vocabulary (8192, the last 256 special).
 ids() { "$PYTHON" -c 'import sys; n=int(sys.argv[1]); print(",".join(str((i*7919+13)%7936) for i in range(n)))' "$1"; }
 
-# one KIND TABLE THREADS RUN PROMPT_LEN GEN: one engine run, its --out report
-# kept as $out/KIND-TABLE-tTHREADS-pPROMPT_LEN-rRUN.json.
+# one KIND TABLE THREADS RUN PROMPT_LEN GEN [ENGINE OPTIONS]: one engine run,
+# its --out report kept as $out/KIND-TABLE-tTHREADS-pPROMPT_LEN-rRUN.json.
 one() {
     f="$out/$1-$2-t$3-p$5-r$4.json"
-    K3_KERNELS=$2 "$K3_BIN" "$slice" --ids "$(ids "$5")" --gen "$6" --ignore-eos --threads "$3" \
-        --quiet --out "$f" >/dev/null
+    k=$2 t=$3 n=$5 g=$6
+    shift 6
+    K3_KERNELS=$k "$K3_BIN" "$slice" --ids "$(ids "$n")" --gen "$g" --ignore-eos --threads "$t" \
+        --quiet --out "$f" "$@" >/dev/null
     "$PYTHON" -c 'import json,sys; d=json.load(open(sys.argv[1])); s=d["step_seconds"]; print("  %s: first step %.3f s, then %s" % (sys.argv[1].split("/")[-1], d["prefill_seconds"], " ".join("%.3f" % x for x in s[1:])))' "$f"
 }
 
@@ -83,6 +91,8 @@ for th in 1 2; do
         one decode "$best" "$th" "$r" 16 "$gen"
         one decode scalar "$th" "$r" 1 3
     done
+    # The scalar runs' prompt with the best table: the report checks the ids.
+    one same "$best" "$th" 1 1 3
 done
 
 echo "== prefill ($best, all $threads threads)"
@@ -90,6 +100,16 @@ for n in 64 512; do
     for r in $(seq "$runs"); do
         one prefill "$best" "$threads" "$r" "$n" 1
     done
+done
+
+echo "== streamed trunk ($best, all $threads threads)"
+"$K3_BIN" pack-trunk "$slice" "$trunk" --quiet
+# O_DIRECT reads of the packed file itself: the disk the streamed runs read.
+# (dd prints "N bytes ... copied, S s, ..." on its last line.)
+dd if="$trunk/trunk.bin" of=/dev/null bs=4194304 count=1024 iflag=direct 2>&1 |
+    awk '/copied/ { printf "disk_odirect_gbps %.3f\n", $1 / $(NF - 3) / 1e9 }' | tee "$out/disk.txt"
+for r in $(seq "$runs"); do
+    one stream "$best" "$threads" "$r" 16 4 --trunk "$trunk" --trunk-layers 0
 done
 
 echo "load_after $(cut -d' ' -f1-3 /proc/loadavg 2>/dev/null)" >>"$out/machine.txt"

@@ -4,7 +4,7 @@
   report.py OUT_DIR SLICE_DIR RUNS
 
 Reads OUT_DIR/peak.txt (ceilings) and the engine's --out reports
-OUT_DIR/{decode,prefill}-TABLE-tTHREADS-pPROMPT-rRUN.json, and the slice's config.
+OUT_DIR/{decode,prefill,stream}-TABLE-tTHREADS-pPROMPT-rRUN.json, and the slice's config.
 
 Bytes and FLOPs per token come from the tensor shapes (tools/k3ref.py):
   weight bytes touched by one decode token = every stored tensor except the routed
@@ -19,6 +19,9 @@ engine's --out report has both).
 Decode time per token = median over a run's generation steps (the first step, the
 prompt, excluded), then median over runs. Prefill time = the first step of a --gen 1
 run (one k3_forward over the prompt plus its last-position logits), median over runs.
+Streamed decode: the steps after the first of runs with every layer and lm_head
+streamed from the packed trunk, reads included (they are what is measured); stream
+GB/s = trunk bytes per token / s per token.
 """
 import glob
 import json
@@ -34,12 +37,14 @@ BYTES = {"BF16": 2, "F32": 4, "U8": 1}
 
 
 def weight_costs(slice_dir):
-    """(bytes touched, weight elements multiplied) per decode token."""
+    """(bytes touched, weight elements multiplied, trunk bytes) per decode token;
+    the trunk is every tensor but the routed experts and the embedding: what a
+    token streams with no layer pinned."""
     with open(os.path.join(slice_dir, "config.json"), encoding="utf-8") as f:
         top = json.load(f)
     cfg = k3ref.Config(top.get("text_config", top))
     share = cfg.num_experts_per_token / cfg.num_experts
-    nbytes = elems = 0.0
+    nbytes = elems = trunk = 0.0
     for name, (dtype, shape) in k3ref.expected_tensors(cfg).items():
         n = 1
         for d in shape:
@@ -50,9 +55,11 @@ def weight_costs(slice_dir):
             b, e = b / shape[0], 0                      # one row, looked up
         elif ".experts." in name:
             b, e = b * share, e * share
+        else:
+            trunk += b
         nbytes += b
         elems += e
-    return nbytes, elems
+    return nbytes, elems, trunk
 
 
 def read_peak(path):
@@ -89,7 +96,7 @@ def runs_of(out_dir):
     """{(kind, table, threads, prompt): [report dicts]}"""
     groups = {}
     for path in sorted(glob.glob(os.path.join(out_dir, "*.json"))):
-        m = re.match(r"(decode|prefill)-(\w+)-t(\d+)-p(\d+)-r\d+\.json$", os.path.basename(path))
+        m = re.match(r"(decode|prefill|stream|same)-(\w+)-t(\d+)-p(\d+)-r\d+\.json$", os.path.basename(path))
         if m:
             with open(path, encoding="utf-8") as f:
                 groups.setdefault((m[1], m[2], int(m[3]), int(m[4])), []).append(json.load(f))
@@ -101,7 +108,7 @@ def main(out_dir, slice_dir, runs):
     bw = float(peak["read_gbps"])
     best = peak["kernels_default"]
     fma = float(peak.get(f"fma_gflops_{best}", peak["fma_gflops_scalar"]))
-    nbytes, elems = weight_costs(slice_dir)
+    nbytes, elems, trunk = weight_costs(slice_dir)
     groups = runs_of(out_dir)
     machine = os.path.join(out_dir, "machine.txt")
     if os.path.exists(machine):
@@ -146,6 +153,20 @@ def main(out_dir, slice_dir, runs):
         print(f"| {table} | {th} | {s:.3f} | {nbytes / s / 1e9:.1f} | {nbytes / s / 1e9 / bw:.0%} "
               f"| {sp:.1f}x |")
 
+    # Same prompt, same ids: every table and thread count, resident or streamed.
+    ids = {}
+    for (kind, table, th, n), reps in groups.items():
+        for r in reps:
+            ids.setdefault(n, {})[f"{kind} {table} {th}t"] = r["generated_ids"]
+    for n, got in sorted(ids.items()):
+        shortest = min(len(v) for v in got.values())
+        same = len({tuple(v[:shortest]) for v in got.values()}) == 1
+        print(f"\nToken ids with the {n}-token prompt: **{'identical' if same else 'DIFFERENT'}** "
+              f"(first {shortest} generated) across {', '.join(sorted(got))}.")
+        if not same:
+            for k, v in sorted(got.items()):
+                print(f"- {k}: {v}")
+
     print(f"\n## Prefill (one k3_forward over the prompt; medians of {runs} runs)\n")
     print(f"| kernels | threads | tokens | seconds | tokens/s | weight GFLOP/s | of {best} FMA peak |")
     print("|---|---|---|---|---|---|---|")
@@ -155,6 +176,22 @@ def main(out_dir, slice_dir, runs):
         s = statistics.median(compute_seconds(r)[0] for r in reps)
         gf = 2 * elems * n / s / 1e9
         print(f"| {table} | {th} | {n} | {s:.2f} | {n / s:.1f} | {gf:.1f} | {gf / fma:.0%} |")
+
+
+    disk = os.path.join(out_dir, "disk.txt")
+    if os.path.exists(disk):
+        odirect = float(read_peak(disk)["disk_odirect_gbps"])
+        print(f"\n## Decode with the trunk streamed from disk (medians of {runs} runs)\n")
+        print(f"- the disk: **{odirect:.2f} GB/s** O_DIRECT sequential reads of trunk.bin "
+              f"(dd iflag=direct, 4 MiB reads)")
+        print(f"- every layer and lm_head stream through a ring of 2 slots (--trunk-layers 0): "
+              f"{trunk / 1e9:.3f} GB per token\n")
+        print("| kernels | threads | s/token | stream GB/s | of the disk's O_DIRECT bandwidth |")
+        print("|---|---|---|---|---|")
+        for (kind, table, th, _), reps in sorted(groups.items()):
+            if kind == "stream":
+                s = statistics.median(statistics.median(r["step_seconds"][1:]) for r in reps)
+                print(f"| {table} | {th} | {s:.3f} | {trunk / s / 1e9:.2f} | {trunk / s / 1e9 / odirect:.0%} |")
 
 
 if __name__ == "__main__":

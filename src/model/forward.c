@@ -12,6 +12,7 @@
  * which is what weight streaming needs; each token's arithmetic is the same
  * as in a one-token call, so logits are bit-identical either way. */
 #include <math.h>
+#include <omp.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -148,6 +149,9 @@ void k3_model_print_json(const k3_model *m, FILE *f, const char *in)
     memset(&ts, 0, sizeof ts);
     if (m->trunk)
         k3_trunk_stats_get(m->trunk, &ts);
+    /* The kernel table and thread count: what a speed number was made with. */
+    fprintf(f, "%s\"kernels\": \"%s\",\n%s\"threads\": %d,\n", in, k3_kernels_name(), in,
+            omp_get_max_threads());
     fprintf(f, "%s\"plan\": {\n", in);
     char deeper[32];
     snprintf(deeper, sizeof deeper, "%s  ", in);

@@ -72,6 +72,7 @@ void k3_options_usage(void)
           "\n"
           "Memory (never changes the answer, only the speed; GB = 2^30 bytes):\n"
           "  --preset NAME           ultra|laptop|desktop|workstation|server|max|auto\n"
+          "  --budget-gb X           a total budget of X GB, split as a preset's is\n"
           "  --list-presets          show the presets and exit\n"
           "  --trunk-gb X            pin layers up to X GB; the rest stream from disk\n"
           "  --trunk-ring N          ring slots for streamed layers (default 2)\n"
@@ -188,6 +189,7 @@ int k3_options_parse(k3_options *o, int argc, char **argv, k3_err *e)
     o->gen = 16;
     o->trunk_gb = -1;
     o->cache_gb = -1;
+    o->budget_gb = -1;
     o->trunk_layers = -1;
     o->top_p = 1.0;
     o->repeat_penalty = 1.0;
@@ -323,6 +325,10 @@ int k3_options_parse(k3_options *o, int argc, char **argv, k3_err *e)
         } else if (!strcmp(a, "--preset")) {
             VALUE();
             o->preset = next;
+        } else if (!strcmp(a, "--budget-gb")) {
+            VALUE();
+            if (parse_gb(a, next, &o->budget_gb, e))
+                return e->code;
         } else if (!strcmp(a, "--list-presets")) {
             o->list_presets = 1;
         } else if (!strcmp(a, "--trunk-gb")) {
@@ -420,6 +426,10 @@ int k3_options_model(const k3_options *o, k3_model_opts *mo, k3_err *e)
     if (o->preset && k3_preset_budget(o->preset, &mo->budget_gb) != 0)
         return k3_fail(e, K3_EINPUT, "--preset %s: expected ultra, laptop, desktop, workstation, "
                                      "server, max or auto", o->preset);
+    if (o->preset && o->budget_gb >= 0)
+        return k3_fail(e, K3_EINPUT, "--preset and --budget-gb both set a total budget: give one");
+    if (o->budget_gb >= 0)
+        mo->budget_gb = o->budget_gb;
     if (o->trunk_gb >= 0 || o->cache_gb >= 0)
         mo->budget_gb = -1; /* explicit sizes win over a preset */
     mo->trunk_gb = o->trunk_gb;

@@ -32,6 +32,7 @@ typedef struct k3_options {
     const char *out_json;         /* --out FILE */
     int layers;                   /* --layers N */
     const char *preset;           /* --preset NAME */
+    double budget_gb;             /* --budget-gb X (< 0: not given) */
     int list_presets;             /* --list-presets */
     double trunk_gb, cache_gb;    /* --trunk-gb, --cache-gb (< 0: not given) */
     int trunk_ring;               /* --trunk-ring N */

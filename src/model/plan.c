@@ -151,8 +151,41 @@ static uint64_t scratch_floats(const k3_config *c, int L, uint64_t T, uint64_t c
     return fwd + (kda > mla ? kda : mla) + (moe > dense ? moe : dense);
 }
 
-/* Turns a total budget into trunk and cache budgets (see plan.h). The
- * fixed costs come from a first plan with nothing pinned and no cache. */
+/* Expected bytes read from disk per decode token under a plan (the
+ * planner's yardstick, not a promise):
+ *  - streamed runs (layers, and lm_head when it streams) are read every
+ *    token, unless they all fit the ring's slots at once: then the ring
+ *    keeps them from token to token and nothing is re-read;
+ *  - a token asks for R = top-k x MoE layers experts. An LRU cache of S
+ *    slots holds none of them by the time they are asked for again when
+ *    S < R, and about S / (all experts) of them otherwise (uniform routing;
+ *    measured: docs/PERFORMANCE.md, "hit rate against capacity"). */
+static double read_per_token(const k3_plan *p, const k3_weights *w, const k3_config *c)
+{
+    double streamed = 0;
+    int nstreamed = 0;
+    for (size_t i = 0; i < w->nruns; i++)
+        if (!p->pinned[i]) {
+            streamed += (double)w->runs[i].bytes;
+            nstreamed++;
+        }
+    if (nstreamed <= p->ring_slots)
+        streamed = 0;
+    double R = (double)c->num_experts_per_token *
+               (double)(p->experts_total / (uint64_t)(c->num_experts > 0 ? c->num_experts : 1));
+    double S = (double)p->expert_slots, all = (double)p->experts_total;
+    double hit = all > 0 && S >= R ? S / all : 0;
+    return streamed + R * (1 - hit) * (double)p->expert_slot_bytes;
+}
+
+/* Turns a total budget into a number of pinned layers and expert slots
+ * (see plan.h). Every prefix of pinned layers is tried, from all of them
+ * down to none; each gets the expert slots that fit beside it (at least one
+ * layer's top-k, so a layer's experts are fetched in one batch), and the
+ * one that reads the fewest bytes per token wins (ties: more pinned). The
+ * ring is part of each candidate's cost, sized for that candidate's
+ * largest streamed run, so pinning a large layer can also shrink the ring.
+ * Fails with K3_EBUDGET naming the smallest plan when none fits. */
 static int split_budget(k3_model_opts *o, double budget_gb, const k3_config *c,
                         const k3_weights *w, k3_err *e)
 {
@@ -163,30 +196,55 @@ static int split_budget(k3_model_opts *o, double budget_gb, const k3_config *c,
      * quarter of the budget (the "ultra" case on the real model). */
     o->stream_embed = o->stream_embed || 2 * big > budget / 4;
     o->stream_lm_head = o->stream_lm_head || 2 * big > budget / 4;
-    k3_model_opts probe = *o;
-    probe.trunk_gb = 0;
-    probe.cache_gb = 0;
-    probe.trunk_layers = -1;
-    probe.cache_experts = 0;
-    probe.no_mem_check = 1;
-    k3_plan fixed;
-    if (k3_plan_make(&fixed, c, w, &probe, e) != K3_OK)
-        return e->code;
-    double room = budget - (double)(fixed.total - fixed.expert_cache);
-    double min_cache = (double)c->num_experts_per_token * (double)fixed.expert_slot_bytes;
-    if (!fixed.experts_total)
-        min_cache = 0;
-    /* Layers are pinned in order while they fit; what the next layer does
-     * not fit into goes to the cache, not to waste. */
-    double trunk = 0;
-    for (int i = 0; i < w->n_layers && trunk + (double)w->runs[i].bytes <= room - min_cache; i++)
-        trunk += (double)w->runs[i].bytes;
-    double cache = room - trunk;
-    if (cache < 0)
-        cache = 0;
-    k3_plan_free(&fixed);
-    o->trunk_gb = trunk / GIB;
-    o->cache_gb = cache / GIB;
+    int best_n = -1;
+    uint64_t best_slots = 0;
+    double best_read = 0, smallest = -1;
+    /* A second round streams embedding and lm_head if nothing fit with
+     * them resident (they are the cheapest bytes to give back). */
+    for (int round = 0; round < 2 && best_n < 0; round++) {
+        if (round == 1) {
+            if (o->stream_embed && o->stream_lm_head)
+                break;
+            o->stream_embed = o->stream_lm_head = 1;
+        }
+        for (int n = w->n_layers; n >= 0; n--) {
+            k3_model_opts probe = *o;
+            probe.trunk_gb = -1;
+            probe.trunk_layers = n;
+            probe.cache_gb = -1;
+            probe.cache_experts = 0;
+            probe.no_mem_check = 1;
+            k3_plan plan;
+            if (k3_plan_make(&plan, c, w, &probe, e) != K3_OK)
+                return e->code;
+            double fixed = (double)(plan.total - plan.expert_cache);
+            double min_slots = plan.experts_total ? (double)c->num_experts_per_token : 0;
+            if (min_slots > (double)plan.experts_total)
+                min_slots = (double)plan.experts_total;
+            double need = fixed + min_slots * (double)plan.expert_slot_bytes;
+            if (smallest < 0 || need < smallest)
+                smallest = need;
+            if (need <= budget) {
+                double room = (budget - fixed) / (double)plan.expert_slot_bytes;
+                plan.expert_slots = room < (double)plan.experts_total ? (uint64_t)room
+                                                                       : plan.experts_total;
+                double rd = read_per_token(&plan, w, c);
+                if (best_n < 0 || rd < best_read) {
+                    best_n = n;
+                    best_slots = plan.expert_slots;
+                    best_read = rd;
+                }
+            }
+            k3_plan_free(&plan);
+        }
+    }
+    if (best_n < 0)
+        return k3_fail(e, K3_EBUDGET,
+                       "a %.3g GB budget does not fit this model: its smallest plan needs "
+                       "%.3g GB (with %.0f%% kept free for the system, a budget of %.3g GB)",
+                       budget_gb, smallest / GIB, (1 - margin) * 100, smallest / margin / GIB);
+    o->trunk_layers = best_n;
+    o->cache_experts = best_slots > 0 ? (int64_t)best_slots : 0;
     return K3_OK;
 }
 

@@ -2,17 +2,17 @@
  * it fits, decided before anything large is allocated.
  *
  * Inputs are byte budgets for the pinned trunk and the expert cache (from
- * --trunk-gb / --cache-gb), or one total budget (a preset) that the plan
- * splits: fixed costs first (state, scratch, ring, small vectors, and the
- * embedding and lm_head unless they must stream), then at least one layer's
- * top-k of expert slots, then as much trunk as fits (every pinned GB saves
- * a GB of reading per token; a GB of expert cache saves far less), then the
- * rest to the expert cache. Layers are pinned in order while
- * they fit the trunk budget; the rest stream through the ring. The expert
- * cache gets budget / slot size slots (at least one). Everything else is
- * counted as it will be allocated: embedding and lm_head (each resident or
- * streamed), the small vectors, KDA state, the MLA KV cache for the
- * requested context, and the forward pass's scratch for the largest call.
+ * --trunk-gb / --cache-gb), exact counts (--trunk-layers, --cache-experts),
+ * or one total budget (a preset, --budget-gb) that the plan splits: it
+ * tries every number of pinned layers with the expert slots that fit beside
+ * it and keeps the split that reads the fewest bytes per token (plan.c,
+ * split_budget; a budget below the smallest plan is K3_EBUDGET). Layers
+ * are pinned in order while they fit the trunk budget; the rest stream
+ * through the ring. The expert cache gets budget / slot size slots (at
+ * least one). Everything else is counted as it will be allocated:
+ * embedding and lm_head (each resident or streamed), the small vectors,
+ * KDA state, the MLA KV cache for the requested context, and the forward
+ * pass's scratch for the largest call.
  * The plan never changes what is computed, only what is read when. */
 #ifndef K3_MODEL_PLAN_H
 #define K3_MODEL_PLAN_H

@@ -56,4 +56,20 @@ same streamed-ends
     die "streaming read no more than the resident run: the grid is not streaming"
 run gb-split --trunk-gb 0.0001 --cache-gb 0.0005
 same gb-split
+# Total budgets from the smallest plan that fits up to everything: the
+# planner's choices (pinned layers grow with the budget), same answer.
+last=-1
+for b in 0.0011 0.0013 0.0015 0.002 0.005 0.012 0.03; do
+    run "budget-$b" --budget-gb "$b"
+    same "budget-$b"
+    pin=$(field "budget-$b" plan.pinned_layers)
+    [ "$pin" -ge "$last" ] || die "--budget-gb $b pins $pin layers, fewer than a smaller budget"
+    last=$pin
+    n=$((n + 1))
+done
+[ "$last" -eq "$(field all plan.pinned_layers)" ] || die "the largest budget does not pin every layer"
+expect_exit 3 "budget does not fit this model: its smallest plan needs" \
+    "$K3_BIN" "$dir" --ids "$ids" --gen 1 --budget-gb 0.0001
+expect_exit 2 "both set a total budget" "$K3_BIN" "$dir" --ids "$ids" --preset max --budget-gb 1
+expect_exit 2 "--budget-gb expects a number" "$K3_BIN" "$dir" --ids "$ids" --budget-gb lots
 echo "$((n + 2)) budget configurations: identical ids and bit-identical logits"

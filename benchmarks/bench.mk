@@ -4,7 +4,12 @@
 # runs benchmarks/bench.sh, which makes the "slice" checkpoint once
 # (K3_SLICE_DIR, default build/slice, ~7.6 GB) and writes
 # $(BUILD)/bench/report.md.
+# make plots: benchmarks/plots.sh, seconds per token against the memory
+# budget and the expert-cache hit rate against its capacity, as gnuplot
+# SVG/PNG in $(BUILD)/plots (K3_PLOTS_DOCS=1 copies them to docs/plots/).
+# Needs gnuplot (sh scripts/deps.sh plots); make test never runs it.
 BENCH_BIN := $(BUILD)/bench/peak $(BUILD)/bench/kernels
+PLOTS_BIN := $(BUILD)/bench/plan_budget
 
 $(BUILD)/bench/%: benchmarks/%.c $(BUILD)/libk3.a
 	@mkdir -p $(dir $@)
@@ -14,4 +19,8 @@ $(BUILD)/bench/%: benchmarks/%.c $(BUILD)/libk3.a
 bench: $(K3_BIN) $(BENCH_BIN)
 	K3_BIN=$(K3_BIN) K3_BUILD=$(BUILD) PYTHON=$(PYTHON) CC="$(CC)" sh benchmarks/bench.sh
 
--include $(BENCH_BIN:=.d)
+.PHONY: plots
+plots: $(K3_BIN) $(PLOTS_BIN)
+	K3_BIN=$(K3_BIN) K3_BUILD=$(BUILD) PYTHON=$(PYTHON) sh benchmarks/plots.sh
+
+-include $(BENCH_BIN:=.d) $(PLOTS_BIN:=.d)

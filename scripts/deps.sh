@@ -1,9 +1,12 @@
 #!/bin/sh
-# deps.sh demo|test - installs what `make demo` or `make test` needs and is
-# missing, so the README's two commands work on a fresh Debian machine.
-#   demo: a C compiler, make, python3 with numpy (the model maker)
-#   test: the above plus node and npm, curl (the download test), valgrind,
-#         and the pinned npm packages (npm ci)
+# deps.sh demo|test|plots - installs what `make demo`, `make test` or
+# `make plots` needs and is missing, so the README's two commands work on a
+# fresh Debian machine.
+#   demo:  a C compiler, make, python3 with numpy (the model maker)
+#   test:  the above plus node and npm, curl (the download test), valgrind,
+#          and the pinned npm packages (npm ci)
+#   plots: the demo's plus gnuplot (gnuplot-nox) for benchmarks/plots.sh;
+#          neither make test nor CI needs it
 # Uses apt-get (through sudo when not root). Prints what it installs; does
 # nothing when everything is present. Exit 1 if something cannot be had.
 set -eu
@@ -18,6 +21,9 @@ if [ "$what" = test ]; then
     command -v curl >/dev/null 2>&1 || pkgs="$pkgs curl"
     command -v valgrind >/dev/null 2>&1 || pkgs="$pkgs valgrind"
     command -v ps >/dev/null 2>&1 || pkgs="$pkgs procps"
+fi
+if [ "$what" = plots ]; then
+    command -v gnuplot >/dev/null 2>&1 || pkgs="$pkgs gnuplot-nox"
 fi
 if [ -n "$pkgs" ]; then
     echo "k3: installing missing packages:$pkgs"

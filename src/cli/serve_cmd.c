@@ -41,8 +41,9 @@ static void usage(FILE *f)
           "  --max-context N      prompt + answer tokens (default 4096)\n"
           "  --threads N          worker threads (default: all cores)\n"
           "  --quiet              no per-request log lines\n"
-          "  memory: --preset, --trunk-gb, --cache-gb, --trunk-ring, --trunk-layers,\n"
-          "          --cache-experts, --stream-embed, --stream-lm-head, --no-mem-check,\n"
+          "  memory: --preset, --budget-gb, --trunk-gb, --cache-gb, --trunk-ring,\n"
+          "          --trunk-layers, --cache-experts, --stream-embed, --stream-lm-head,\n"
+          "          --no-mem-check,\n"
           "          --trunk, --layers (as for k3 MODEL_DIR; see k3 --help)\n"
           "\n"
           "Request fields, extensions (thinking, reasoning_effort, top_k, min_p,\n"
@@ -56,7 +57,8 @@ static const struct {
     const char *name;
     int value;
 } shared[] = {
-    { "--tok", 1 },         { "--preset", 1 },       { "--trunk-gb", 1 },
+    { "--tok", 1 },         { "--preset", 1 },       { "--budget-gb", 1 },
+    { "--trunk-gb", 1 },
     { "--cache-gb", 1 },    { "--trunk-ring", 1 },   { "--trunk-layers", 1 },
     { "--cache-experts", 1 }, { "--max-context", 1 }, { "--trunk", 1 },
     { "--threads", 1 },     { "--layers", 1 },       { "--stream-embed", 0 },

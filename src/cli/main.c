@@ -8,6 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include "cli/chat_cmd.h"
 #include "cli/chat_run.h"
@@ -219,8 +220,29 @@ done:
     return e->code;
 }
 
+/* OpenMP's idle threads sleep between parallel regions unless the user
+ * chose otherwise (OMP_WAIT_POLICY). A decode token runs hundreds of short
+ * regions; with the runtime's default (spin a while, then sleep) two
+ * threads on a machine where anything else runs took 2.4 s per token on
+ * the bench slice instead of 0.43 s passive, while spinning gains little
+ * when the machine is idle (docs/TUNING.md, "Threads"). libgomp reads the
+ * variable once, when it is loaded, so the only way to give it a default
+ * is to start this program again with it set. If that fails, k3 carries
+ * on with the runtime's default. */
+static void default_wait_policy(char **argv)
+{
+#if defined(__linux__)
+    if (getenv("OMP_WAIT_POLICY") || setenv("OMP_WAIT_POLICY", "passive", 1) != 0)
+        return;
+    execv("/proc/self/exe", argv);
+#else
+    (void)argv;
+#endif
+}
+
 int main(int argc, char **argv)
 {
+    default_wait_policy(argv);
     if (argc > 1 && !strcmp(argv[1], "serve"))
         return k3_cmd_serve(argc - 1, argv + 1);
     if (argc > 1 && !strcmp(argv[1], "pack-trunk"))

@@ -150,8 +150,11 @@ void k3_model_print_json(const k3_model *m, FILE *f, const char *in)
     if (m->trunk)
         k3_trunk_stats_get(m->trunk, &ts);
     /* The kernel table and thread count: what a speed number was made with. */
-    fprintf(f, "%s\"kernels\": \"%s\",\n%s\"threads\": %d,\n", in, k3_kernels_name(), in,
-            omp_get_max_threads());
+    const char *wait = getenv("OMP_WAIT_POLICY");
+    fprintf(f, "%s\"kernels\": \"%s\",\n%s\"threads\": %d,\n%s\"omp_wait_policy\": \"%s\",\n",
+            in, k3_kernels_name(), in, omp_get_max_threads(), in,
+            wait && strspn(wait, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ") == strlen(wait)
+                ? wait : "default");
     fprintf(f, "%s\"plan\": {\n", in);
     char deeper[32];
     snprintf(deeper, sizeof deeper, "%s  ", in);

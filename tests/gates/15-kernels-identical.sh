@@ -49,3 +49,14 @@ for preset in tiny-a tiny-b demo; do
     done
     echo "$preset: identical ids and logits for$tables x {1, 2} threads"
 done
+
+# OpenMP's wait policy: passive unless the user set one (k3 starts itself
+# again with it, src/cli/main.c); the --out report says which ran.
+policy() {
+    "$PYTHON" -c 'import json,sys; print(json.load(open(sys.argv[1]))["omp_wait_policy"])' "$1"
+}
+env -u OMP_WAIT_POLICY "$K3_BIN" "$probe" --ids 1 --gen 1 --quiet --out "$out/policy.json" >/dev/null
+[ "$(policy "$out/policy.json")" = passive ] || die "OMP_WAIT_POLICY unset: ran $(policy "$out/policy.json"), not passive"
+OMP_WAIT_POLICY=active "$K3_BIN" "$probe" --ids 1 --gen 1 --quiet --out "$out/policy.json" >/dev/null
+[ "$(policy "$out/policy.json")" = active ] || die "OMP_WAIT_POLICY=active was not kept"
+echo "ok: OpenMP wait policy passive by default, the user's when set"

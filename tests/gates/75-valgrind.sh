@@ -29,7 +29,9 @@ ids=$(prompt_ids "$(vocab_of "$A")" 8)
 vg() {
     name=$1
     shift
-    if ! OMP_NUM_THREADS=1 valgrind -q --error-exitcode=99 --leak-check=full \
+    # OMP_WAIT_POLICY set: k3 would otherwise start itself again to set it
+    # (src/cli/main.c), and the new image would run outside valgrind.
+    if ! OMP_NUM_THREADS=1 OMP_WAIT_POLICY=passive valgrind -q --error-exitcode=99 --leak-check=full \
         --show-leak-kinds=definite,indirect,possible \
         --errors-for-leak-kinds=definite,indirect,possible \
         "$V" "$@" >"$W/$name.out" 2>"$W/$name.err"; then

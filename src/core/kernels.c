@@ -6,6 +6,7 @@
 #include "core/kernels.h"
 
 #include <math.h>
+#include <stddef.h>
 #include <string.h>
 
 #include "core/kernels_isa.h"
@@ -131,9 +132,14 @@ void k3_rmsnorm(float *out, const float *x, const float *w, size_t n, float eps)
         out[i] = x[i] * inv * w[i];
 }
 
+/* Elementwise, so threads may split it anywhere without changing a bit;
+ * worth it for a prompt's blocks (T x width, each element three
+ * exponentials), not for one token's row. */
 void k3_situ(float *gate, const float *up, size_t n, float b1, float b2)
 {
-    for (size_t i = 0; i < n; i++) {
+    ptrdiff_t m = (ptrdiff_t)n;
+#pragma omp parallel for schedule(static) if (m >= 65536)
+    for (ptrdiff_t i = 0; i < m; i++) {
         float g = gate[i];
         gate[i] = b1 * k3_tanhf(g / b1) * k3_sigmoidf(g) * (b2 * k3_tanhf(up[i] / b2));
     }

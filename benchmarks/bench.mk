@@ -2,14 +2,14 @@
 # Included by the Makefile. Builds the ceilings probe (benchmarks/peak.c)
 # and the kernel timer (benchmarks/kernels.c), both linked with libk3.a, and
 # runs benchmarks/bench.sh, which makes the "slice" checkpoint once
-# (K3_SLICE_DIR, default build/slice, ~7.6 GB) and writes
-# $(BUILD)/bench/report.md.
+# (K3_SLICE_DIR, default build/slice, ~7.6 GB; benchmarks/checkpoint.sh) and
+# writes $(BUILD)/bench/report.md.
 # make plots: benchmarks/plots.sh, seconds per token against the memory
-# budget and the expert-cache hit rate against its capacity, as gnuplot
-# SVG/PNG in $(BUILD)/plots (K3_PLOTS_DOCS=1 copies them to docs/plots/).
-# Needs gnuplot (sh scripts/deps.sh plots); make test never runs it.
+# budget (k3 --budget-gb) and the expert-cache hit rate against its
+# capacity, as gnuplot SVG/PNG in $(BUILD)/plots (K3_PLOTS_DOCS=1 copies
+# them to docs/plots/). Needs gnuplot (sh scripts/deps.sh plots); make test
+# never runs it.
 BENCH_BIN := $(BUILD)/bench/peak $(BUILD)/bench/kernels
-PLOTS_BIN := $(BUILD)/bench/plan_budget
 
 $(BUILD)/bench/%: benchmarks/%.c $(BUILD)/libk3.a
 	@mkdir -p $(dir $@)
@@ -20,7 +20,7 @@ bench: $(K3_BIN) $(BENCH_BIN)
 	K3_BIN=$(K3_BIN) K3_BUILD=$(BUILD) PYTHON=$(PYTHON) CC="$(CC)" sh benchmarks/bench.sh
 
 .PHONY: plots
-plots: $(K3_BIN) $(PLOTS_BIN)
+plots: $(K3_BIN)
 	K3_BIN=$(K3_BIN) K3_BUILD=$(BUILD) PYTHON=$(PYTHON) sh benchmarks/plots.sh
 
--include $(BENCH_BIN:=.d) $(PLOTS_BIN:=.d)
+-include $(BENCH_BIN:=.d)

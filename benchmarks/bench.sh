@@ -48,19 +48,16 @@ rm -f "$out"/*.json
 } >"$out/machine.txt"
 
 echo "== ceilings (medians of 7 runs)"
-K3_KERNELS= "$K3_BUILD/bench/peak" --runs 7 | tee "$out/peak.txt"
+K3_KERNELS='' "$K3_BUILD/bench/peak" --runs 7 | tee "$out/peak.txt"
 echo "== kernels alone (one thread, CPU seconds, best of 5)"
 "$K3_BUILD/bench/kernels" --runs 5 | tee "$out/kernels.txt"
 
-# Reused while the preset's dimensions are the same: speed depends on the
-# shapes, not on the values drawn.
-stamp=$("$PYTHON" -c 'import sys; sys.path.insert(0, "tools"); import make_checkpoint as m; print(sorted(m.PRESETS["slice"].items()))' | cksum | cut -d' ' -f1)
-if [ ! -f "$slice/.stamp" ] || [ "$(cat "$slice/.stamp")" != "$stamp" ]; then
-    echo "== making the slice checkpoint in $slice (once; a few minutes)"
-    rm -rf "$slice"
-    "$PYTHON" tools/make_checkpoint.py "$slice" --preset slice
-    echo "$stamp" >"$slice/.stamp"
-fi
+# Made once and reused while its layout is the same (benchmarks/checkpoint.sh,
+# shared with pack_bench.sh and plots.sh): speed depends on the shapes, not on
+# the values drawn.
+# shellcheck source=benchmarks/checkpoint.sh
+. benchmarks/checkpoint.sh
+checkpoint "$slice" slice
 
 # The best table: the one the engine picks by itself (K3_KERNELS unset).
 best=$(sed -n 's/^kernels_default //p' "$out/peak.txt")

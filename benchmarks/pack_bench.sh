@@ -16,7 +16,7 @@
 # engine's trunk.bin reads are O_DIRECT. The packer's writes are buffered
 # and end in fsync, which the timing includes; dd's writes are O_DIRECT.
 # Environment: K3_BIN, K3_BUILD, PYTHON as for tests/run.sh; K3_SLICE_DIR
-# (default build/slice, shared with benchmarks/bench.sh).
+# (default build/slice, shared with bench.sh and plots.sh: benchmarks/checkpoint.sh).
 set -eu
 : "${K3_BIN:=bin/k3}" "${K3_BUILD:=build}" "${PYTHON:=/usr/bin/python3}"
 slice="${K3_SLICE_DIR:-build/slice}"
@@ -24,13 +24,10 @@ runs="${K3_BENCH_RUNS:-3}"
 out="$K3_BUILD/pack-bench"
 mkdir -p "$out"
 
-stamp="$(cksum <tools/make_checkpoint.py | cut -d' ' -f1)-slice"
-if [ ! -f "$slice/.stamp" ] || [ "$(cat "$slice/.stamp")" != "$stamp" ]; then
-    echo "== making the slice checkpoint in $slice (once; a few minutes)"
-    rm -rf "$slice"
-    "$PYTHON" tools/make_checkpoint.py "$slice" --preset slice
-    echo "$stamp" >"$slice/.stamp"
-fi
+# Made once and reused (benchmarks/checkpoint.sh, shared with bench.sh).
+# shellcheck source=benchmarks/checkpoint.sh
+. benchmarks/checkpoint.sh
+checkpoint "$slice" slice
 
 median() { sort -g | awk '{v[NR]=$1} END {print v[int((NR+1)/2)]}'; }
 now() { "$PYTHON" -c 'import time; print(time.monotonic())'; }
@@ -39,7 +36,7 @@ rate() { "$PYTHON" -c 'import sys; b,s,e=map(float,sys.argv[1:]); print("%.3f" %
 
 echo "== pack-trunk --layers 1 --force (median of $runs)"
 : >"$out/pack.txt"
-for r in $(seq "$runs"); do
+for _ in $(seq "$runs"); do
     "$K3_BIN" pack-trunk "$slice" "$out/trunk1" --layers 1 --force 2>"$out/pack.log"
     line=$(grep "pack-trunk: packed" "$out/pack.log")
     echo "  $line"
@@ -54,7 +51,7 @@ echo "== dd shard -> file, iflag=direct oflag=direct, the same bytes (median of 
 shard=$(ls "$slice"/model-00001-of-*.safetensors)
 count=$(awk -v b="$bytes" 'BEGIN {printf "%d", b / 16777216}')
 : >"$out/dd_copy.txt"
-for r in $(seq "$runs"); do
+for _ in $(seq "$runs"); do
     s=$(now)
     dd if="$shard" of="$out/dd.bin" bs=16M count="$count" iflag=direct oflag=direct 2>/dev/null
     e=$(now)
@@ -65,7 +62,7 @@ dd_copy=$(median <"$out/dd_copy.txt")
 
 echo "== dd trunk.bin -> /dev/null, iflag=direct (median of $runs)"
 : >"$out/dd_read.txt"
-for r in $(seq "$runs"); do
+for _ in $(seq "$runs"); do
     s=$(now)
     dd if="$out/trunk1/trunk.bin" of=/dev/null bs=16M iflag=direct 2>/dev/null
     e=$(now)
@@ -77,7 +74,7 @@ echo "== streaming the whole slice trunk from trunk.bin (median of $runs)"
 "$K3_BIN" pack-trunk "$slice" "$out/trunk" --quiet
 ids=$("$PYTHON" -c 'print(",".join(str((i*7919+13)%7936) for i in range(8)))')
 : >"$out/stream.txt"
-for r in $(seq "$runs"); do
+for _ in $(seq "$runs"); do
     "$K3_BIN" "$slice" --trunk "$out/trunk" --trunk-layers 0 --trunk-ring 2 --stream-lm-head \
         --ids "$ids" --gen 1 --ignore-eos --quiet --out "$out/stream.json" >/dev/null
     "$PYTHON" -c '

@@ -71,9 +71,10 @@ ids() { "$PYTHON" -c 'import sys; n=int(sys.argv[1]); print(",".join(str((i*7919
 # its --out report kept as $out/KIND-TABLE-tTHREADS-pPROMPT_LEN-rRUN.json.
 one() {
     f="$out/$1-$2-t$3-p$5-r$4.json"
-    k=$2 t=$3 n=$5 g=$6
+    k=$2 t=$3 n=$5 g=$6 policy=$OMP_WAIT_POLICY
+    [ "$1" = spin ] && policy=active
     shift 6
-    K3_KERNELS=$k "$K3_BIN" "$slice" --ids "$(ids "$n")" --gen "$g" --ignore-eos --threads "$t" \
+    OMP_WAIT_POLICY=$policy K3_KERNELS=$k "$K3_BIN" "$slice" --ids "$(ids "$n")" --gen "$g" --ignore-eos --threads "$t" \
         --quiet --out "$f" "$@" >/dev/null
     "$PYTHON" -c 'import json,sys; d=json.load(open(sys.argv[1])); s=d["step_seconds"]; print("  %s: first step %.3f s, then %s" % (sys.argv[1].split("/")[-1], d["prefill_seconds"], " ".join("%.3f" % x for x in s[1:])))' "$f"
 }
@@ -82,14 +83,30 @@ one() {
 # nearly every expert once, so the steps after it rarely read one; the scalar
 # runs, 20x slower, take a one-token prompt (expert reads are subtracted
 # from every step anyway, see report.py).
-echo "== decode"
-for th in 1 2; do
+# The thread sweep: 1, 2, 4, ... below the machine's threads, then all.
+sweep=1
+t=2
+while [ "$t" -lt "$threads" ]; do
+    sweep="$sweep $t"
+    t=$((t * 2))
+done
+[ "$threads" -gt 1 ] && sweep="$sweep $threads"
+echo "== decode (threads: $sweep)"
+for th in $sweep; do
     for r in $(seq "$runs"); do
         one decode "$best" "$th" "$r" 16 "$gen"
         one decode scalar "$th" "$r" 1 3
     done
     # The scalar runs' prompt with the best table: the report checks the ids.
     one same "$best" "$th" 1 1 3
+done
+
+# All threads again with OMP_WAIT_POLICY=active (threads spin between
+# parallel regions): faster on an idle machine, far slower on a busy one
+# (docs/TUNING.md, "Threads"); k3's default is passive.
+echo "== decode with spinning threads ($best, all $threads threads)"
+for r in $(seq "$runs"); do
+    one spin "$best" "$threads" "$r" 16 "$gen"
 done
 
 echo "== prefill ($best, all $threads threads)"

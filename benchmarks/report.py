@@ -96,7 +96,7 @@ def runs_of(out_dir):
     """{(kind, table, threads, prompt): [report dicts]}"""
     groups = {}
     for path in sorted(glob.glob(os.path.join(out_dir, "*.json"))):
-        m = re.match(r"(decode|prefill|stream|same)-(\w+)-t(\d+)-p(\d+)-r\d+\.json$", os.path.basename(path))
+        m = re.match(r"(decode|prefill|stream|same|spin)-(\w+)-t(\d+)-p(\d+)-r\d+\.json$", os.path.basename(path))
         if m:
             with open(path, encoding="utf-8") as f:
                 groups.setdefault((m[1], m[2], int(m[3]), int(m[4])), []).append(json.load(f))
@@ -148,7 +148,11 @@ def main(out_dir, slice_dir, runs):
         if kind == "decode":
             dec[(table, th)] = statistics.median(
                 statistics.median(compute_seconds(r)[1:]) for r in reps)
-    for (table, th), s in sorted(dec.items(), key=lambda kv: (kv[0][1], kv[0][0] != "scalar")):
+    for (kind, table, th, _), reps in sorted(groups.items()):
+        if kind == "spin":
+            dec[(table + " (spinning threads)", th)] = statistics.median(
+                statistics.median(compute_seconds(r)[1:]) for r in reps)
+    for (table, th), s in sorted(dec.items(), key=lambda kv: (kv[0][1], kv[0][0] != "scalar", kv[0][0])):
         sp = dec.get(("scalar", th), float("nan")) / s
         print(f"| {table} | {th} | {s:.3f} | {nbytes / s / 1e9:.1f} | {nbytes / s / 1e9 / bw:.0%} "
               f"| {sp:.1f}x |")

@@ -118,13 +118,18 @@ done
 
 echo "== streamed trunk ($best, all $threads threads)"
 "$K3_BIN" pack-trunk "$slice" "$trunk" --quiet
-# O_DIRECT reads of the packed file itself: the disk the streamed runs read.
-# (dd prints "N bytes ... copied, S s, ..." on its last line.)
-dd if="$trunk/trunk.bin" of=/dev/null bs=4194304 count=1024 iflag=direct 2>&1 |
-    awk '/copied/ { printf "disk_odirect_gbps %.3f\n", $1 / $(NF - 3) / 1e9 }' | tee "$out/disk.txt"
+# O_DIRECT reads of the whole packed file, the bytes the streamed runs read,
+# before and after them (a virtual disk's speed drifts; the report takes the
+# faster). dd prints "N bytes ... copied, S s, ..." on its last line.
+disk() {
+    dd if="$trunk/trunk.bin" of=/dev/null bs=4194304 iflag=direct 2>&1 |
+        awk -v k="$1" '/copied/ { printf "%s %.3f\n", k, $1 / $(NF - 3) / 1e9 }'
+}
+disk disk_odirect_gbps_before | tee "$out/disk.txt"
 for r in $(seq "$runs"); do
     one stream "$best" "$threads" "$r" 16 4 --trunk "$trunk" --trunk-layers 0
 done
+disk disk_odirect_gbps_after | tee -a "$out/disk.txt"
 
 echo "load_after $(cut -d' ' -f1-3 /proc/loadavg 2>/dev/null)" >>"$out/machine.txt"
 "$PYTHON" benchmarks/report.py "$out" "$slice" "$runs" | tee "$out/report.md"

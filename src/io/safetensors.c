@@ -12,6 +12,7 @@
 #include "io/pread_all.h"
 #include "util/error.h"
 #include "util/json.h"
+#include "util/xxh64.h"
 
 static const struct { const char *name; size_t size; } DTYPES[K3_DT_COUNT] = {
     [K3_DT_BOOL] = { "BOOL", 1 },   [K3_DT_U8] = { "U8", 1 },
@@ -37,33 +38,32 @@ struct k3_st_index {
     size_t nshards;
     k3_tensor_info *t;
     size_t n, cap;
-    uint32_t *slots;     /* open-addressing hash: tensor index + 1, 0 = empty */
-    uint64_t *hashes;    /* [n] hash_name of each tensor, compared before names */
+    /* Open-addressing hash of tensor names: a slot is the name's hash's
+     * high 32 bits (compared before the name, so a probe touches one
+     * 8-byte slot until the likely match) over tensor index + 1; 0 = empty. */
+    uint64_t *slots;
     size_t nslots;
     char **names;        /* owned name strings, one block per shard */
     size_t nnames;
 };
 
-static uint64_t hash_name(const char *s)
-{
-    uint64_t h = 1469598103934665603ull; /* FNV-1a */
-    while (*s)
-        h = (h ^ (unsigned char)*s++) * 1099511628211ull;
-    return h;
-}
+static uint64_t hash_name(const char *s) { return k3_xxh64(s, strlen(s), 0); }
+
+#define SLOT(h, k) ((h) >> 32 << 32 | (uint64_t)((k) + 1))
+#define SLOT_INDEX(s) ((uint32_t)(s) - 1)
 
 const k3_tensor_info *k3_st_find(const k3_st_index *ix, const char *name)
 {
     if (!ix->nslots)
         return NULL;
     size_t m = ix->nslots - 1;
-    uint64_t h = hash_name(name);
+    uint64_t h = hash_name(name), tag = h >> 32;
     for (size_t i = h & m;; i = (i + 1) & m) {
-        uint32_t s = ix->slots[i];
+        uint64_t s = ix->slots[i];
         if (!s)
             return NULL;
-        if (ix->hashes[s - 1] == h && !strcmp(ix->t[s - 1].name, name))
-            return &ix->t[s - 1];
+        if (s >> 32 == tag && !strcmp(ix->t[SLOT_INDEX(s)].name, name))
+            return &ix->t[SLOT_INDEX(s)];
     }
 }
 
@@ -73,23 +73,20 @@ static int build_hash(k3_st_index *ix, k3_err *e)
     while (n < ix->n * 2)
         n *= 2;
     ix->slots = k3_calloc(e, n, sizeof *ix->slots, "tensor hash");
-    ix->hashes = k3_malloc(e, (ix->n + 1) * sizeof *ix->hashes, "tensor hash");
-    if (!ix->slots || !ix->hashes)
+    if (!ix->slots)
         return e->code;
     ix->nslots = n;
-    for (size_t k = 0; k < ix->n; k++)
-        ix->hashes[k] = hash_name(ix->t[k].name);
     for (size_t k = 0; k < ix->n; k++) {
-        size_t i = ix->hashes[k] & (n - 1);
-        while (ix->slots[i]) {
-            uint32_t o = ix->slots[i] - 1;
-            if (ix->hashes[o] == ix->hashes[k] && !strcmp(ix->t[o].name, ix->t[k].name))
+        uint64_t h = hash_name(ix->t[k].name);
+        size_t i = h & (n - 1);
+        for (; ix->slots[i]; i = (i + 1) & (n - 1)) {
+            uint32_t o = SLOT_INDEX(ix->slots[i]);
+            if (ix->slots[i] >> 32 == h >> 32 && !strcmp(ix->t[o].name, ix->t[k].name))
                 return k3_fail(e, K3_EINPUT, "tensor %s appears in two shards (%s and %s)",
-                               ix->t[k].name, ix->shard_paths[ix->t[ix->slots[i] - 1].shard],
+                               ix->t[k].name, ix->shard_paths[ix->t[o].shard],
                                ix->shard_paths[ix->t[k].shard]);
-            i = (i + 1) & (n - 1);
         }
-        ix->slots[i] = (uint32_t)(k + 1);
+        ix->slots[i] = SLOT(h, k);
     }
     return K3_OK;
 }
@@ -443,7 +440,6 @@ void k3_st_close(k3_st_index *ix)
     free(ix->shard_paths);
     free(ix->shard_files);
     free(ix->shard_slots);
-    free(ix->hashes);
     free(ix->fds);
     free(ix->shard_sizes);
     free(ix->t);

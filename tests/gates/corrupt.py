@@ -130,6 +130,18 @@ def case_missing_tensor(d):
               lambda j: j["weight_map"].pop(name))
 
 
+def case_duplicate_tensor(d):
+    """A small tensor of the first shard also stored, bytes and all, at the
+    end of the last shard's data."""
+    first, last = os.path.join(d, shards(d)[0]), os.path.join(d, shards(d)[-1])
+    h, data = read_header(first)
+    name = next(k for k in sorted(h) if k != "__metadata__" and k.endswith("layernorm.weight"))
+    a, b = h[name]["data_offsets"]
+    h2, data2 = read_header(last)
+    h2[name] = dict(h[name], data_offsets=[len(data2), len(data2) + b - a])
+    write_shard(last, h2, data2 + data[a:b])
+
+
 def case_index_missing_shard(d):
     def f(j):
         k = sorted(j["weight_map"])[0]

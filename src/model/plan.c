@@ -146,7 +146,9 @@ static uint64_t scratch_floats(const k3_config *c, int L, uint64_t T, uint64_t c
     uint64_t fwd = 5 * T * H + T * nbank * H + H + nbank + 1 + T * V;
     uint64_t kda = 6 * T * C + T * D + T * NH + 3 * C + 2 * D;
     uint64_t mla = T * QL + T * MH * DQ + T * (R + DR) + 2 * T * MH * DV + 2 * R + ctx;
-    uint64_t moe = T * E + E + 2 * T * K + 4 * T * Z + 2 * T * wide + T * H;
+    uint64_t one = K * (Z + 2 * F); /* one token's expert outputs (moe.c) */
+    uint64_t moe = T * E + E + 2 * T * K + 3 * T * Z + (one > T * Z ? one : T * Z) +
+                   2 * T * wide + T * H;
     uint64_t dense = 2 * T * I;
     return fwd + (kda > mla ? kda : mla) + (moe > dense ? moe : dense);
 }
@@ -180,9 +182,10 @@ static double read_per_token(const k3_plan *p, const k3_weights *w, const k3_con
 
 /* Turns a total budget into a number of pinned layers and expert slots
  * (see plan.h). Every prefix of pinned layers is tried, from all of them
- * down to none; each gets the expert slots that fit beside it (at least one
- * layer's top-k, so a layer's experts are fetched in one batch), and the
- * one that reads the fewest bytes per token wins (ties: more pinned). The
+ * down to none, with three choices for embedding and lm_head (below); each
+ * gets the expert slots that fit beside it (at least one layer's top-k, so
+ * a layer's experts are fetched in one batch), and the one that reads the
+ * fewest bytes per token wins (ties: more pinned, fewer streamed). The
  * ring is part of each candidate's cost, sized for that candidate's
  * largest streamed run, so pinning a large layer can also shrink the ring.
  * Fails with K3_EBUDGET naming the smallest plan when none fits. */
@@ -191,24 +194,18 @@ static int split_budget(k3_model_opts *o, double budget_gb, const k3_config *c,
 {
     const double margin = 0.9; /* the C library, the OS page tables, fragmentation */
     double budget = budget_gb * margin * GIB;
-    double big = (double)c->vocab_size * (double)c->hidden_size * 2;
-    /* Embedding and lm_head stream when together they would take over a
-     * quarter of the budget (the "ultra" case on the real model). */
-    o->stream_embed = o->stream_embed || 2 * big > budget / 4;
-    o->stream_lm_head = o->stream_lm_head || 2 * big > budget / 4;
-    int best_n = -1;
+    int best_n = -1, best_ends = 0;
     uint64_t best_slots = 0;
     double best_read = 0, smallest = -1;
-    /* A second round streams embedding and lm_head if nothing fit with
-     * them resident (they are the cheapest bytes to give back). */
-    for (int round = 0; round < 2 && best_n < 0; round++) {
-        if (round == 1) {
-            if (o->stream_embed && o->stream_lm_head)
-                break;
-            o->stream_embed = o->stream_lm_head = 1;
-        }
+    /* ends: 0 embedding and lm_head resident (unless asked to stream),
+     * 1 the embedding streamed (a row read per token: nearly free), 2 both
+     * streamed (lm_head then re-read every token). Earlier candidates win
+     * ties, so nothing streams that need not. */
+    for (int ends = 0; ends < 3; ends++) {
         for (int n = w->n_layers; n >= 0; n--) {
             k3_model_opts probe = *o;
+            probe.stream_embed = o->stream_embed || ends >= 1;
+            probe.stream_lm_head = o->stream_lm_head || ends >= 2;
             probe.trunk_gb = -1;
             probe.trunk_layers = n;
             probe.cache_gb = -1;
@@ -231,6 +228,7 @@ static int split_budget(k3_model_opts *o, double budget_gb, const k3_config *c,
                 double rd = read_per_token(&plan, w, c);
                 if (best_n < 0 || rd < best_read) {
                     best_n = n;
+                    best_ends = ends;
                     best_slots = plan.expert_slots;
                     best_read = rd;
                 }
@@ -243,6 +241,8 @@ static int split_budget(k3_model_opts *o, double budget_gb, const k3_config *c,
                        "a %.3g GB budget does not fit this model: its smallest plan needs "
                        "%.3g GB (with %.0f%% kept free for the system, a budget of %.3g GB)",
                        budget_gb, smallest / GIB, (1 - margin) * 100, smallest / margin / GIB);
+    o->stream_embed = o->stream_embed || best_ends >= 1;
+    o->stream_lm_head = o->stream_lm_head || best_ends >= 2;
     o->trunk_layers = best_n;
     o->cache_experts = best_slots > 0 ? (int64_t)best_slots : 0;
     return K3_OK;

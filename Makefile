@@ -50,6 +50,13 @@ $(BUILD)/libk3.a: $(LIB_OBJ)
 # --version names the commit the binary was built from.
 GIT_COMMIT := $(shell git rev-parse --short HEAD 2>/dev/null || echo unknown)
 $(BUILD)/src/cli/main.o: ALL_CFLAGS += -DK3_GIT_COMMIT='"$(GIT_COMMIT)"'
+# main.o is rebuilt when the commit changes: this stamp is rewritten only then.
+$(BUILD)/src/cli/main.o: $(BUILD)/commit.stamp
+$(BUILD)/commit.stamp: FORCE
+	@mkdir -p $(BUILD)
+	@echo '$(GIT_COMMIT)' | cmp -s - $@ || echo '$(GIT_COMMIT)' >$@
+.PHONY: FORCE
+FORCE:
 
 $(K3_BIN): $(CLI_OBJ) $(BUILD)/libk3.a
 	@mkdir -p $(dir $@)

@@ -13,6 +13,7 @@
  * expert index, whatever order they were chosen or arrived in, so the sum
  * does not depend on scores' ties, caches or I/O timing. */
 #include <pthread.h>
+#include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -132,6 +133,27 @@ static void *fetch_main(void *arg)
     return NULL;
 }
 
+/* One token's experts q = 0..n-1, each whole on one thread, into its own
+ * output o + q*Z (scratch h, u: 2F floats per expert, after the outputs).
+ * Every dot is the kernels' own (a matvec inside this loop runs on its
+ * thread), so which thread takes an expert changes no bit; one parallel
+ * region per chunk instead of three per expert, which matters when
+ * threads sleep between regions (OMP_WAIT_POLICY=passive). */
+static void one_token_experts(const k3_expert *const *views, size_t n, const float *z,
+                              size_t Z, size_t F, float b1, float b2, float *o)
+{
+    float *hu = o + n * Z;
+    ptrdiff_t m = (ptrdiff_t)n;
+#pragma omp parallel for schedule(dynamic, 1) if (m > 1)
+    for (ptrdiff_t q = 0; q < m; q++) {
+        float *h = hu + (size_t)q * 2 * F, *u = h + F;
+        k3_matvec(&views[q]->w1, z, h);
+        k3_matvec(&views[q]->w3, z, u);
+        k3_situ(h, u, F, b1, b2);
+        k3_matvec(&views[q]->w2, h, o + (size_t)q * Z);
+    }
+}
+
 /* The routed experts of all T tokens. Each expert any token chose is
  * applied once to every token that chose it: the union uni[0..nu),
  * ascending, in chunks of at most `cap` (what the source can pin at once);
@@ -141,7 +163,8 @@ static void *fetch_main(void *arg)
  * bits of k3_matvec). Each token's chosen ids are ascending and so is the
  * union, so every token still adds its experts' outputs in ascending expert
  * order: the sum does not depend on T, the chunking or the cache.
- * Scratch: g and o hold T x Z, hu holds 2 x T x F. */
+ * Scratch: g and o hold T x Z, hu holds 2 x T x F; with one token, o holds
+ * its k experts' outputs and their SiTU inputs, k x (Z + 2F). */
 static int routed(const k3_config *c, const k3_expert_source *src, const int32_t *ids,
                   const float *wts, const float *z, size_t T, const int32_t *uni, size_t nu,
                   size_t cap, const k3_expert **views, float *y, float *g, float *o,
@@ -163,6 +186,13 @@ static int routed(const k3_config *c, const k3_expert_source *src, const int32_t
         size_t n = nu - c0 < cap ? nu - c0 : cap;
         if (c0 > 0 && (rc = fetch(src, uni + c0, n, views, e)) != K3_OK)
             break;
+        if (T == 1) { /* the token's picks are uni itself, ascending */
+            one_token_experts(views, n, z, Z, F, b1, b2, o);
+            for (size_t q = 0; q < n; q++)
+                k3_axpy(y, wts[c0 + q], o + q * Z, Z);
+            release(src, uni + c0, n);
+            continue;
+        }
         for (size_t q = 0; q < n; q++) {
             const k3_expert *ex = views[q];
             size_t m = 0;
@@ -198,7 +228,8 @@ int k3_moe_block(const k3_config *c, const k3_moe_weights *w, const k3_expert_so
     size_t S = (size_t)(c->moe_intermediate_size * c->num_shared_experts);
     float b1 = (float)c->situ_beta, b2 = (float)c->situ_linear_beta;
     size_t wide = (S > F ? S : F);
-    size_t nf = T * E + E + T * k + 2 * T * Z + 2 * T * wide + T * H + 2 * T * Z;
+    size_t nout = T == 1 ? k * (Z + 2 * F) : T * Z; /* routed()'s o */
+    size_t nf = T * E + E + T * k + 2 * T * Z + 2 * T * wide + T * H + T * Z + nout;
     float *buf = k3_malloc(e, nf * sizeof *buf, "MoE scratch");
     int32_t *ids = k3_malloc(e, (T * k + E + 1) * sizeof *ids, "MoE routing");
     const k3_expert **views = k3_malloc(e, (E + 1) * sizeof *views, "MoE routing");

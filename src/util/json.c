@@ -58,7 +58,10 @@ static void *arena_alloc(parser *ps, size_t n)
     n = (n + sizeof(align_t) - 1) / sizeof(align_t) * sizeof(align_t);
     chunk *c = ps->doc->chunks;
     if (!c || c->cap - c->used < n) {
-        size_t cap = n > (1u << 20) ? n : (1u << 20);
+        /* Chunks grow from 16 KiB to 1 MiB: a small document (a request
+         * body, a history line) does not pay for a megabyte. */
+        size_t want = !c ? (1u << 14) : c->cap >= (1u << 19) ? (1u << 20) : 2 * c->cap;
+        size_t cap = n > want ? n : want;
         c = malloc(sizeof(chunk) + cap);
         if (!c) {
             fail(ps, "out of memory");

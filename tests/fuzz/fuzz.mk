@@ -38,7 +38,13 @@ FUZZ_BUILD   ?= build-fuzz
 FUZZ_CC      ?= clang
 FUZZ_TARGETS ?= $(FUZZ_NAMES)
 FUZZ_FLAGS    = -fsanitize=fuzzer-no-link,address,undefined -fno-sanitize-recover=all \
-		-fno-omit-frame-pointer
+		-fno-omit-frame-pointer -fsanitize-coverage-ignorelist=tests/fuzz/coverage.ignore
+
+# The flags are not tracked by make: objects of the fuzz build are rebuilt
+# when the ignore list changes.
+ifeq ($(BUILD),$(FUZZ_BUILD))
+$(LIB_OBJ) $(CLI_OBJ): tests/fuzz/coverage.ignore
+endif
 
 .PHONY: fuzz
 fuzz: $(K3_BIN)

@@ -19,12 +19,28 @@
 #include "tokenizer/utf8.h"
 
 static const k3_tokenizer *tok;
+/* The special ids by their first byte: special_ids[special_at[b] ..
+ * special_at[b + 1]) are the specials whose text starts with byte b, in id
+ * order (so the naive scan only looks at candidates; scanning all 256 per
+ * character was most of this target's time). */
+static uint32_t *special_ids;
+static size_t special_at[257];
 
 int LLVMFuzzerInitialize(int *argc, char ***argv)
 {
     (void)argc;
     (void)argv;
     tok = fz_tokenizer();
+    special_ids = malloc((tok->vocab - tok->nranks + 1) * sizeof *special_ids);
+    FZ_ASSERT(special_ids != NULL, "out of memory");
+    size_t n = 0;
+    for (unsigned b = 0; b < 256; b++) {
+        special_at[b] = n;
+        for (uint32_t id = tok->nranks; id < tok->vocab; id++)
+            if (tok->off[id + 1] > tok->off[id] && tok->bytes[tok->off[id]] == b)
+                special_ids[n++] = id;
+    }
+    special_at[256] = n;
     return 0;
 }
 
@@ -69,7 +85,8 @@ static uint32_t naive_special(const unsigned char *text, size_t at, size_t len, 
 {
     uint32_t best = K3_BYTEMAP_NONE;
     *slen = 0;
-    for (uint32_t id = tok->nranks; id < tok->vocab; id++) {
+    for (size_t k = special_at[text[at]]; k < special_at[text[at] + 1]; k++) {
+        uint32_t id = special_ids[k];
         size_t l = tok->off[id + 1] - tok->off[id];
         if (l > *slen && l <= len - at && !memcmp(text + at, tok->bytes + tok->off[id], l)) {
             best = id;

@@ -16,6 +16,9 @@
  * floats are NaN or Inf, stops with RUN INVALID (exit 4), never a token. */
 #include <stdlib.h>
 #include <string.h>
+#ifdef _OPENMP
+#include <omp.h>
+#endif
 
 #include "fuzz.h"
 #include "k3/k3.h"
@@ -27,6 +30,11 @@ int LLVMFuzzerInitialize(int *argc, char ***argv)
 {
     (void)argc;
     (void)argv;
+#ifdef _OPENMP
+    /* One core: OpenMP's default (every core, spinning between the small
+     * matmuls of tiny-a) doubled the CPU a run took and halved its speed. */
+    omp_set_num_threads(1);
+#endif
     char dir[512];
     snprintf(dir, sizeof dir, "%s/model", fz_data_dir());
     k3_model_opts o;

@@ -1,8 +1,9 @@
 #!/bin/sh
 # run.sh FUZZ_BUILD TARGET... - runs the libFuzzer binaries FUZZ_BUILD/fuzz/fuzz_TARGET
 # (made by `make fuzz`) for FUZZ_SECONDS each (default 60), one at a time at
-# nice 10, over the seeds of tests/fuzz/make_seeds.py (FUZZ_BUILD/corpus/TARGET)
-# and a working corpus that grows across runs (FUZZ_BUILD/corpus-work/TARGET).
+# nice 19 with one OpenMP thread (one core in all), over the seeds of
+# tests/fuzz/make_seeds.py (FUZZ_BUILD/corpus/TARGET) and a working corpus
+# that grows across runs (FUZZ_BUILD/corpus-work/TARGET).
 #
 # Prints, per target, the executions of this run and the total over every run
 # recorded in FUZZ_BUILD/stats/TARGET. A finding (crash, sanitizer report,
@@ -15,6 +16,7 @@ shift
 S=${FUZZ_SECONDS:-60}
 B=$(cd "$B" && pwd)
 export K3_FUZZ_DATA="$B/data"
+export OMP_NUM_THREADS=1
 mkdir -p "$B/stats"
 found=""
 printf '%-12s %14s %16s  %s\n' target "execs (run)" "execs (total)" result
@@ -25,7 +27,7 @@ for t in "$@"; do
     mkdir -p "$work" "$arts" "$B/corpus/$t"
     rm -f "$arts"/*
     log="$B/fuzz-$t.log"
-    nice -n 10 "$bin" -max_total_time="$S" -timeout=20 -rss_limit_mb=2560 \
+    nice -n 19 "$bin" -max_total_time="$S" -timeout=20 -rss_limit_mb=2560 \
         -print_final_stats=1 -dict=tests/fuzz/k3.dict -artifact_prefix="$arts/" \
         "$work" "$B/corpus/$t" >"$log" 2>&1
     rc=$?

@@ -128,14 +128,15 @@ static int parse_long(const char *opt, const char *s, long min, long max, long *
     return K3_OK;
 }
 
-/* A number in [lo, hi], or (lo, hi] when lo_open. */
+/* A number in [lo, hi], or (lo, hi] when lo_open. An open bound is checked on
+ * the float the sampler will use (1e-300 is above 0 but rounds to 0). */
 static int parse_real(const char *opt, const char *s, double lo, int lo_open, double hi,
                       double *out, k3_err *e)
 {
     char *end;
     errno = 0;
     double v = s ? strtod(s, &end) : 0;
-    if (!s || !*s || *end || errno || !(lo_open ? v > lo : v >= lo) || !(v <= hi))
+    if (!s || !*s || *end || errno || !(v <= hi) || !(lo_open ? (float)v > lo : v >= lo))
         return k3_fail(e, K3_EINPUT, "%s expects a number in %c%g, %g], got \"%s\"", opt,
                        lo_open ? '(' : '[', lo, hi, s ? s : "(nothing)");
     *out = v;

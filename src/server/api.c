@@ -57,7 +57,9 @@ static int number_in(parse *p, const char *name, const k3_json *v, double lo, in
 {
     if (want(p, name, v, K3J_NUMBER, "a number"))
         return p->err->status;
-    if (v->number < lo || (lo_open && v->number == lo) || v->number > hi)
+    /* An open bound is checked on the float the sampler will use: a double
+     * such as 1e-300 is above 0 but rounds to 0 as a float. */
+    if (v->number < lo || v->number > hi || (lo_open && (float)v->number <= lo))
         return k3_api_fail(p->err, 400, "invalid_value", name,
                            "Invalid value for '%s': expected a number in %c%g, %g], got %g.",
                            name, lo_open ? '(' : '[', lo, hi, v->number);

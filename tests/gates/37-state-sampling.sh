@@ -71,6 +71,7 @@ echo "ok: seed 5 gives the same ids across threads and budgets: $ref"
 [ "$(k3 --ids "$ids" $samp --seed 6)" != "$ref" ] || die "seed 6 = seed 5"
 [ "$(k3 --ids "$ids" --gen 24)" != "$ref" ] || die "sampling = greedy"
 expect_exit 2 "top-p expects a number in \(0, 1\]" k3 --ids "$ids" --top-p 0
+expect_exit 2 "top-p expects a number in \(0, 1\], got \"1e-300\"" k3 --ids "$ids" --top-p 1e-300
 expect_exit 2 "temperature" k3 --ids "$ids" --temperature -1
 
 # --- --max-context -------------------------------------------------------

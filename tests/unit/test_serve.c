@@ -160,6 +160,8 @@ static void test_api(void)
         { "\"temperature\":\"hot\"", "temperature" },
         { "\"temperature\":2.5", "temperature" },
         { "\"top_p\":0", "top_p" },
+        { "\"top_p\":1e-300", "top_p" }, /* above 0, but 0 as the sampler's float */
+        { "\"repetition_penalty\":1e-60", "repetition_penalty" },
         { "\"max_tokens\":101", "max_tokens" },
         { "\"max_tokens\":0", "max_tokens" },
         { "\"max_tokens\":1.5", "max_tokens" },

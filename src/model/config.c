@@ -1,6 +1,7 @@
 /* config.c - see config.h. */
 #include "model/config.h"
 
+#include <float.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -225,6 +226,18 @@ static int read_fields(k3_config *c, const k3_json *top, problems *p, k3_err *e)
     return K3_OK;
 }
 
+/* The engine computes with these reals as floats: a double such as 1e-300
+ * or 1e300 is positive and finite but becomes 0 or infinity there. */
+static int float_finite(double x)
+{
+    return x >= -FLT_MAX && x <= FLT_MAX;
+}
+
+static int float_positive(double x)
+{
+    return float_finite(x) && (float)x > 0;
+}
+
 /* Ranges the engine relies on, checked once the fields are known. */
 static void check_ranges(k3_config *c, problems *p)
 {
@@ -239,10 +252,16 @@ static void check_ranges(k3_config *c, problems *p)
              "exceeds head_dim: A_log holds one entry per head in head_dim slots");
     if (c->first_k_dense_replace > c->num_hidden_layers)
         note(p->bad, sizeof p->bad, "", "first_k_dense_replace", "exceeds num_hidden_layers");
-    if (!(c->rms_norm_eps > 0))
-        note(p->bad, sizeof p->bad, "", "rms_norm_eps", "must be positive");
-    if (!(c->situ_beta > 0) || !(c->situ_linear_beta > 0))
-        note(p->bad, sizeof p->bad, "", "activation_situ_beta / activation_situ_linear_beta", "must be positive");
+    if (!float_positive(c->rms_norm_eps))
+        note(p->bad, sizeof p->bad, "", "rms_norm_eps", "must be a positive float");
+    if (!float_positive(c->situ_beta) || !float_positive(c->situ_linear_beta))
+        note(p->bad, sizeof p->bad, "", "activation_situ_beta / activation_situ_linear_beta",
+             "must be positive floats");
+    if (!float_finite(c->routed_scaling_factor))
+        note(p->bad, sizeof p->bad, "", "routed_scaling_factor", "outside the float range");
+    if (!float_finite(c->gate_lower_bound))
+        note(p->bad, sizeof p->bad, "linear_attn_config.", "gate_lower_bound",
+             "outside the float range");
     if (c->short_conv_kernel_size > 64)
         note(p->bad, sizeof p->bad, "linear_attn_config.", "short_conv_kernel_size", "too large");
     for (int i = 0; i < c->n_eos; i++)

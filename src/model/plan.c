@@ -180,6 +180,9 @@ static double read_per_token(const k3_plan *p, const k3_weights *w, const k3_con
     return streamed + R * (1 - hit) * (double)p->expert_slot_bytes;
 }
 
+static int plan_layout(k3_plan *p, const k3_config *c, const k3_weights *w,
+                       const k3_model_opts *o, k3_err *e);
+
 /* Turns a total budget into a number of pinned layers and expert slots
  * (see plan.h). Every prefix of pinned layers is tried, from all of them
  * down to none, with three choices for embedding and lm_head (below); each
@@ -210,9 +213,8 @@ static int split_budget(k3_model_opts *o, double budget_gb, const k3_config *c,
             probe.trunk_layers = n;
             probe.cache_gb = -1;
             probe.cache_experts = 0;
-            probe.no_mem_check = 1;
             k3_plan plan;
-            if (k3_plan_make(&plan, c, w, &probe, e) != K3_OK)
+            if (plan_layout(&plan, c, w, &probe, e) != K3_OK)
                 return e->code;
             double fixed = (double)(plan.total - plan.expert_cache);
             double min_slots = plan.experts_total ? (double)c->num_experts_per_token : 0;
@@ -248,17 +250,12 @@ static int split_budget(k3_model_opts *o, double budget_gb, const k3_config *c,
     return K3_OK;
 }
 
-int k3_plan_make(k3_plan *p, const k3_config *c, const k3_weights *w,
-                 const k3_model_opts *opts, k3_err *e)
+/* The plan of explicit options (no budget to split, no machine check): what
+ * is pinned, streamed and cached, and the bytes of each part. */
+static int plan_layout(k3_plan *p, const k3_config *c, const k3_weights *w,
+                       const k3_model_opts *o, k3_err *e)
 {
     memset(p, 0, sizeof *p);
-    k3_model_opts split = *opts;
-    if (opts->budget_gb >= 0 && opts->trunk_layers < 0 && opts->cache_experts <= 0) {
-        split.budget_gb = -1; /* the probe plan inside must not split again */
-        if (split_budget(&split, opts->budget_gb, c, w, e) != K3_OK)
-            return e->code;
-    }
-    const k3_model_opts *o = &split;
     int L = w->n_layers;
     p->pinned = k3_calloc(e, w->nruns, 1, "plan");
     if (!p->pinned)
@@ -320,9 +317,21 @@ int k3_plan_make(k3_plan *p, const k3_config *c, const k3_weights *w,
     p->scratch = scratch_floats(c, L, T, (uint64_t)p->context) * 4;
     p->total = p->pinned_trunk + p->ring + p->lm_head + p->embed + p->small + p->expert_cache +
                p->kda_state + p->kv_cache + p->scratch;
+    return K3_OK;
+}
 
+int k3_plan_make(k3_plan *p, const k3_config *c, const k3_weights *w,
+                 const k3_model_opts *opts, k3_err *e)
+{
+    memset(p, 0, sizeof *p);
+    k3_model_opts o = *opts;
+    if (o.budget_gb >= 0 && o.trunk_layers < 0 && o.cache_experts <= 0 &&
+        split_budget(&o, o.budget_gb, c, w, e) != K3_OK)
+        return e->code;
+    if (plan_layout(p, c, w, &o, e) != K3_OK)
+        return e->code;
     uint64_t room = k3_mem_available(&p->mem_available, &p->cgroup_limit);
-    if (!o->no_mem_check && room && p->total > room)
+    if (!o.no_mem_check && room && p->total > room)
         return k3_fail(e, K3_EBUDGET,
                        "the memory plan needs %.2f GB but this machine allows %.2f GB%s "
                        "(short by %.2f GB): lower --trunk-gb or --cache-gb, or pick a smaller "

@@ -139,6 +139,16 @@ static void test_config(void)
               strstr(e.msg, "moe_router_activation_func"), "router activation: %s", e.msg);
     CHECK(parse_edited("\"quantization_config\"", "\"quantization_confi\"", &e) == K3_EINPUT &&
               strstr(e.msg, "quantization_config"), "no quantization_config: %s", e.msg);
+    /* Reals the engine uses as floats must be floats: 1e-300 is positive as a
+     * double but 0 as a float; 1e300 is finite as a double only. */
+    CHECK(parse_edited("\"rms_norm_eps\":1e-5", "\"rms_norm_eps\":1e-300", &e) == K3_EINPUT &&
+              strstr(e.msg, "rms_norm_eps"), "eps underflows a float: %s", e.msg);
+    CHECK(parse_edited("\"activation_situ_linear_beta\":25.0", "\"activation_situ_linear_beta\":1e300",
+                       &e) == K3_EINPUT && strstr(e.msg, "activation_situ"), "beta overflows: %s", e.msg);
+    CHECK(parse_edited("\"routed_scaling_factor\":1.0", "\"routed_scaling_factor\":1e39", &e) ==
+                  K3_EINPUT && strstr(e.msg, "routed_scaling_factor"), "scaling overflows: %s", e.msg);
+    CHECK(parse_edited("\"gate_lower_bound\":-5.0", "\"gate_lower_bound\":-1e39", &e) == K3_EINPUT &&
+              strstr(e.msg, "gate_lower_bound"), "gate bound overflows: %s", e.msg);
     /* Flat configs are accepted. */
     char flat[4096];
     const char *inner = strchr(GOOD + 1, '{');

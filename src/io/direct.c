@@ -21,10 +21,11 @@
 #include <unistd.h>
 #endif
 
+#include "io/fault.h"
 #include "io/pread_all.h"
 #include "util/error.h"
 
-/* ---- process-wide counters (and the fault shim's numbering) ---- */
+/* ---- process-wide counters ---- */
 
 #ifdef _WIN32
 static SRWLOCK lock = SRWLOCK_INIT;
@@ -37,15 +38,12 @@ static void lock_give(void) { pthread_mutex_unlock(&lock); }
 #endif
 
 static k3_io_counts counts;
-static uint64_t allocs;
 
-/* Counts one read request and returns its number (from 1). */
-static uint64_t count_read(void)
+static void count_read(void)
 {
     lock_take();
-    uint64_t n = ++counts.reads;
+    counts.reads++;
     lock_give();
-    return n;
 }
 
 static void count_bytes(uint64_t n)
@@ -62,121 +60,12 @@ static void count_fallback(void)
     lock_give();
 }
 
-static uint64_t count_alloc(void)
-{
-    lock_take();
-    uint64_t n = ++allocs;
-    lock_give();
-    return n;
-}
-
 void k3_io_counts_get(k3_io_counts *c)
 {
     lock_take();
     *c = counts;
     lock_give();
 }
-
-/* ---- fault injection (test builds only) ---- */
-
-enum { FAULT_NONE, FAULT_FAIL, FAULT_SHORT, FAULT_CORRUPT, FAULT_EINVAL };
-
-#ifdef K3_FAULT_INJECTION
-static struct {
-    int parsed;
-    uint64_t read_first, read_count; /* faulty read numbers [first, first + count) */
-    int read_mode;
-    uint64_t alloc_n;                /* failing allocation number, 0 = none */
-} fault;
-
-/* A malformed K3_FAULT is a broken test, not a condition to run on. */
-static void fault_bad(const char *spec)
-{
-    fprintf(stderr, "K3_FAULT=%s: expected read:N:fail|short|corrupt|einval[:COUNT] or alloc:N\n",
-            spec);
-    abort();
-}
-
-static uint64_t fault_number(const char *s, char **end, const char *spec)
-{
-    if (*s < '0' || *s > '9')
-        fault_bad(spec);
-    unsigned long long v = strtoull(s, end, 10);
-    if (v == 0)
-        fault_bad(spec);
-    return (uint64_t)v;
-}
-
-/* Called with the lock held. */
-static void fault_parse(void)
-{
-    static const char *modes[] = { "fail", "short", "corrupt", "einval" };
-    const char *spec = getenv("K3_FAULT");
-    char *end;
-    fault.parsed = 1;
-    if (!spec || !*spec)
-        return;
-    if (!strncmp(spec, "alloc:", 6)) {
-        fault.alloc_n = fault_number(spec + 6, &end, spec);
-        if (*end)
-            fault_bad(spec);
-        return;
-    }
-    if (strncmp(spec, "read:", 5))
-        fault_bad(spec);
-    fault.read_first = fault_number(spec + 5, &end, spec);
-    if (*end++ != ':')
-        fault_bad(spec);
-    for (int m = 0; m < 4; m++) {
-        size_t n = strlen(modes[m]);
-        if (!strncmp(end, modes[m], n) && (end[n] == '\0' || end[n] == ':')) {
-            fault.read_mode = FAULT_FAIL + m;
-            end += n;
-            break;
-        }
-    }
-    if (!fault.read_mode)
-        fault_bad(spec);
-    fault.read_count = 1;
-    if (*end == ':')
-        fault.read_count = fault_number(end + 1, &end, spec);
-    if (*end)
-        fault_bad(spec);
-}
-
-static int fault_read(uint64_t n)
-{
-    lock_take();
-    if (!fault.parsed)
-        fault_parse();
-    int mode = n >= fault.read_first && n - fault.read_first < fault.read_count ? fault.read_mode
-                                                                               : FAULT_NONE;
-    lock_give();
-    return mode;
-}
-
-static int fault_alloc(uint64_t n)
-{
-    lock_take();
-    if (!fault.parsed)
-        fault_parse();
-    int fail = fault.alloc_n == n;
-    lock_give();
-    return fail;
-}
-#else
-static int fault_read(uint64_t n)
-{
-    (void)n;
-    return FAULT_NONE;
-}
-
-static int fault_alloc(uint64_t n)
-{
-    (void)n;
-    return 0;
-}
-#endif
 
 /* ---- files ---- */
 
@@ -282,7 +171,7 @@ void *k3_io_alloc(size_t n, const char *what, k3_err *e)
 {
     size_t len = (size_t)k3_io_align_up(n ? n : 1);
     void *p = NULL;
-    if (!fault_alloc(count_alloc())) {
+    if (!k3_fault_alloc()) {
 #ifdef _WIN32
         p = _aligned_malloc(len, K3_IO_ALIGN);
 #else
@@ -363,23 +252,23 @@ static int64_t read_once(k3_file *f, uint64_t off, const k3_iov *iov, int niov)
 /* One attempt, counted, with the fault shim's say. */
 static int64_t attempt(k3_file *f, uint64_t off, const k3_iov *iov, int niov, uint64_t need)
 {
-    int mode = fault_read(count_read());
-    if (mode == FAULT_FAIL || mode == FAULT_EINVAL) {
-        errno = mode == FAULT_FAIL ? EIO : EINVAL;
+    count_read();
+    int mode = k3_fault_read();
+    if (mode == K3_FAULT_FAIL || mode == K3_FAULT_EINVAL) {
+        errno = mode == K3_FAULT_FAIL ? EIO : EINVAL;
         return -1;
     }
     int64_t got = read_once(f, off, iov, niov);
     if (got <= 0)
         return got;
     count_bytes((uint64_t)got);
-    if (mode == FAULT_SHORT && (uint64_t)got >= need)
+    if (mode == K3_FAULT_SHORT && (uint64_t)got >= need)
         got = (int64_t)need - 1;
-    if (mode == FAULT_CORRUPT) {
+    if (mode == K3_FAULT_CORRUPT) {
         uint64_t left = (uint64_t)got;
         for (int i = 0; i < niov && left; i++) {
             size_t n = left < iov[i].len ? (size_t)left : iov[i].len;
-            for (size_t j = 0; j < n; j++)
-                ((uint8_t *)iov[i].buf)[j] ^= 0xFF;
+            k3_fault_invert(iov[i].buf, n);
             left -= n;
         }
     }

@@ -23,15 +23,8 @@
  * Thread safety: reads of one k3_file may run concurrently from several
  * threads (positioned reads, no shared offset); open and close may not.
  *
- * Fault injection (test builds only, compiled with -DK3_FAULT_INJECTION),
- * from the environment variable K3_FAULT, read once:
- *   read:N:MODE[:COUNT]  read requests N .. N+COUNT-1 (COUNT defaults to 1;
- *                        numbered from 1 across the process, every attempt
- *                        counts) misbehave: MODE fail (EIO), short (fewer
- *                        bytes than needed), corrupt (every byte read is
- *                        inverted), einval (EINVAL, as a file system without
- *                        direct I/O would answer).
- *   alloc:N              the Nth k3_io_alloc of the process fails. */
+ * Every read attempt and aligned allocation passes the test-only fault shim
+ * (io/fault.h). */
 #ifndef K3_IO_DIRECT_H
 #define K3_IO_DIRECT_H
 

@@ -457,15 +457,11 @@ int k3_st_read(const k3_st_index *ix, const k3_tensor_info *t, uint64_t off, uin
 {
     if (off > t->nbytes || n > t->nbytes - off)
         return k3_fail(e, K3_ERUNTIME, "internal: read of %s beyond its data", t->name);
-    int fd = ix->fds[t->shard];
-    for (int attempt = 1;; attempt++) {
-        ssize_t got = k3_pread_all(fd, dst, (size_t)n, (off_t)(t->offset + off));
-        if (got == (ssize_t)n)
-            return K3_OK;
-        if (attempt == K3_READ_ATTEMPTS)
-            return k3_fail(e, K3_EINVALID,
-                           "RUN INVALID: reading tensor %s from %s failed after %d attempts (%s)",
-                           t->name, ix->shard_paths[t->shard], attempt,
-                           got < 0 ? strerror(errno) : "short read");
-    }
+    char why[96];
+    if (k3_pread_weight(ix->fds[t->shard], dst, (size_t)n, (off_t)(t->offset + off), why,
+                        sizeof why) == 0)
+        return K3_OK;
+    return k3_fail(e, K3_EINVALID,
+                   "RUN INVALID: reading tensor %s from %s failed after %d attempts (%s)",
+                   t->name, ix->shard_paths[t->shard], K3_READ_ATTEMPTS, why);
 }

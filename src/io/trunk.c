@@ -1,7 +1,6 @@
 /* trunk.c - see trunk.h. */
 #include "io/trunk.h"
 
-#include <errno.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -73,14 +72,11 @@ static int read_run(const k3_run *r, uint8_t *buf, double *verify_s, char *msg, 
         return read_verified(r, buf, verify_s, msg, msglen);
     for (size_t i = 0; i < r->npieces; i++) {
         const k3_run_piece *p = &r->pieces[i];
-        int attempt;
-        for (attempt = 1; attempt <= K3_READ_ATTEMPTS; attempt++)
-            if (k3_pread_all(p->fd, buf + p->dst_off, (size_t)p->len, (off_t)p->src_off) ==
-                (ssize_t)p->len)
-                break;
-        if (attempt > K3_READ_ATTEMPTS) {
-            snprintf(msg, msglen, "RUN INVALID: reading %s from %s failed after %d attempts",
-                     r->name, p->path, K3_READ_ATTEMPTS);
+        char why[96];
+        if (k3_pread_weight(p->fd, buf + p->dst_off, (size_t)p->len, (off_t)p->src_off, why,
+                            sizeof why) != 0) {
+            snprintf(msg, msglen, "RUN INVALID: reading %s from %s failed after %d attempts (%s)",
+                     r->name, p->path, K3_READ_ATTEMPTS, why);
             return -1;
         }
     }

@@ -1,7 +1,9 @@
 # 72-fault-sweep: every weight read and every aligned allocation of whole
-# tiny-a runs made to fail, one at a time, through the fault shim of
-# io/direct.c (a -DK3_FAULT_INJECTION build of bin/k3 in $K3_BUILD/fault,
-# with the build's CC, OPT and CFLAGS, so `make asan` sanitizes every case).
+# tiny-a runs made to fail, one at a time, through the test-only fault shim
+# (io/fault.h: every read attempt of io/direct.c - experts, packed trunk
+# runs - and of io/pread_all.c - tensors and trunk runs read from the
+# shards), in a -DK3_FAULT_INJECTION build of bin/k3 in $K3_BUILD/fault,
+# with the build's CC, OPT and CFLAGS, so `make asan` sanitizes every case.
 #
 # Configurations: experts from the shards with the trunk resident; the
 # packed trunk pinned; the packed trunk streamed through one ring slot with
@@ -25,12 +27,13 @@
 # output: the fault hit a read whose bytes were never used (a prefetch
 # still in flight at exit).
 #
-# Corruption: every read made while opening a model with a pinned packed
-# trunk is a trunk run, and each must fail its checksum (exit 4). A NaN
-# weight makes the logits non-finite: exit 4, no token. Inverted expert
-# bytes are caught only where a scale byte becomes 255; the rest run on
-# (exit 0) - the release format has no checksum for experts
-# (docs/SECURITY.md). The last lines count every outcome per kind of fault.
+# Corruption: every read of trunk.bin made while opening a model with a
+# pinned packed trunk must fail its run's checksum (exit 4). A NaN weight
+# makes the logits non-finite: exit 4, no token. Inverted expert bytes are
+# caught only where a scale byte becomes 255; they and tensors read from
+# the shards otherwise run on (exit 0) - the release format has no
+# checksum for them (docs/SECURITY.md). The last lines count every outcome
+# per kind of fault.
 . tests/gates/lib.sh
 W="$K3_BUILD/fault-sweep"
 rm -rf "$W"
@@ -172,18 +175,33 @@ sweep streamed ids "$A" --ids "$ids" --gen 4 --ignore-eos --quiet $stream
 sweep text text "$A" --tok "$W/tok" --prompt "Hello, fault sweep" --gen 6 --ignore-eos --quiet $stream
 
 # The pinned trunk is read while opening the model, before the prompt is
-# checked (an id beyond the vocabulary stops the run there, exit 2): every
-# one of those reads, corrupted, must fail its run's checksum.
+# checked (an id beyond the vocabulary stops the run there, exit 2). Each
+# read at open is told apart by the file its failure names: every read of
+# trunk.bin, corrupted, must fail its run's checksum (exit 4); a tensor read
+# from the shards (norms, small tensors: no checksum in the release) runs
+# on to the vocabulary error.
 R0=$(count "read:@:fail:3" "$A" --ids 1,1000000 --quiet --trunk "$W/trunk")
-[ "$R0" -gt 0 ] || die "no trunk reads at open"
+[ "$R0" -gt 0 ] || die "no reads at open"
+T0=0
 for N in $(seq 1 "$R0"); do
+    run "read:$N:fail:3" "$A" --ids 1,1000000 --quiet --trunk "$W/trunk"
+    [ "$rc" -eq 4 ] || { cat "$W/err"; die "read $N at open, failed: exit $rc"; }
+    of_trunk=0
+    grep -q "trunk.bin" "$W/err" && of_trunk=1
     run "read:$N:corrupt" "$A" --ids 1,1000000 --quiet --trunk "$W/trunk"
-    [ "$rc" -eq 4 ] && grep -q 'fails its checksum' "$W/err" ||
-        { cat "$W/err"; die "corrupted trunk read $N not caught by its checksum (exit $rc)"; }
-    [ ! -s "$W/out" ] || die "corrupted trunk read $N: ids printed"
+    [ ! -s "$W/out" ] || die "corrupted read $N at open: ids printed"
     cases=$((cases + 1))
+    if [ "$of_trunk" -eq 1 ]; then
+        [ "$rc" -eq 4 ] && grep -q 'fails its checksum' "$W/err" ||
+            { cat "$W/err"; die "corrupted trunk read $N not caught by its checksum (exit $rc)"; }
+        T0=$((T0 + 1))
+    else
+        [ "$rc" -eq 2 ] && grep -q 'outside the vocabulary' "$W/err" ||
+            { cat "$W/err"; die "corrupted shard read $N at open: exit $rc"; }
+    fi
 done
-echo "pinned trunk: all $R0 reads at open, corrupted, failed their checksum (exit 4)"
+[ "$T0" -gt 0 ] || die "no trunk.bin read at open"
+echo "pinned trunk: $R0 reads at open; all $T0 of trunk.bin, corrupted, failed their checksum (exit 4)"
 # A weight that is NaN (a corrupted download: most weights have no
 # checksum) must not yield tokens: non-finite logits make the run invalid.
 rm -rf "$W/nan"
@@ -209,4 +227,4 @@ echo "  read short 3 attempts:   ${t_short3_exit4:-0} exit 4, ${t_short3_clean:-
 echo "  allocation fails:        ${t_alloc_exit1:-0} exit 1"
 echo "  one bad attempt:         ${t_once_clean:-0} clean (retried or re-read buffered)"
 echo "  read corrupted:          ${t_corrupt_exit4:-0} exit 4 (checksum or scale), ${t_corrupt_clean:-0} clean," \
-    "${t_corrupt_changed:-0} ran on with other tokens (expert bytes: no checksum exists)"
+    "${t_corrupt_changed:-0} ran on with other tokens (experts, tensors from the shards: no checksum exists)"

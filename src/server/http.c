@@ -11,8 +11,9 @@
  * no state between calls) and is fuzzed on its own.
  *
  * Strictness, per RFC 9112:
- *  - lines end in CRLF; a bare CR or LF, a control character or an
- *    obsolete folded header line is 400;
+ *  - lines end in CRLF; a bare CR or LF (refused as soon as it arrives,
+ *    not when the head is complete), a control character or an obsolete
+ *    folded header line is 400;
  *  - the request-target must be origin-form ("/..."), printable ASCII;
  *  - header names are tokens with the colon right after the name;
  *  - Content-Length is digits only; several must agree; together with
@@ -62,12 +63,27 @@ static int fail(k3_http_request *out, int status, const char *why)
     return status;
 }
 
-/* Offset just past the "\r\n\r\n" ending the head in buf[0..len), or 0. */
-static size_t head_end(const char *buf, size_t len)
+/* Offset just past the "\r\n\r\n" ending the head in buf[0..len), or 0.
+ * *bare is set when a line ending that is not CRLF comes first: an LF
+ * without its CR, or a CR followed by anything but LF (a CR as the last
+ * byte may still be a CRLF's first half). */
+static size_t head_end(const char *buf, size_t len, int *bare)
 {
-    for (size_t i = 3; i < len; i++)
-        if (buf[i] == '\n' && buf[i - 1] == '\r' && buf[i - 2] == '\n' && buf[i - 3] == '\r')
+    *bare = 0;
+    for (size_t i = 0; i < len; i++) {
+        if (buf[i] == '\r' && i + 1 < len && buf[i + 1] != '\n') {
+            *bare = 1;
+            return 0;
+        }
+        if (buf[i] != '\n')
+            continue;
+        if (i == 0 || buf[i - 1] != '\r') {
+            *bare = 1;
+            return 0;
+        }
+        if (i >= 3 && buf[i - 2] == '\n' && buf[i - 3] == '\r')
             return i + 1;
+    }
     return 0;
 }
 
@@ -179,7 +195,10 @@ int k3_http_parse_request(const char *buf, size_t len, k3_http_request *out,
 {
     memset(out, 0, sizeof *out);
     size_t scan = len < lim->max_head ? len : lim->max_head;
-    size_t end = head_end(buf, scan);
+    int bare;
+    size_t end = head_end(buf, scan, &bare);
+    if (bare)
+        return fail(out, 400, "line not ended by CRLF");
     if (!end)
         return len >= lim->max_head ? fail(out, 431, "request head too large") : K3_HTTP_NEED_HEAD;
     head_facts f = { 0, 0, 0, 0, 0 };

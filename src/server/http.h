@@ -43,7 +43,9 @@ typedef struct k3_http_request {
  * long, 431 head too large, 501 unknown transfer coding, 505 not HTTP/1.x)
  * with out->error saying why. Deterministic and allocation-free: the same
  * bytes always give the same answer, and a prefix of a valid request asks
- * for more rather than failing. Bytes after the body are ignored. */
+ * for more rather than failing. A line ending that is not CRLF is 400 as
+ * soon as it is in buf (NEED_HEAD never hides one), so a client sending
+ * bare LF is answered at once. Bytes after the body are ignored. */
 int k3_http_parse_request(const char *buf, size_t len, k3_http_request *out,
                           const k3_http_limits *lim);
 

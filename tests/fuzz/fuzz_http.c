@@ -8,7 +8,8 @@
  * head and body lie inside the buffer and inside the limits, the path is
  * in origin form; and every prefix of an accepted request asks for more
  * (NEED_HEAD before the head is complete, NEED_BODY before the body is)
- * instead of failing or being accepted early. */
+ * instead of failing or being accepted early; NEED_HEAD never hides a bare
+ * CR or LF. */
 #include <string.h>
 
 #include "fuzz.h"
@@ -45,9 +46,15 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     }
     FZ_ASSERT(rc == K3_HTTP_OK || rc == K3_HTTP_NEED_HEAD || rc == K3_HTTP_NEED_BODY,
               "unknown answer %d", rc);
-    if (rc == K3_HTTP_NEED_HEAD)
-        return 0;
     const char *b = (const char *)data;
+    if (rc == K3_HTTP_NEED_HEAD) {
+        /* A bare CR or LF is refused as soon as it arrives. */
+        for (size_t i = 0; i < size && i < LIM.max_head; i++)
+            FZ_ASSERT((b[i] != '\n' || (i > 0 && b[i - 1] == '\r')) &&
+                          (b[i] != '\r' || i + 1 == size || b[i + 1] == '\n'),
+                      "a bare line ending at %zu still asks for more", i);
+        return 0;
+    }
     FZ_ASSERT(r.head_len <= size && r.head_len <= LIM.max_head && r.content_length <= LIM.max_body,
               "head %zu / body %zu beyond the buffer or the limits", r.head_len, r.content_length);
     FZ_ASSERT(r.method >= b && r.method_len > 0 && r.method + r.method_len <= b + r.head_len,

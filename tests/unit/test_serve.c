@@ -79,12 +79,18 @@ static void test_http(void)
         { "GET / HTTP/1.1\r\nHost: a\r\na: 1\r\nb: 1\r\nc: 1\r\nd: 1\r\ne: 1\r\nf: 1\r\ng: 1\r\n"
           "h: 1\r\n\r\n", 431 },
         { "\r\n\r\n", 400 },
+        { "GET /health HTTP/1.1\n\n", 400 },            /* bare LF: refused before the end */
+        { "GET /health HTTP/1.1\nHost: a\n", 400 },     /* ... with no blank line at all */
+        { "GET /health HTTP/1.1\r\nHost: a\rX", 400 }, /* bare CR */
+        { "GET /health HTTP/1.1\n", 400 },
     };
     for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
         int rc = parse(bad[i].req, &r);
         CHECK(rc == bad[i].status && r.error, "bad request %zu: %d, wanted %d", i, rc,
               bad[i].status);
     }
+    CHECK(parse("GET /health HTTP/1.1\r", &r) == K3_HTTP_NEED_HEAD,
+          "a CR as the last byte may still become CRLF");
     char big[1100];
     memset(big, 'a', sizeof big);
     CHECK(k3_http_parse_request(big, sizeof big, &r, &lim) == 431, "a head over the limit");

@@ -4,11 +4,14 @@
 # for bit), the kernel tests and the reference fixtures; then the aarch64
 # engine on tiny-a, whose ids and logits must equal this build's bit for
 # bit (same contract, same bits on every machine).
-# Needs the Debian/Ubuntu packages gcc-aarch64-linux-gnu and qemu-user.
+# Needs the Debian/Ubuntu packages gcc-aarch64-linux-gnu, its libc
+# libc6-dev-arm64-cross (only recommended by it) and qemu-user; `sh
+# scripts/deps.sh test` installs them.
 . tests/gates/lib.sh
 for tool in aarch64-linux-gnu-gcc qemu-aarch64; do
     command -v "$tool" >/dev/null ||
-        die "$tool not found: install gcc-aarch64-linux-gnu and qemu-user"
+        die "$tool not found: install gcc-aarch64-linux-gnu, libc6-dev-arm64-cross" \
+            "and qemu-user (sh scripts/deps.sh test)"
 done
 out="$K3_BUILD/gate-aarch64"
 mkdir -p "$out"
@@ -16,7 +19,7 @@ mkdir -p "$out"
 # (CC, BUILD, CFLAGS) down through MAKEFLAGS.
 if ! MAKEFLAGS= MAKELEVEL= make cross-aarch64 >"$out/build.log" 2>&1; then
     tail -n 30 "$out/build.log" >&2
-    die "cross build for aarch64 failed"
+    die "cross build for aarch64 failed (stdio.h not found: install libc6-dev-arm64-cross)"
 fi
 for t in test_simd test_kernels test_fixtures; do
     qemu-aarch64 "build-aarch64/tests/$t" || die "$t fails on aarch64"

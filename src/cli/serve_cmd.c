@@ -37,6 +37,12 @@ static void usage(FILE *f)
           "                       (default 16; more are answered 503)\n"
           "  --timeout SECONDS    time a client has to send its request, and a write\n"
           "                       to it may stall, before it is dropped (default 30)\n"
+          "  --header-timeout SECONDS\n"
+          "                       time from connecting to the end of the request head\n"
+          "                       (default 5, at most --timeout); a body must then keep\n"
+          "                       up 256 KiB/s on average\n"
+          "  --max-per-client N   connections one client address may hold at once\n"
+          "                       (default 16; IPv6: per /64; more are answered 503)\n"
           "  --exit-after SECONDS stop by itself after this long (for tests)\n"
           "  --max-context N      prompt + answer tokens (default 4096)\n"
           "  --threads N          worker threads (default: all cores)\n"
@@ -69,7 +75,8 @@ static const struct {
 typedef struct {
     int help, port_given;
     const char *host;
-    double port, max_body, max_tokens, max_queue, timeout, exit_after;
+    double port, max_body, max_tokens, max_queue, timeout, header_timeout, max_per_client;
+    double exit_after;
 } serve_args;
 
 /* The server's own numeric options: name, where the value goes, range,
@@ -87,6 +94,8 @@ static int own_number(serve_args *a, const char *name, const char *value, k3_err
         { "--max-tokens", &a->max_tokens, 1, 1 << 24, 1 },
         { "--max-queue", &a->max_queue, 0, 4096, 1 },
         { "--timeout", &a->timeout, 0.01, 86400, 0 },
+        { "--header-timeout", &a->header_timeout, 0.01, 86400, 0 },
+        { "--max-per-client", &a->max_per_client, 1, 4096, 1 },
         { "--exit-after", &a->exit_after, 0.01, 1e7, 0 },
     };
     for (size_t i = 0; i < sizeof own / sizeof own[0]; i++) {
@@ -116,6 +125,8 @@ static int parse(serve_args *a, int argc, char **argv, char **pass, int *npass, 
     a->max_tokens = 4096;
     a->max_queue = 16;
     a->timeout = 30;
+    a->header_timeout = 5;
+    a->max_per_client = 16;
     a->host = "127.0.0.1";
     pass[0] = "k3";
     *npass = 1;
@@ -181,6 +192,8 @@ static int serve(const serve_args *a, const k3_options *o, k3_err *e)
     cfg.max_tokens = (long)a->max_tokens;
     cfg.max_queue = (size_t)a->max_queue;
     cfg.timeout = a->timeout;
+    cfg.header_timeout = a->header_timeout < a->timeout ? a->header_timeout : a->timeout;
+    cfg.max_per_client = (int)a->max_per_client;
     cfg.exit_after = a->exit_after;
     cfg.context = o->max_context ? o->max_context : 4096;
     cfg.threads = o->threads;

@@ -285,6 +285,7 @@ int k3_answer_run(k3_answerer *a, const k3_answer_job *job, const k3_answer_io *
     } else if (e.code) {
         /* The state may be part-way through a forward call: start afresh. */
         k3_state_reset(a->state);
+        st->error = e;
         k3_api_error err;
         k3_api_fail(&err, 500, NULL, NULL, "generation failed: %s", e.msg);
         k3_err e2 = { 0, "" };

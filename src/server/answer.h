@@ -72,6 +72,7 @@ typedef struct k3_answer_stats {
     size_t reused;      /* prompt ids the state already held */
     size_t generated;   /* ids generated (the end id included) */
     const char *finish; /* "stop", "length", "tool_calls", "cancelled" or "error" */
+    k3_err error;       /* finish "error": the engine's failure (K3_EINVALID: run invalid) */
 } k3_answer_stats;
 
 /* Generates the answer to job and publishes it. Returns the HTTP status

@@ -1,9 +1,10 @@
 /* conn.c - see conn.h.
  *
- * Every wait here is bounded: reading the request has a deadline
- * (--timeout), a write that stalls that long fails (SO_SNDTIMEO), and
- * waiting on a job wakes every POLL_SLICE_MS to look whether the client
- * went away, which cancels the job. */
+ * Every wait here is bounded: the body must keep up a minimum rate
+ * (MIN_BODY_RATE after a grace of --header-timeout) and the whole request
+ * must be in within --timeout of the accept, a write that stalls --timeout
+ * fails (SO_SNDTIMEO), and waiting on a job wakes every POLL_SLICE_MS to
+ * look whether the client went away, which cancels the job. */
 #include "server/conn.h"
 
 #include <errno.h>
@@ -20,6 +21,7 @@
 #include "server/api.h"
 #include "server/emit.h"
 #include "server/http.h"
+#include "server/jtext.h"
 #include "util/clock.h"
 #include "util/error.h"
 
@@ -27,9 +29,12 @@
 #define MSG_NOSIGNAL 0 /* SIGPIPE is ignored process-wide as well (server.c) */
 #endif
 
-#define MAX_HEAD 16384
-#define MAX_HEADERS 64
-#define MAX_TARGET 4096
+/* Bytes per second a request body must average once the grace of
+ * --header-timeout after its head is over: 2 Mbit/s, so the largest
+ * default body (8 MiB) takes 32 s at that pace. A client trickling its
+ * body is cut off after a few seconds instead of holding a connection
+ * thread until --timeout. */
+#define MIN_BODY_RATE 262144.0
 /* How often waits look at the client and at the server's state. */
 #define POLL_SLICE_MS 100
 /* After answering, input is read and dropped for up to this long, so a
@@ -130,17 +135,25 @@ static void linger_close(int fd)
     close(fd);
 }
 
-/* Reads one request into *buf (malloc'd, also on failure). Returns
- * K3_HTTP_OK, the status of an error response to send, or -1 when the
- * client left (or the server stops) before finishing it. */
-static int read_request(k3_server *s, int fd, char **buf, size_t *len, k3_http_request *req)
+void k3_conn_limits(const k3_server *s, k3_http_limits *lim)
 {
-    k3_http_limits lim = { MAX_HEAD, MAX_HEADERS, MAX_TARGET, s->cfg->max_body };
-    double deadline = k3_seconds() + s->cfg->timeout;
-    size_t cap = 0;
+    lim->max_head = K3_CONN_MAX_HEAD;
+    lim->max_headers = K3_CONN_MAX_HEADERS;
+    lim->max_target = K3_CONN_MAX_TARGET;
+    lim->max_body = s->cfg->max_body;
+}
+
+/* Reads the rest of a request into *buf (malloc'd, cap bytes, *len read
+ * so far; reallocated as needed, also on failure). t0: the accept.
+ * Returns K3_HTTP_OK, the status of an error response to send, or -1 when
+ * the client left (or the server stops) before finishing it. */
+static int read_request(k3_server *s, int fd, char **buf, size_t *len, size_t cap, double t0,
+                        k3_http_request *req)
+{
+    k3_http_limits lim;
+    double deadline = t0 + s->cfg->timeout, body_t0 = k3_seconds();
     int continued = 0;
-    *buf = NULL;
-    *len = 0;
+    k3_conn_limits(s, &lim);
     for (;;) {
         int rc = k3_http_parse_request(*buf ? *buf : "", *len, req, &lim);
         if (rc == K3_HTTP_OK || rc >= 400)
@@ -151,7 +164,8 @@ static int read_request(k3_server *s, int fd, char **buf, size_t *len, k3_http_r
             if (send_all(fd, go_on, sizeof go_on - 1))
                 return -1;
         }
-        size_t want = rc == K3_HTTP_NEED_BODY ? req->head_len + req->content_length : MAX_HEAD;
+        size_t want = rc == K3_HTTP_NEED_BODY ? req->head_len + req->content_length
+                                              : K3_CONN_MAX_HEAD;
         if (cap < want) {
             char *grown = realloc(*buf, want);
             if (!grown) {
@@ -161,9 +175,15 @@ static int read_request(k3_server *s, int fd, char **buf, size_t *len, k3_http_r
             *buf = grown;
             cap = want;
         }
-        double left = deadline - k3_seconds();
+        double now = k3_seconds(), left = deadline - now;
+        double late = now - body_t0 - s->cfg->header_timeout;
         if (left <= 0) {
             req->error = "the request did not arrive in time (--timeout)";
+            return 408;
+        }
+        if (rc == K3_HTTP_NEED_BODY && late > 0 &&
+            (double)(*len - req->head_len) < late * MIN_BODY_RATE) {
+            req->error = "the request body arrives too slowly (under 256 KiB/s)";
             return 408;
         }
         if (server_stopping(s))
@@ -196,6 +216,26 @@ static void log_line(k3_server *s, const k3_http_request *req, int status, const
             (int)req->path_len, req->path, status, what, k3_seconds() - t0);
 }
 
+/* Why the server refuses to (go on to) answer: a failed run, or stopping. */
+static void refusal(k3_server *s, k3_api_error *err)
+{
+    pthread_mutex_lock(&s->mu);
+    if (s->failed)
+        k3_api_fail(err, 503, "run_invalid", NULL,
+                    "The server cannot answer: a run was invalid (%s). Restart it.", s->failure);
+    else
+        k3_api_fail(err, 503, "server_stopping", NULL, "The server is shutting down.");
+    pthread_mutex_unlock(&s->mu);
+}
+
+static int server_failed(k3_server *s)
+{
+    pthread_mutex_lock(&s->mu);
+    int v = s->failed;
+    pthread_mutex_unlock(&s->mu);
+    return v;
+}
+
 /* Streams or collects what the worker publishes for job until it is done
  * or the client is gone (which cancels it). Returns the response's
  * status, or 499 when the client left. */
@@ -221,11 +261,15 @@ static int pump(k3_server *s, int fd, k3_job *job, int stream)
         if (alive && client_gone(fd))
             alive = 0;
     }
-    int status = alive ? job->status : 499;
-    if (alive && job->status == 503) { /* the server stopped before the job ran */
+    /* Cut short by the server (stopping, or a failed run refusing what
+     * waits), not by the client: the client still gets a proper end. */
+    int cut = alive && (job->status == 503 ||
+                        (job->stats.finish && !strcmp(job->stats.finish, "cancelled")));
+    int status = !alive ? 499 : cut ? 503 : job->status;
+    if (cut) {
         k3_api_error err;
         k3_buf b = { 0 };
-        k3_api_fail(&err, 503, "server_stopping", NULL, "The server is shutting down.");
+        refusal(s, &err);
         if (!stream)
             respond_error(fd, &err, NULL);
         else if (k3_emit_error(&err, 1, &b, &e) == K3_OK)
@@ -233,6 +277,11 @@ static int pump(k3_server *s, int fd, k3_job *job, int stream)
         k3_buf_free(&b);
     } else if (alive && !stream) {
         respond(fd, job->status, "application/json", body.data ? body.data : "", body.len, NULL);
+    }
+    /* A stream that ends in an error event ends with [DONE] as well. */
+    if (stream && alive && (cut || job->status != 200)) {
+        static const char done_event[] = "data: [DONE]\n\n";
+        send_all(fd, done_event, sizeof done_event - 1);
     }
     k3_buf_free(&chunk);
     k3_buf_free(&body);
@@ -270,12 +319,16 @@ static void generate(k3_server *s, int fd, const k3_http_request *hreq, const ch
         job->answer.id = job->id;
         job->answer.created = (long long)time(NULL);
         job->answer.model_name = s->cfg->model_name;
-        if (k3_queue_submit(&s->queue, job))
+        if (server_failed(s)) {
+            refusal(s, &err);
+            status = 503;
+        } else if (k3_queue_submit(&s->queue, job)) {
             status = k3_api_fail(&err, 503, "server_busy", NULL,
                                  "The server is busy: %zu requests are already waiting "
                                  "(--max-queue). Try again later.", s->cfg->max_queue);
-        else
+        } else {
             answered = 1;
+        }
         if (answered)
             status = pump(s, fd, job, req.stream);
     }
@@ -299,15 +352,61 @@ static int is_method(const k3_http_request *r, const char *m)
     return strlen(m) == r->method_len && !memcmp(r->method, m, r->method_len);
 }
 
-static void health(k3_server *s, int fd)
+int k3_conn_is_health(const k3_http_request *req)
+{
+    return is_path(req, "/health") && is_method(req, "GET");
+}
+
+/* Sends head and body in one send that never blocks: 0, or -1. */
+static int send_once(int fd, int status, const char *body, size_t n)
+{
+    char msg[2048];
+    size_t hn = k3_http_head(msg, sizeof msg, status, "application/json", (long long)n, NULL);
+    if (!hn || n > sizeof msg - hn)
+        return -1;
+    memcpy(msg + hn, body, n);
+    return send(fd, msg, hn + n, MSG_NOSIGNAL | MSG_DONTWAIT) == (ssize_t)(hn + n) ? 0 : -1;
+}
+
+/* GET /health: 200 {"status":"ok",...}, or 503 {"status":"error","reason":...}
+ * once a run was invalid, so that a load balancer stops sending work. */
+static void health(k3_server *s, int fd, const k3_http_request *req, double t0)
 {
     size_t waiting;
     int running;
-    char body[128];
+    k3_buf b = { 0 };
+    k3_err e = { 0, "" };
     k3_queue_load(&s->queue, &waiting, &running);
-    int n = snprintf(body, sizeof body, "{\"status\":\"ok\",\"running\":%d,\"waiting\":%zu}",
-                     running, waiting);
-    respond(fd, 200, "application/json", body, (size_t)n, NULL);
+    pthread_mutex_lock(&s->mu);
+    int failed = s->failed;
+    if (failed && !k3_buf_puts(&b, "{\"status\":\"error\",\"reason\":", &e))
+        k3_jtext_put(&b, s->failure, strlen(s->failure), &e);
+    pthread_mutex_unlock(&s->mu);
+    char tail[96];
+    snprintf(tail, sizeof tail, "%s\"running\":%d,\"waiting\":%zu}",
+             failed ? "," : "{\"status\":\"ok\",", running, waiting);
+    k3_buf_puts(&b, tail, &e);
+    if (!e.code)
+        send_once(fd, failed ? 503 : 200, b.data, b.len);
+    k3_buf_free(&b);
+    log_line(s, req, failed ? 503 : 200, NULL, t0);
+}
+
+/* Reads and drops what input is already here (a close with unread input
+ * resets the connection, which can destroy the response in flight). */
+static void drain(int fd)
+{
+    char sink[4096];
+    for (int i = 0; i < 16 && recv(fd, sink, sizeof sink, MSG_DONTWAIT) > 0; i++)
+        ;
+}
+
+void k3_conn_health(k3_server *s, int fd, const k3_http_request *req, double t0)
+{
+    health(s, fd, req, t0);
+    shutdown(fd, SHUT_WR);
+    drain(fd);
+    close(fd);
 }
 
 static void models(k3_server *s, int fd)
@@ -347,7 +446,9 @@ static void route(k3_server *s, int fd, const k3_http_request *req, const char *
         case 0: generate(s, fd, req, body, K3_API_CHAT, t0); return;
         case 1: generate(s, fd, req, body, K3_API_COMPLETION, t0); return;
         case 2: models(s, fd); break;
-        default: health(s, fd); break;
+        default:
+            health(s, fd, req, t0);
+            return;
         }
         log_line(s, req, 200, NULL, t0);
         return;
@@ -357,17 +458,15 @@ static void route(k3_server *s, int fd, const k3_http_request *req, const char *
     log_line(s, req, 404, NULL, t0);
 }
 
-void k3_conn_serve(k3_server *s, int fd)
+void k3_conn_serve(k3_server *s, int fd, char *buf, size_t len, size_t cap, double t0)
 {
     struct timeval tv;
+    fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) & ~O_NONBLOCK); /* the accept thread's reads */
     tv.tv_sec = (time_t)s->cfg->timeout;
     tv.tv_usec = (suseconds_t)((s->cfg->timeout - (double)tv.tv_sec) * 1e6);
     setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof tv);
-    double t0 = k3_seconds();
-    char *buf = NULL;
-    size_t len = 0;
     k3_http_request req;
-    int rc = read_request(s, fd, &buf, &len, &req);
+    int rc = read_request(s, fd, &buf, &len, cap, t0, &req);
     if (rc == K3_HTTP_OK)
         route(s, fd, &req, buf + req.head_len, t0);
     else if (rc > 0)
@@ -376,18 +475,16 @@ void k3_conn_serve(k3_server *s, int fd)
     linger_close(fd);
 }
 
-void k3_conn_refuse(int fd)
+void k3_conn_refuse(int fd, int status, const char *code, const char *why)
 {
-    static const char body[] = "{\"error\":{\"message\":\"Too many connections.\","
-                               "\"type\":\"server_error\",\"param\":null,"
-                               "\"code\":\"server_busy\"}}";
-    char msg[512];
-    size_t hn = k3_http_head(msg, sizeof msg, 503, "application/json", sizeof body - 1, NULL);
-    if (hn && hn + sizeof body <= sizeof msg) {
-        memcpy(msg + hn, body, sizeof body - 1);
-        /* Never block the accepting thread on this client. */
-        fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) | O_NONBLOCK);
-        send(fd, msg, hn + sizeof body - 1, MSG_NOSIGNAL);
-    }
+    k3_api_error err;
+    k3_buf b = { 0 };
+    k3_err e = { 0, "" };
+    k3_api_fail(&err, status, code, NULL, "%s", why);
+    if (k3_emit_error(&err, 0, &b, &e) == K3_OK)
+        send_once(fd, status, b.data, b.len);
+    k3_buf_free(&b);
+    shutdown(fd, SHUT_WR);
+    drain(fd);
     close(fd);
 }

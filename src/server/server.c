@@ -1,11 +1,10 @@
-/* server.c - see server.h: the listening socket, the accept loop, the
- * connection threads' bookkeeping, the worker thread and the shutdown. */
+/* server.c - see server.h: the listening socket, the worker thread, and
+ * starting and shutting down (the accept loop is intake.c). */
 #include "server/server.h"
 
 #include <errno.h>
 #include <netdb.h>
 #include <omp.h>
-#include <poll.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -18,14 +17,8 @@
 
 #include "server/answer.h"
 #include "server/conn.h"
-#include "util/clock.h"
+#include "server/intake.h"
 #include "util/error.h"
-
-/* Connection threads beyond the queue's capacity: room for the requests
- * being read or refused and the cheap endpoints. Beyond this, 503 at once. */
-#define CONN_SLACK 8
-/* How often the accept loop looks at signals and the clock. */
-#define TICK_MS 200
 
 static volatile sig_atomic_t stop_signal;
 
@@ -49,6 +42,10 @@ int k3_server_listen(const k3_server_config *cfg, int *bound, k3_err *e)
                 gai_strerror(rc));
         return -1;
     }
+    if (!k3_addr_is_loopback(ai->ai_addr))
+        fprintf(stderr, "k3 serve: WARNING: --host %s is not a loopback address: anyone who "
+                        "can reach it can use the server, which has no authentication\n",
+                cfg->host);
     int fd = socket(ai->ai_family, ai->ai_socktype, ai->ai_protocol), one = 1;
     if (fd < 0 || setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one) != 0 ||
         bind(fd, ai->ai_addr, ai->ai_addrlen) != 0 || listen(fd, 64) != 0) {
@@ -89,7 +86,10 @@ static int io_cancelled(void *ctx)
     return k3_queue_cancelled(io->q, io->job);
 }
 
-/* The worker: the only thread that touches the model. */
+/* The worker: the only thread that touches the model. An invalid run (a
+ * weight read failed after its retries: the disk or file cannot be trusted
+ * to give the model's bytes) latches s->failed: no later request is run,
+ * /health says why, and the server's exit status is K3_EINVALID. */
 static void *worker(void *arg)
 {
     worker_arg *w = arg;
@@ -99,83 +99,23 @@ static void *worker(void *arg)
     while ((job = k3_queue_take(&w->s->queue))) {
         job_io ctx = { &w->s->queue, job };
         k3_answer_io io = { &ctx, io_publish, io_cancelled };
-        int status = k3_answer_run(w->a, &job->answer, &io, &job->stats);
+        int status = 503; /* after an invalid run, what waits is refused (conn.c says why) */
+        pthread_mutex_lock(&w->s->mu);
+        int failed = w->s->failed;
+        pthread_mutex_unlock(&w->s->mu);
+        if (!failed)
+            status = k3_answer_run(w->a, &job->answer, &io, &job->stats);
+        if (job->stats.error.code == K3_EINVALID) {
+            pthread_mutex_lock(&w->s->mu);
+            w->s->failed = 1;
+            snprintf(w->s->failure, sizeof w->s->failure, "%s", job->stats.error.msg);
+            pthread_mutex_unlock(&w->s->mu);
+            fprintf(stderr, "k3 serve: %s; /health now answers 503 and every "
+                            "request is refused: restart the server\n", job->stats.error.msg);
+        }
         k3_queue_done(&w->s->queue, job, status);
     }
     return NULL;
-}
-
-typedef struct {
-    k3_server *s;
-    int fd;
-} conn_arg;
-
-static void *connection(void *arg)
-{
-    conn_arg c = *(conn_arg *)arg;
-    free(arg);
-    k3_conn_serve(c.s, c.fd);
-    pthread_mutex_lock(&c.s->mu);
-    c.s->conns--;
-    pthread_cond_signal(&c.s->idle);
-    pthread_mutex_unlock(&c.s->mu);
-    return NULL;
-}
-
-/* A thread for the accepted connection fd, or a 503 when there are
- * already as many as the server allows (or no thread can be made). */
-static void dispatch(k3_server *s, int fd, const pthread_attr_t *detached)
-{
-    size_t most = s->cfg->max_queue + 1 + CONN_SLACK;
-    conn_arg *c = NULL;
-    pthread_t t;
-    pthread_mutex_lock(&s->mu);
-    int room = (size_t)s->conns < most;
-    if (room)
-        s->conns++;
-    pthread_mutex_unlock(&s->mu);
-    if (room && (c = malloc(sizeof *c))) {
-        c->s = s;
-        c->fd = fd;
-        if (pthread_create(&t, detached, connection, c) == 0)
-            return;
-        free(c);
-    }
-    if (room) {
-        pthread_mutex_lock(&s->mu);
-        s->conns--;
-        pthread_mutex_unlock(&s->mu);
-    }
-    k3_conn_refuse(fd);
-}
-
-/* Accepts until a signal, --exit-after or a failure of accept itself. */
-static void accept_loop(k3_server *s, int lfd)
-{
-    const k3_server_config *cfg = s->cfg;
-    double t0 = k3_seconds();
-    pthread_attr_t detached;
-    pthread_attr_init(&detached);
-    pthread_attr_setdetachstate(&detached, PTHREAD_CREATE_DETACHED);
-    while (!stop_signal) {
-        if (cfg->exit_after > 0 && k3_seconds() - t0 >= cfg->exit_after) {
-            fprintf(stderr, "k3 serve: --exit-after %g s reached: stopping\n", cfg->exit_after);
-            break;
-        }
-        struct pollfd p = { lfd, POLLIN, 0 };
-        if (poll(&p, 1, TICK_MS) <= 0)
-            continue;
-        int fd = accept(lfd, NULL, NULL);
-        if (fd >= 0)
-            dispatch(s, fd, &detached);
-        else if (errno == EMFILE || errno == ENFILE)
-            poll(NULL, 0, TICK_MS); /* out of descriptors: wait for connections to end */
-        else if (errno != EINTR && errno != ECONNABORTED && errno != EAGAIN)
-            break;
-    }
-    if (stop_signal)
-        fprintf(stderr, "k3 serve: signal %d: stopping\n", (int)stop_signal);
-    pthread_attr_destroy(&detached);
 }
 
 /* Runs the worker and the accept loop, then shuts down: refuses what
@@ -201,7 +141,7 @@ static void serve(k3_server *s, k3_answerer *a, int *lfd, int port, k3_err *e)
                     "max tokens %ld, queue %zu)\n",
             strchr(cfg->host, ':') ? "[" : "", cfg->host, strchr(cfg->host, ':') ? "]" : "", port,
             cfg->model_name, (long long)cfg->context, cfg->max_tokens, cfg->max_queue);
-    accept_loop(s, *lfd);
+    k3_intake_run(s, *lfd, &stop_signal);
     close(*lfd); /* new clients are refused by the system from here */
     *lfd = -1;
     pthread_mutex_lock(&s->mu);
@@ -227,12 +167,17 @@ int k3_server_run(const k3_server_config *cfg, int lfd, int port, k3_model *m,
     pthread_mutex_init(&s.mu, NULL);
     pthread_cond_init(&s.idle, NULL);
     if (k3_answerer_init(&a, m, tok, cfg->context, e) == K3_OK) {
-        if (k3_queue_init(&s.queue, cfg->max_queue, e) == K3_OK) {
-            serve(&s, &a, &lfd, port, e);
-            k3_queue_destroy(&s.queue);
+        if (k3_clients_init(&s.clients, cfg->max_per_client, e) == K3_OK) {
+            if (k3_queue_init(&s.queue, cfg->max_queue, e) == K3_OK) {
+                serve(&s, &a, &lfd, port, e);
+                k3_queue_destroy(&s.queue);
+            }
+            k3_clients_free(&s.clients);
         }
         k3_answerer_free(&a);
     }
+    if (s.failed && !e->code)
+        k3_fail(e, K3_EINVALID, "a run failed while serving: %s", s.failure);
     if (lfd >= 0)
         close(lfd);
     pthread_cond_destroy(&s.idle);

@@ -3,12 +3,13 @@
  * Endpoints: POST /v1/chat/completions, POST /v1/completions (api.h for
  * the fields), GET /v1/models, GET /health.
  *
- * Threads: the calling thread accepts connections; each connection gets a
- * thread that reads and checks its request (with a deadline, so a slow
- * client only holds its own thread), renders and tokenizes the prompt,
- * queues the job (queue.h) and writes what the worker publishes; one worker
- * thread owns the model and runs the jobs one at a time (answer.h). Every
- * response closes its connection. */
+ * Threads: the calling thread accepts connections and reads every request
+ * head (intake.h: a deadline per head, a limit per client, /health
+ * answered there); a request with a complete head gets a thread that reads
+ * and checks its body, renders and tokenizes the prompt, queues the job
+ * (queue.h) and writes what the worker publishes; one worker thread owns
+ * the model and runs the jobs one at a time (answer.h). Every response
+ * closes its connection. */
 #ifndef K3_SERVER_SERVER_H
 #define K3_SERVER_SERVER_H
 
@@ -27,6 +28,10 @@ typedef struct k3_server_config {
     size_t max_queue;       /* requests waiting behind the running one; more are 503 */
     double timeout;         /* seconds a client may take to send its request, and a
                              * single write to it may stall */
+    double header_timeout;  /* seconds from the accept to the end of the request head
+                             * (<= timeout); also the grace before the body's rate is
+                             * checked */
+    int max_per_client;     /* connections one client address may hold (clients.h) */
     double exit_after;      /* > 0: stop by itself after this many seconds (tests) */
     int64_t context;        /* prompt + answer tokens */
     int threads;            /* worker threads for the model (0 = OpenMP's default) */
@@ -37,12 +42,16 @@ typedef struct k3_server_config {
  * in *port (the one picked when cfg->port is 0); -1 and K3_EINPUT when the
  * address cannot be bound. Separate from k3_server_run so that a busy port
  * is reported before a large model is loaded; connections wait in the
- * backlog until the server runs. */
+ * backlog until the server runs. An address that is not loopback (see
+ * k3_addr_is_loopback) gets a WARNING line on stderr first, always: the
+ * server has no authentication. */
 int k3_server_listen(const k3_server_config *cfg, int *port, k3_err *e);
 
 /* Serves on the listening socket lfd (closed on return) until SIGINT or
  * SIGTERM (or exit_after), then stops accepting, cancels what is queued or
- * running, waits for the connection threads and returns K3_OK. */
+ * running (each such client gets a 503, or a stream an error event and
+ * [DONE]), waits for the connection threads and returns K3_OK, or
+ * K3_EINVALID when a run was invalid while serving. */
 int k3_server_run(const k3_server_config *cfg, int lfd, int port, k3_model *m,
                   const k3_tokenizer *tok, k3_err *e);
 

@@ -11,13 +11,19 @@
  *    fed back segment by segment, gives back its reasoning, content and
  *    tool calls; malformed markup never fails.
  * 4. Responses are JSON (the strict reader takes them), invalid UTF-8
- *    included. */
+ *    included.
+ * 5. Client addresses: which listening addresses are loopback (the
+ *    others get a warning), client keys (IPv6 by /64, mapped IPv4 as
+ *    IPv4) and the per-client count. Numeric addresses only: no network. */
+#include <netdb.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
 
 #include "check.h"
 #include "k3/chat.h"
 #include "server/api.h"
+#include "server/clients.h"
 #include "server/emit.h"
 #include "server/http.h"
 #include "server/jtext.h"
@@ -430,11 +436,79 @@ static void test_emit(void)
     k3_buf_free(&out);
 }
 
+/* The client key of a numeric address; 0, or -1 if it does not parse. */
+static int key_of(const char *host, k3_client_key *k, int *loopback)
+{
+    struct addrinfo hints, *ai = NULL;
+    memset(&hints, 0, sizeof hints);
+    hints.ai_family = AF_UNSPEC;
+    hints.ai_socktype = SOCK_STREAM;
+    hints.ai_flags = AI_NUMERICHOST | AI_NUMERICSERV;
+    if (getaddrinfo(host, "80", &hints, &ai) != 0)
+        return -1;
+    k3_client_key_of(ai->ai_addr, k);
+    *loopback = k3_addr_is_loopback(ai->ai_addr);
+    freeaddrinfo(ai);
+    return 0;
+}
+
+static void test_clients(void)
+{
+    static const struct {
+        const char *host;
+        int loopback;
+    } hosts[] = {
+        { "127.0.0.1", 1 }, { "127.1.2.3", 1 }, { "::1", 1 },       { "::ffff:127.0.0.2", 1 },
+        { "0.0.0.0", 0 },   { "::", 0 },        { "10.0.0.1", 0 },  { "192.0.2.1", 0 },
+        { "::2", 0 },       { "::ffff:10.0.0.1", 0 }, { "fe80::1", 0 }, { "128.0.0.1", 0 },
+    };
+    k3_client_key a, b;
+    int lo;
+    for (size_t i = 0; i < sizeof hosts / sizeof hosts[0]; i++) {
+        int ok = key_of(hosts[i].host, &a, &lo) == 0;
+        CHECK(ok && lo == hosts[i].loopback, "%s: loopback %d, wanted %d", hosts[i].host,
+              ok ? lo : -1, hosts[i].loopback);
+    }
+    char t[64];
+    CHECK(!key_of("2001:db8:1:2::5", &a, &lo) && !key_of("2001:db8:1:2:ffff::9", &b, &lo) &&
+              !memcmp(&a, &b, sizeof a),
+          "IPv6 addresses of one /64 are one client");
+    k3_client_key_format(&a, t, sizeof t);
+    CHECK(!strcmp(t, "2001:db8:1:2::/64"), "IPv6 client: %s", t);
+    CHECK(!key_of("2001:db8:1:3::5", &b, &lo) && memcmp(&a, &b, sizeof a),
+          "another /64 is another client");
+    CHECK(!key_of("::ffff:10.1.2.3", &a, &lo) && !key_of("10.1.2.3", &b, &lo) &&
+              !memcmp(&a, &b, sizeof a),
+          "a mapped IPv4 address is that IPv4 client");
+    k3_client_key_format(&a, t, sizeof t);
+    CHECK(!strcmp(t, "10.1.2.3"), "IPv4 client: %s", t);
+
+    k3_clients c;
+    k3_err e = { 0, "" };
+    CHECK(k3_clients_init(&c, 3, &e) == K3_OK, "clients init");
+    key_of("127.0.0.1", &a, &lo);
+    key_of("127.0.0.2", &b, &lo);
+    int in = 0;
+    for (int i = 0; i < 5; i++)
+        in += k3_clients_enter(&c, &a) == 0;
+    CHECK(in == 3, "a client holds at most its limit: %d of 5", in);
+    CHECK(k3_clients_enter(&c, &b) == 0, "another client is not counted with it");
+    k3_clients_leave(&c, &a);
+    CHECK(k3_clients_enter(&c, &a) == 0 && k3_clients_enter(&c, &a) != 0,
+          "a connection that ends frees its place");
+    for (int i = 0; i < 3; i++)
+        k3_clients_leave(&c, &a);
+    k3_clients_leave(&c, &b);
+    CHECK(c.n == 0, "every client left: %zu counted", c.n);
+    k3_clients_free(&c);
+}
+
 int main(void)
 {
     test_http();
     test_api();
     test_reply();
     test_emit();
+    test_clients();
     return check_report("test_serve");
 }

@@ -2,10 +2,12 @@
 #include "model/config.h"
 
 #include <float.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "util/ckd.h"
 #include "util/error.h"
 #include "util/json.h"
 
@@ -185,12 +187,15 @@ static int read_fields(k3_config *c, const k3_json *top, problems *p, k3_err *e)
         else if (!k3_json_get(lac, "use_full_rank_gate"))
             note(p->missing, sizeof p->missing, "linear_attn_config.", "use_full_rank_gate", NULL);
         int64_t L = c->num_hidden_layers;
-        /* Limits fix (tests/unit/test_limits.c): a layer count past the 4096
-         * check_ranges allows is refused as implausible here, before it sizes
-         * an allocation; it used to be reported as running out of memory. */
-        int sane = L > 0 && L <= 4096;
-        if (L > 4096)
-            note(p->bad, sizeof p->bad, "", "num_hidden_layers", "implausibly large");
+        /* The layer count sizes the allocations below: refused over its
+         * limit here, before them (check_ranges does not run then). */
+        int sane = L > 0 && L <= K3_CFG_MAX_LAYERS;
+        if (L > K3_CFG_MAX_LAYERS) {
+            char why[96];
+            snprintf(why, sizeof why, "%lld is over the limit %d", (long long)L,
+                     K3_CFG_MAX_LAYERS);
+            note(p->bad, sizeof p->bad, "", "num_hidden_layers", why);
+        }
         uint8_t *seen = sane ? calloc((size_t)L, 1) : NULL;
         c->layer_kind = sane ? calloc((size_t)L, 1) : NULL;
         if (sane && (!seen || !c->layer_kind)) {
@@ -238,9 +243,81 @@ static int float_positive(double x)
     return float_finite(x) && (float)x > 0;
 }
 
+#define FIELD(f) offsetof(k3_config, f)
+
+/* The largest value of every integer field (the smallest is need_int's).
+ * Each is at least 8 times the release's (in brackets) and small enough
+ * that the sizes k3_config_sizes_of derives stay far from 2^64 (config.h).
+ * bos and pad (unused by the computation) and the eos ids must also be
+ * inside the vocabulary; the relations between fields are checked after. */
+static const struct {
+    const char *prefix, *key;
+    size_t field;
+    int64_t max;
+} LIMITS[] = {
+    /* [163,840] ids are 32-bit; a logits row is vocab_size floats */
+    { "", "vocab_size", FIELD(vocab_size), K3_CFG_MAX_VOCAB },
+    /* [7,168] activations are T x hidden floats per bank entry */
+    { "", "hidden_size", FIELD(hidden_size), (int64_t)1 << 16 },
+    /* [33,792] dense MLP width */
+    { "", "intermediate_size", FIELD(intermediate_size), (int64_t)1 << 18 },
+    /* [93] a layer map and a run per layer are allocated up front */
+    { "", "num_hidden_layers", FIELD(num_hidden_layers), K3_CFG_MAX_LAYERS },
+    /* [96] MLA heads: queries are heads x (nope + rope) floats per token */
+    { "", "num_attention_heads", FIELD(num_attention_heads), (int64_t)1 << 12 },
+    /* [1,536] */
+    { "", "q_lora_rank", FIELD(q_lora_rank), (int64_t)1 << 16 },
+    /* [512] the KV cache holds kv_lora_rank + rope floats per position and layer */
+    { "", "kv_lora_rank", FIELD(kv_lora_rank), (int64_t)1 << 14 },
+    /* [128], [64], [128] per-head widths */
+    { "", "qk_nope_head_dim", FIELD(qk_nope_head_dim), (int64_t)1 << 12 },
+    { "", "qk_rope_head_dim", FIELD(qk_rope_head_dim), (int64_t)1 << 12 },
+    { "", "v_head_dim", FIELD(v_head_dim), (int64_t)1 << 12 },
+    /* [128] the recurrent state is num_heads x head_dim^2 floats per layer */
+    { "linear_attn_config.", "head_dim", FIELD(kda_head_dim), (int64_t)1 << 12 },
+    /* [96] also at most head_dim (A_log has head_dim slots) */
+    { "linear_attn_config.", "num_heads", FIELD(kda_num_heads), (int64_t)1 << 12 },
+    /* [4] taps per channel; the conv state keeps kernel - 1 inputs */
+    { "linear_attn_config.", "short_conv_kernel_size", FIELD(short_conv_kernel_size), 64 },
+    /* [1] also at most num_hidden_layers */
+    { "", "first_k_dense_replace", FIELD(first_k_dense_replace), K3_CFG_MAX_LAYERS },
+    /* [896] the router scores every expert of every token */
+    { "", "num_experts", FIELD(num_experts), (int64_t)1 << 16 },
+    /* [16] routing costs top-k^2 x experts per token; also at most num_experts */
+    { "", "num_experts_per_token", FIELD(num_experts_per_token), 256 },
+    /* [2] their width is moe_intermediate_size x this */
+    { "", "num_shared_experts", FIELD(num_shared_experts), 64 },
+    /* [3,072], [3,584] an expert is 3 x moe_intermediate x latent MXFP4 values */
+    { "", "moe_intermediate_size", FIELD(moe_intermediate_size), (int64_t)1 << 16 },
+    { "", "routed_expert_hidden_size", FIELD(routed_expert_hidden_size), (int64_t)1 << 16 },
+    /* [12] a block longer than the model is one block */
+    { "", "attn_res_block_size", FIELD(attn_res_block_size), K3_CFG_MAX_LAYERS },
+    /* [163,584], [163,839] token ids */
+    { "", "bos_token_id", FIELD(bos_token_id), K3_CFG_MAX_VOCAB - 1 },
+    { "", "pad_token_id", FIELD(pad_token_id), K3_CFG_MAX_VOCAB - 1 },
+};
+
+static int64_t field_of(const k3_config *c, size_t field)
+{
+    int64_t v;
+    memcpy(&v, (const char *)c + field, sizeof v);
+    return v;
+}
+
 /* Ranges the engine relies on, checked once the fields are known. */
 static void check_ranges(k3_config *c, problems *p)
 {
+    for (size_t i = 0; i < sizeof LIMITS / sizeof *LIMITS; i++) {
+        int64_t v = field_of(c, LIMITS[i].field);
+        if (v > LIMITS[i].max) {
+            char why[96];
+            snprintf(why, sizeof why, "%lld is over the limit %lld", (long long)v,
+                     (long long)LIMITS[i].max);
+            note(p->bad, sizeof p->bad, LIMITS[i].prefix, LIMITS[i].key, why);
+        }
+    }
+    if (p->bad[0])
+        return; /* the relations below and the sizes assume the limits */
     if (c->num_experts_per_token > c->num_experts)
         note(p->bad, sizeof p->bad, "", "num_experts_per_token", "exceeds num_experts");
     if (c->routed_expert_hidden_size % 32)
@@ -262,16 +339,29 @@ static void check_ranges(k3_config *c, problems *p)
     if (!float_finite(c->gate_lower_bound))
         note(p->bad, sizeof p->bad, "linear_attn_config.", "gate_lower_bound",
              "outside the float range");
-    if (c->short_conv_kernel_size > 64)
-        note(p->bad, sizeof p->bad, "linear_attn_config.", "short_conv_kernel_size", "too large");
     for (int i = 0; i < c->n_eos; i++)
         if (c->eos_ids[i] >= c->vocab_size)
             note(p->bad, sizeof p->bad, "", "eos_token_id", "outside the vocabulary");
-    /* Sizes are multiplied together when allocating; keep them sane. */
-    const int64_t big = (int64_t)1 << 24;
-    if (c->vocab_size > big || c->hidden_size > big || c->intermediate_size > big ||
-        c->num_hidden_layers > 4096 || c->num_experts > 65536)
-        note(p->bad, sizeof p->bad, "", "a dimension", "implausibly large");
+    if (c->bos_token_id >= c->vocab_size)
+        note(p->bad, sizeof p->bad, "", "bos_token_id", "outside the vocabulary");
+    if (c->pad_token_id >= c->vocab_size)
+        note(p->bad, sizeof p->bad, "", "pad_token_id", "outside the vocabulary");
+    if (p->bad[0])
+        return;
+    k3_config_sizes z;
+    k3_config_sizes_of(c, &z);
+    char why[128];
+    if (z.token_floats > K3_CFG_MAX_TOKEN_FLOATS) {
+        snprintf(why, sizeof why, "a token's working memory of %llu floats is over the limit %llu",
+                 (unsigned long long)z.token_floats, (unsigned long long)K3_CFG_MAX_TOKEN_FLOATS);
+        note(p->bad, sizeof p->bad, "", "the dimensions", why);
+    }
+    if (z.model_bytes > K3_CFG_MAX_BYTES || z.state_bytes > K3_CFG_MAX_BYTES) {
+        snprintf(why, sizeof why, "the %s would take over %llu bytes",
+                 z.model_bytes > K3_CFG_MAX_BYTES ? "weights" : "per-sequence state",
+                 (unsigned long long)K3_CFG_MAX_BYTES);
+        note(p->bad, sizeof p->bad, "", "the dimensions", why);
+    }
 }
 
 int k3_config_parse(k3_config *cfg, const char *text, size_t len, const char *path, k3_err *e)

@@ -205,6 +205,10 @@ int k3_forward(k3_model *m, k3_state *s, const uint32_t *ids, size_t T, float *l
     float eps = (float)c->rms_norm_eps;
     if (T == 0)
         return k3_fail(e, K3_EINPUT, "no tokens to process");
+    if (T > K3_MAX_CALL_TOKENS || s->pos > K3_MAX_POSITIONS - (int64_t)T) /* config.h */
+        return k3_fail(e, K3_EINPUT, "%zu tokens at position %lld: over the limit of %zu tokens "
+                       "a call, %lld positions", T, (long long)s->pos, K3_MAX_CALL_TOKENS,
+                       (long long)K3_MAX_POSITIONS);
     for (size_t t = 0; t < T; t++)
         if (ids[t] >= V)
             return k3_fail(e, K3_EINPUT, "token id %u is outside the vocabulary (%zu ids)",

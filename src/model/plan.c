@@ -1,5 +1,10 @@
 /* plan.c - see plan.h. GB in options and messages means GiB (2^30 bytes),
- * the unit machines report memory in. */
+ * the unit machines report memory in.
+ *
+ * Sizes that depend only on the config fit by its size contract
+ * (model/config.h); those that also depend on options (the context, the
+ * largest call, slot counts) are computed with saturating arithmetic
+ * (util/ckd.h): exact, or UINT64_MAX, which no budget or machine allows. */
 #include "model/plan.h"
 
 #include <stdio.h>
@@ -7,6 +12,7 @@
 #include <string.h>
 
 #include "cache/expert_cache.h"
+#include "util/ckd.h"
 #include "util/error.h"
 
 #define GIB (1024.0 * 1024.0 * 1024.0)
@@ -127,30 +133,6 @@ uint64_t k3_mem_available(uint64_t *mem_available, uint64_t *cgroup_limit)
     if (limit && (!avail || room < avail))
         return room;
     return avail;
-}
-
-/* Floats the forward pass allocates for a call of T tokens at context ctx
- * (mirrors forward.c, kda.c, mla.c, moe.c; an upper bound, not a guess). */
-static uint64_t scratch_floats(const k3_config *c, int L, uint64_t T, uint64_t ctx)
-{
-    uint64_t H = (uint64_t)c->hidden_size, V = (uint64_t)c->vocab_size;
-    uint64_t nbank = (uint64_t)((L + c->attn_res_block_size - 1) / c->attn_res_block_size) + 1;
-    uint64_t D = (uint64_t)c->kda_head_dim, NH = (uint64_t)c->kda_num_heads, C = NH * D;
-    uint64_t QL = (uint64_t)c->q_lora_rank, R = (uint64_t)c->kv_lora_rank;
-    uint64_t DR = (uint64_t)c->qk_rope_head_dim, DV = (uint64_t)c->v_head_dim;
-    uint64_t MH = (uint64_t)c->num_attention_heads, DQ = (uint64_t)c->qk_nope_head_dim + DR;
-    uint64_t E = (uint64_t)c->num_experts, K = (uint64_t)c->num_experts_per_token;
-    uint64_t Z = (uint64_t)c->routed_expert_hidden_size, F = (uint64_t)c->moe_intermediate_size;
-    uint64_t S = F * (uint64_t)c->num_shared_experts, I = (uint64_t)c->intermediate_size;
-    uint64_t wide = S > F ? S : F;
-    uint64_t fwd = 5 * T * H + T * nbank * H + H + nbank + 1 + T * V;
-    uint64_t kda = 6 * T * C + T * D + T * NH + 3 * C + 2 * D;
-    uint64_t mla = T * QL + T * MH * DQ + T * (R + DR) + 2 * T * MH * DV + 2 * R + ctx;
-    uint64_t one = K * (Z + 2 * F); /* one token's expert outputs (moe.c) */
-    uint64_t moe = T * E + E + 2 * T * K + 3 * T * Z + (one > T * Z ? one : T * Z) +
-                   2 * T * wide + T * H;
-    uint64_t dense = 2 * T * I;
-    return fwd + (kda > mla ? kda : mla) + (moe > dense ? moe : dense);
 }
 
 /* Expected bytes read from disk per decode token under a plan (the
@@ -300,23 +282,27 @@ static int plan_layout(k3_plan *p, const k3_config *c, const k3_weights *w,
         p->expert_slots = p->experts_total;
     if (p->expert_slots == 0 && p->experts_total)
         p->expert_slots = 1;
-    p->expert_cache = p->expert_slots * p->expert_slot_bytes;
+    p->expert_cache = k3_sat_mul(p->expert_slots, p->expert_slot_bytes);
 
     /* Per-sequence state and scratch. */
     p->context = o->max_context > 0 ? o->max_context : 4096;
     uint64_t D = (uint64_t)c->kda_head_dim, C = (uint64_t)c->kda_num_heads * D;
     uint64_t K = (uint64_t)c->short_conv_kernel_size;
+    uint64_t kv_row = k3_sat_mul((uint64_t)p->context,
+                                 (uint64_t)(c->kv_lora_rank + c->qk_rope_head_dim) * 4);
     for (int i = 0; i < L; i++) {
         if (c->layer_kind[i] == K3_LAYER_KDA)
             p->kda_state += (3 * (K - 1) * C + (uint64_t)c->kda_num_heads * D * D) * 4;
         else
-            p->kv_cache += (uint64_t)p->context *
-                           (uint64_t)(c->kv_lora_rank + c->qk_rope_head_dim) * 4;
+            p->kv_cache = k3_sat_add(p->kv_cache, kv_row);
     }
     uint64_t T = o->max_batch > 0 ? (uint64_t)o->max_batch : 512;
-    p->scratch = scratch_floats(c, L, T, (uint64_t)p->context) * 4;
-    p->total = p->pinned_trunk + p->ring + p->lm_head + p->embed + p->small + p->expert_cache +
-               p->kda_state + p->kv_cache + p->scratch;
+    p->scratch = k3_sat_mul(k3_config_call_floats(c, L, T, (uint64_t)p->context), 4);
+    const uint64_t parts[] = { p->pinned_trunk, p->ring, p->lm_head, p->embed, p->small,
+                               p->expert_cache, p->kda_state, p->kv_cache, p->scratch };
+    p->total = 0;
+    for (size_t i = 0; i < sizeof parts / sizeof *parts; i++)
+        p->total = k3_sat_add(p->total, parts[i]);
     return K3_OK;
 }
 

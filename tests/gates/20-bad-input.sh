@@ -44,3 +44,28 @@ printf '%-26s ' unknown-option;  expect_exit 2 'unknown option --frobnicate' "$K
 printf '%-26s ' bad-gen;         expect_exit 2 '--gen expects an integer' "$K3_BIN" "$good" --ids 1 --gen x
 printf '%-26s ' layers-too-many; expect_exit 2 '--layers 9: the model has 6 layers' "$K3_BIN" "$good" --ids 1 --layers 9
 echo "$((n + 8)) bad inputs refused with exit 2 and a message naming the culprit"
+# Config integers whose products wrap 64 bits, so that the wrapped shapes
+# equal tiny-a's real tensors (heads x head widths, moe_intermediate x
+# shared experts) or the bank count overflows: each is refused, naming the
+# field, before any tensor is bound (they crashed, or ran on with the shared
+# experts skipped, before every integer field had a limit).
+wrap() { # FIELD VALUE
+    rm -rf "$work/wrap-$1"
+    cp -R "$good" "$work/wrap-$1"
+    "$PYTHON" - "$work/wrap-$1/config.json" "$1" "$2" <<'EOF_WRAP'
+import json, sys
+path, field, value = sys.argv[1], sys.argv[2], int(sys.argv[3])
+c = json.load(open(path))
+c["text_config"][field] = value
+json.dump(c, open(path, "w"), indent=1)
+EOF_WRAP
+    printf '%-26s ' "wrap-$1"
+    expect_exit 2 "config.json: $1 \($2 is over the limit [0-9]+\)" \
+        "$K3_BIN" "$work/wrap-$1" --ids 1,2,3 --gen 2
+    [ ! -s "$K3_BUILD/expect.out" ] || die "wrap-$1: ids were printed"
+}
+wrap num_attention_heads 2305843009213693956
+wrap v_head_dim 4611686018427387920
+wrap num_shared_experts 4611686018427387904
+wrap attn_res_block_size 9223372036854775807
+echo "4 wrapping config integers refused with exit 2 naming the field"

@@ -6,8 +6,9 @@
  *     element count, or byte count, overflows 64 bits; data_offsets past
  *     the end of the file, or not an int64; a negative shape entry; many
  *     small tensors (the sorted duplicate and overlap checks) accepted
- *   config: dimensions beyond the plausible (2^24, 4096 layers, 65536
- *     experts) refused before any allocation is sized by them
+ *   config: every integer field over its limit (and at 2^31, 2^32, 2^62,
+ *     2^63 - 1, where products wrap), and fields within their limits whose
+ *     derived sizes are too large together, refused naming the field
  *   JSON: nesting over 512 levels (test_parsers) */
 #include <stdio.h>
 #include <stdlib.h>
@@ -131,21 +132,108 @@ static int config_edited(const char *from, const char *to, k3_err *e)
     return rc;
 }
 
+/* The config with field `key` (its first occurrence, as "key":old) set to
+ * the decimal text `value`. */
+static int config_with(const char *key, const char *value, k3_err *e)
+{
+    static const char *const olds[] = { "512", "64", "96", "3", "2", "32", "16", "8", "4",
+                                        "1", "256", "511", "258" };
+    char from[96], to[96];
+    for (size_t i = 0; i < sizeof olds / sizeof *olds; i++) {
+        snprintf(from, sizeof from, "\"%s\":%s,", key, olds[i]);
+        snprintf(to, sizeof to, "\"%s\":%s,", key, value);
+        int rc = config_edited(from, to, e);
+        if (rc != -1)
+            return rc;
+    }
+    return -1;
+}
+
+/* Every integer field of the config with its limit (config.c's LIMITS). */
+static const struct {
+    const char *key;
+    long long max;
+} FIELDS[] = {
+    { "vocab_size", 1LL << 24 },          { "hidden_size", 1LL << 16 },
+    { "intermediate_size", 1LL << 18 },   { "num_hidden_layers", 4096 },
+    { "num_attention_heads", 1LL << 12 }, { "q_lora_rank", 1LL << 16 },
+    { "kv_lora_rank", 1LL << 14 },        { "qk_nope_head_dim", 1LL << 12 },
+    { "qk_rope_head_dim", 1LL << 12 },    { "v_head_dim", 1LL << 12 },
+    { "head_dim", 1LL << 12 },            { "num_heads", 1LL << 12 },
+    { "short_conv_kernel_size", 64 },     { "first_k_dense_replace", 4096 },
+    { "num_experts", 1LL << 16 },         { "num_experts_per_token", 256 },
+    { "num_shared_experts", 64 },         { "moe_intermediate_size", 1LL << 16 },
+    { "routed_expert_hidden_size", 1LL << 16 }, { "attn_res_block_size", 4096 },
+    { "bos_token_id", (1LL << 24) - 1 },  { "pad_token_id", (1LL << 24) - 1 },
+};
+
 static void test_config(void)
 {
     k3_err e;
+    char v[32], want[96];
     CHECK(config_edited("{", "{", &e) == K3_OK, "good config: %s", e.msg);
-    CHECK(config_edited("\"vocab_size\":512", "\"vocab_size\":16777217", &e) == K3_EINPUT &&
-              strstr(e.msg, "implausibly large"), "vocab over 2^24: %s", e.msg);
-    CHECK(config_edited("\"hidden_size\":64", "\"hidden_size\":9223372036854775807", &e) ==
-              K3_EINPUT, "hidden_size INT64_MAX: %s", e.msg);
+    /* The red team's four: products that wrap to tiny shapes, or the bank
+     * count's (L + block - 1). */
+    static const struct { const char *key, *value; } wraps[] = {
+        { "num_attention_heads", "2305843009213693956" }, /* 2^61 + 4 */
+        { "v_head_dim", "4611686018427387920" },          /* 2^62 + 16 */
+        { "num_shared_experts", "4611686018427387904" },  /* 2^62 */
+        { "attn_res_block_size", "9223372036854775807" }, /* 2^63 - 1 */
+    };
+    for (size_t i = 0; i < sizeof wraps / sizeof *wraps; i++) {
+        snprintf(want, sizeof want, "%s (%s is over the limit", wraps[i].key, wraps[i].value);
+        CHECK(config_with(wraps[i].key, wraps[i].value, &e) == K3_EINPUT && strstr(e.msg, want),
+              "%s = %s: %s", wraps[i].key, wraps[i].value, e.msg);
+    }
+    /* Every field one past its limit, and at 2^31, 2^32, 2^62, 2^63 - 1. */
+    static const char *const powers[] = { "2147483648", "4294967296", "4611686018427387904",
+                                          "9223372036854775807" };
+    for (size_t i = 0; i < sizeof FIELDS / sizeof *FIELDS; i++) {
+        snprintf(v, sizeof v, "%lld", FIELDS[i].max + 1);
+        snprintf(want, sizeof want, "%s (%s is over the limit %lld)", FIELDS[i].key, v,
+                 FIELDS[i].max);
+        CHECK(config_with(FIELDS[i].key, v, &e) == K3_EINPUT && strstr(e.msg, want),
+              "%s = limit + 1: %s", FIELDS[i].key, e.msg);
+        for (size_t j = 0; j < sizeof powers / sizeof *powers; j++) {
+            snprintf(want, sizeof want, "%s (%s is over the limit", FIELDS[i].key, powers[j]);
+            CHECK(config_with(FIELDS[i].key, powers[j], &e) == K3_EINPUT && strstr(e.msg, want),
+                  "%s = %s: %s", FIELDS[i].key, powers[j], e.msg);
+        }
+    }
+    /* At their limits, fields the others do not constrain are accepted. */
+    static const char *const at_limit[] = { "vocab_size", "hidden_size", "intermediate_size",
+                                            "num_attention_heads", "q_lora_rank",
+                                            "kv_lora_rank", "v_head_dim", "num_shared_experts",
+                                            "attn_res_block_size" };
+    for (size_t i = 0; i < sizeof at_limit / sizeof *at_limit; i++)
+        for (size_t j = 0; j < sizeof FIELDS / sizeof *FIELDS; j++)
+            if (!strcmp(FIELDS[j].key, at_limit[i])) {
+                snprintf(v, sizeof v, "%lld", FIELDS[j].max);
+                CHECK(config_with(at_limit[i], v, &e) == K3_OK, "%s at its limit: %s",
+                      at_limit[i], e.msg);
+            }
+    /* Every field within its limit, but together too large: the derived sizes. */
+    CHECK(config_edited("\"moe_intermediate_size\":32,\"routed_expert_hidden_size\":64",
+                        "\"moe_intermediate_size\":65536,\"routed_expert_hidden_size\":65536",
+                        &e) == K3_OK, "wide experts: %s", e.msg);
+    CHECK(config_edited("\"num_experts\":8,", "\"num_experts\":65536,", &e) == K3_OK,
+          "many experts: %s", e.msg);
+    CHECK(config_edited("\"num_experts\":8,\"num_experts_per_token\":2,\"num_shared_experts\":1,"
+                        "\"moe_intermediate_size\":32,\"routed_expert_hidden_size\":64",
+                        "\"num_experts\":65536,\"num_experts_per_token\":2,\"num_shared_experts\":1,"
+                        "\"moe_intermediate_size\":65536,\"routed_expert_hidden_size\":65536",
+                        &e) == K3_EINPUT &&
+              strstr(e.msg, "the dimensions (the weights would take over 1125899906842624 bytes)"),
+          "many wide experts: %s", e.msg);
+    CHECK(config_edited("\"head_dim\":16,\"num_heads\":2", "\"head_dim\":4096,\"num_heads\":4096",
+                        &e) == K3_OK, "the largest KDA state: %s", e.msg);
     CHECK(config_edited("\"num_hidden_layers\":3", "\"num_hidden_layers\":100000000", &e) ==
-              K3_EINPUT && strstr(e.msg, "num_hidden_layers (implausibly large)"),
-          "10^8 layers: %s", e.msg);
-    CHECK(config_edited("\"num_hidden_layers\":3", "\"num_hidden_layers\":4097", &e) ==
-              K3_EINPUT && strstr(e.msg, "implausibly large"), "4097 layers: %s", e.msg);
-    CHECK(config_edited("\"num_experts\":8", "\"num_experts\":70000", &e) == K3_EINPUT &&
-              strstr(e.msg, "implausibly large"), "70000 experts: %s", e.msg);
+              K3_EINPUT && strstr(e.msg, "num_hidden_layers (100000000 is over the limit 4096)"),
+          "10^8 layers, before the layer map is allocated: %s", e.msg);
+    CHECK(config_with("bos_token_id", "512", &e) == K3_EINPUT &&
+              strstr(e.msg, "bos_token_id (outside the vocabulary)"), "bos: %s", e.msg);
+    CHECK(config_with("pad_token_id", "512", &e) == K3_EINPUT &&
+              strstr(e.msg, "pad_token_id (outside the vocabulary)"), "pad: %s", e.msg);
 }
 
 int main(void)

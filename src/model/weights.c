@@ -1,6 +1,10 @@
-/* weights.c - see weights.h. */
+/* weights.c - see weights.h. The shapes below are products of config
+ * fields: each fits int64 with room to spare by the config's size contract
+ * (model/config.h), and a tensor's byte count comes from its header, where
+ * io/safetensors.c computed it with overflow checks. */
 #include "model/weights.h"
 
+#include <math.h>
 #include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -20,6 +24,7 @@ typedef struct {
     size_t run;              /* run being described */
     size_t capslots;
     size_t cappieces;
+    const k3_tensor_info *loaded; /* the tensor load() read last */
 } binder;
 
 static void *keep(binder *b, void *p)
@@ -82,7 +87,30 @@ static void *load(binder *b, k3_dtype dt, int64_t d0, int64_t d1, int64_t d2)
     if (p && k3_st_read(b->ix, t, 0, t->nbytes, p, b->e) != K3_OK)
         return NULL;
     b->w->small_bytes += t->nbytes;
+    b->loaded = t;
     return p;
+}
+
+/* The small vectors are read once and used for the whole run, where a NaN
+ * or an infinity does not always reach the logits (a NaN router bias only
+ * removes its expert from every choice): each value read must be finite. */
+static float *finite(binder *b, float *f, int64_t n)
+{
+    for (int64_t i = 0; f && i < n; i++)
+        if (!isfinite(f[i])) {
+            k3_fail(b->e, K3_EINPUT, "%s: tensor %s: element %lld is %s; norms, biases and "
+                    "the other small vectors must be finite", k3_st_shard_path(b->ix,
+                    b->loaded->shard), b->name, (long long)i, isnan(f[i]) ? "NaN" : "infinite");
+            return NULL;
+        }
+    return f;
+}
+
+/* An F32 tensor of the given dims (d1, d2 < 0 end the list), read whole. */
+static float *f32(binder *b, int64_t d0, int64_t d1, int64_t d2)
+{
+    float *f = load(b, K3_DT_F32, d0, d1, d2);
+    return f ? finite(b, f, (int64_t)(b->loaded->nbytes / sizeof *f)) : NULL;
 }
 
 static void set_name(binder *b, int layer, const char *suffix)
@@ -148,12 +176,12 @@ static float *vec(binder *b, int layer, const char *suffix, k3_dtype dt, int64_t
     set_name(b, layer, suffix);
     void *raw = row ? load(b, dt, 1, n, -1) : load(b, dt, n, -1, -1);
     if (!raw || dt == K3_DT_F32)
-        return raw;
+        return finite(b, raw, n);
     float *f = keep(b, k3_malloc(b->e, (size_t)n * sizeof *f, b->name));
     if (f)
         for (int64_t i = 0; i < n; i++)
             f[i] = k3_bf16_to_f32(((const uint16_t *)raw)[i]);
-    return f;
+    return finite(b, f, n);
 }
 
 #define FIELD(member) offsetof(k3_layer_weights, member)
@@ -174,14 +202,14 @@ static void bind_kda(binder *b, const k3_config *c, int i, k3_kda_weights *k)
     k->b = bf16_mat(b, i, "self_attn.b_proj.weight", FIELD(kda.b), c->kda_num_heads, H);
     for (int j = 0; j < 3; j++) {
         set_name(b, i, conv_names[j]);
-        k->conv[j] = load(b, K3_DT_F32, C, 1, K);
+        k->conv[j] = f32(b, C, 1, K);
     }
     set_name(b, i, "self_attn.A_log");
-    k->A_log = load(b, K3_DT_F32, D, -1, -1);
+    k->A_log = f32(b, D, -1, -1);
     set_name(b, i, "self_attn.dt_bias");
-    k->dt_bias = load(b, K3_DT_F32, C, -1, -1);
+    k->dt_bias = f32(b, C, -1, -1);
     set_name(b, i, "self_attn.o_norm.weight");
-    k->o_norm = load(b, K3_DT_F32, D, -1, -1);
+    k->o_norm = f32(b, D, -1, -1);
 }
 
 static void bind_mla(binder *b, const k3_config *c, int i, k3_mla_weights *m)
@@ -206,7 +234,7 @@ static void bind_moe(binder *b, const k3_config *c, int i, k3_moe_weights *m)
     int64_t S = c->moe_intermediate_size * c->num_shared_experts;
     m->router = bf16_mat(b, i, "block_sparse_moe.gate.weight", FIELD(moe.router), E, H);
     set_name(b, i, "block_sparse_moe.gate.e_score_correction_bias");
-    m->router_bias = load(b, K3_DT_F32, E, -1, -1);
+    m->router_bias = f32(b, E, -1, -1);
     m->latent_down = bf16_mat(b, i, "block_sparse_moe.routed_expert_down_proj.weight",
                               FIELD(moe.latent_down), Z, H);
     m->latent_up = bf16_mat(b, i, "block_sparse_moe.routed_expert_up_proj.weight",

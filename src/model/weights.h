@@ -3,7 +3,9 @@
  * Binding looks each tensor up in the shard index and checks its dtype and
  * shape against the config (a mismatch or a missing tensor is K3_EINPUT
  * naming the tensor). It reads only the small vectors (norm weights, biases,
- * conv taps: converted to float once, exactly). The matrices are DESCRIBED,
+ * conv taps: converted to float once, exactly), each of whose values must be
+ * finite (else K3_EINPUT naming the shard, tensor and element). The
+ * matrices are DESCRIBED,
  * not read: each layer's BF16 matrices form one run (see io/trunk.h), an
  * image laid out by binding (64-byte aligned offsets), and a layer's view is
  * made by pointing its k3_mats into the run's image once it is resident.

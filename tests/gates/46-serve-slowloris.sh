@@ -44,7 +44,7 @@ while [ -z "$port" ]; do
     i=$((i + 1))
 done
 
-"$PYTHON" - "$port" <<'EOF' || die "slow clients: see above; server log: $(tail -n 5 "$work/server.log")"
+"$PYTHON" - "$port" <<'EOF' || die "slow clients: see above: $(tail -n 5 "$work/server.log")"
 import json, socket, sys, threading, time
 
 port = int(sys.argv[1])

@@ -89,7 +89,8 @@ wait_running() {
     done
 }
 
-long_chat='{"messages":[{"role":"user","content":"Hello there"}],"max_tokens":3000,"temperature":0,"thinking":false'
+long_chat='{"messages":[{"role":"user","content":"Hello there"}],"max_tokens":3000,'
+long_chat="$long_chat"'"temperature":0,"thinking":false'
 
 echo "== a warning for a non-loopback --host"
 expect_exit 2 "WARNING: --host 192.0.2.1 is not a loopback address" \
@@ -147,7 +148,8 @@ print("stream events:", len(ev), "last:", ev[-2:])
 sys.exit(0 if ok else 1)
 EOF
 [ "$(cat "$work/waiting.code")" = 503 ] || die "waiting request: $(cat "$work/waiting.code")"
-echo "ok stream ended: $(grep -c '^data: {' "$work/stream.txt") events, error event, [DONE]; waiting: 503"
+echo "ok stream ended: $(grep -c '^data: {' "$work/stream.txt") events, error event, [DONE]"
+echo "ok waiting request: 503"
 
 echo "== SIGTERM: a running non-streaming request"
 start_server run "$K3_BIN" || die "run: $(cat "$work/run.log")"
@@ -197,5 +199,6 @@ code=$(get next /v1/completions -d '{"prompt":"Hello","max_tokens":4,"temperatur
 [ "$code" = 503 ] && [ "$(json next 'r["error"]["code"]')" = run_invalid ] ||
     die "a request after an invalid run: $code $(cat "$work/next.json")"
 stop_server "$fault_pid" fault 4
-echo "ok run invalid (reads from $n on fail): 500, then /health 503 ($(json health 'r["reason"][:80]')), requests 503, exit 4"
+echo "ok run invalid (reads from $n on fail): 500, then /health 503, requests 503, exit 4"
+echo "   reason: $(json health 'r["reason"][:90]')"
 echo "k3 serve: stop and failure checks passed"

@@ -16,6 +16,10 @@
 typedef struct k3_model k3_model;
 typedef struct k3_state k3_state;
 
+/* Positions (prompt + generated tokens) a sequence may hold when the user
+ * sets no cap: the CLI, chat, history replay and the server refuse more. */
+#define K3_DEFAULT_MAX_CONTEXT 4096
+
 /* How the model is held in memory. None of these changes a computed bit;
  * they trade memory for speed. GB means GiB (2^30 bytes). */
 typedef struct k3_model_opts {
@@ -28,7 +32,7 @@ typedef struct k3_model_opts {
     int64_t cache_experts; /* expert cache in experts (diagnostics); > 0 overrides cache_gb */
     int stream_embed;    /* read embedding rows from disk per token */
     int stream_lm_head;  /* stream lm_head through the ring instead of pinning it */
-    int64_t max_context; /* positions the KV cache is planned for; 0 = 4096 */
+    int64_t max_context; /* positions the KV cache is planned for; 0 = the default */
     int max_batch;       /* largest number of tokens per k3_forward call; 0 = 512 */
     int no_mem_check;    /* plan, but do not refuse a plan larger than the machine */
     int plan_only;       /* index, bind and plan; load nothing (k3_forward unusable) */

@@ -11,6 +11,7 @@
 
 #include "conv.h"
 #include "util/error.h"
+#include "util/file.h"
 #include "util/json.h"
 #include "util/json_write.h"
 

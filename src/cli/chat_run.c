@@ -140,7 +140,7 @@ static int sync_context(chat *c, const char *what, int gen_prompt, k3_err *e)
     k3_chat_set_generation_prompt(c->conv, gen_prompt);
     if (k3_chat_render(c->conv, &segs, e) || k3_chat_encode(c->tok, &segs, &ids, &n, e))
         goto done;
-    if (o->max_context && (long long)n > (long long)o->max_context) {
+    if ((long long)n > (long long)o->max_context) {
         k3_fail(e, K3_EINPUT, "%s: the conversation is %zu tokens, more than --max-context %ld",
                 what, n, o->max_context);
         goto done;

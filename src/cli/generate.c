@@ -7,6 +7,7 @@
  * includes the prompt), the streamed text, dumps and the JSON report. */
 #include "cli/generate.h"
 
+#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -34,16 +35,8 @@ static int write_floats(FILE *f, const float *x, size_t n, const char *path, k3_
 {
     /* Little-endian on disk; every supported target is little-endian. */
     if (fwrite(x, sizeof *x, n, f) != n)
-        return k3_fail(e, K3_ERUNTIME, "%s: write failed", path);
+        return k3_fail(e, K3_ERUNTIME, "%s: write failed: %s", path, strerror(errno));
     return K3_OK;
-}
-
-static FILE *open_out(const char *path, k3_err *e)
-{
-    FILE *f = fopen(path, "wb");
-    if (!f)
-        k3_fail(e, K3_EINPUT, "%s: cannot create", path);
-    return f;
 }
 
 static void write_id_list(FILE *f, const uint32_t *ids, size_t n)
@@ -58,13 +51,11 @@ typedef struct {
     uint64_t bytes_read, requests, hits;
 } step_cost;
 
-static int write_report(const k3_options *o, const k3_model *m, const uint32_t *prompt, size_t np,
-                        const uint32_t *gen, size_t ng, const step_cost *steps, double wall_s,
-                        const k3_io_counters *io, k3_err *e)
+/* The --out report into f (committed by the caller with the other outputs). */
+static int write_report(FILE *f, const k3_options *o, const k3_model *m, const uint32_t *prompt,
+                        size_t np, const uint32_t *gen, size_t ng, const step_cost *steps,
+                        double wall_s, const k3_io_counters *io, k3_err *e)
 {
-    FILE *f = open_out(o->out_json, e);
-    if (!f)
-        return e->code;
     fprintf(f, "{\n  \"prompt_ids\": [");
     write_id_list(f, prompt, np);
     fprintf(f, "],\n  \"generated_ids\": [");
@@ -87,8 +78,8 @@ static int write_report(const k3_options *o, const k3_model *m, const uint32_t *
     fprintf(f, "  \"layers\": %d,\n", k3_model_n_layers(m));
     k3_model_print_json(m, f, "  ");
     fprintf(f, ",\n  \"peak_rss_bytes\": %lld\n}\n", peak_rss_bytes());
-    if (fclose(f) != 0)
-        return k3_fail(e, K3_ERUNTIME, "%s: write failed", o->out_json);
+    if (ferror(f))
+        return k3_fail(e, K3_ERUNTIME, "%s: write failed: %s", o->out_json, strerror(errno));
     return K3_OK;
 }
 
@@ -127,7 +118,8 @@ typedef struct run {
     uint32_t *gen;        /* the generated ids */
     size_t ngen;
     step_cost *steps;     /* [gen] */
-    FILE *dump;           /* --dump-logits */
+    FILE *dump;           /* --dump-logits (a temporary file until the run succeeds) */
+    FILE *dump_prompt;    /* --dump-prompt-logits (likewise) */
     k3_textout text;
     double t_prev;        /* when the previous step ended */
     k3_io_counters io_prev;
@@ -205,27 +197,21 @@ static int prefill(run *r, k3_state *st, const uint32_t *prompt, size_t np, k3_e
         k3_progress_add(&pr, n);
     }
     k3_progress_end(&pr);
-    if (logits && o->dump_prompt_logits) {
-        FILE *pf = open_out(o->dump_prompt_logits, e);
-        if (pf) {
-            write_floats(pf, logits, np * V, o->dump_prompt_logits, e);
-            if (fclose(pf) != 0)
-                k3_fail(e, K3_ERUNTIME, "%s: write failed", o->dump_prompt_logits);
-        }
-    }
+    if (logits && r->dump_prompt)
+        write_floats(r->dump_prompt, logits, np * V, o->dump_prompt_logits, e);
 done:
     free(logits);
     return e->code;
 }
 
-/* --max-context is a hard cap: refuse before computing anything. */
-static int check_context(const k3_options *o, int64_t start, size_t np, k3_err *e)
+int k3_cli_check_context(const k3_options *o, int64_t start, size_t np, k3_err *e)
 {
     long long total = (long long)start + (long long)np + o->gen;
-    if (o->max_context && total > o->max_context)
+    if (total > o->max_context)
         return k3_fail(e, K3_EINPUT, "%s%lld prompt tokens + --gen %ld = %lld tokens exceeds "
-                                     "--max-context %ld", start ? "the loaded sequence and " : "",
-                       (long long)start + (long long)np, o->gen, total, o->max_context);
+                                     "--max-context %ld%s", start ? "the loaded sequence and " : "",
+                       (long long)start + (long long)np, o->gen, total, o->max_context,
+                       o->max_context_given ? "" : " (the default; --max-context N to raise it)");
     return K3_OK;
 }
 
@@ -243,7 +229,7 @@ done:
 }
 
 int k3_run_generate(k3_model *m, const k3_options *o, const uint32_t *prompt, size_t np,
-                    const k3_tokenizer *tok, k3_err *e)
+                    const k3_tokenizer *tok, k3_outputs *out, k3_err *e)
 {
     run r;
     memset(&r, 0, sizeof r);
@@ -263,7 +249,7 @@ int k3_run_generate(k3_model *m, const k3_options *o, const uint32_t *prompt, si
     r.steps = k3_calloc(e, (size_t)o->gen + 1, sizeof *r.steps, "timings");
     if (!r.gen || !r.steps || k3_state_new(&st, m, e) != K3_OK ||
         (o->load_state && k3_state_load(st, o->load_state, e) != K3_OK) ||
-        check_context(o, k3_state_pos(st), np, e) != K3_OK ||
+        k3_cli_check_context(o, k3_state_pos(st), np, e) != K3_OK ||
         k3_cli_sampler(&smp, o, k3_model_vocab(m), e) != K3_OK)
         goto done;
     have_sampler = 1;
@@ -271,8 +257,8 @@ int k3_run_generate(k3_model *m, const k3_options *o, const uint32_t *prompt, si
         k3_fail(e, K3_EINPUT, "%s holds an empty sequence: give a prompt", o->load_state);
         goto done;
     }
-    if (o->dump_logits && !(r.dump = open_out(o->dump_logits, e)))
-        goto done;
+    r.dump = out->logits.f;
+    r.dump_prompt = out->prompt_logits.f;
     if (!o->quiet && !tok)
         print_step_header();
     r.t_prev = wall0;
@@ -306,11 +292,9 @@ int k3_run_generate(k3_model *m, const k3_options *o, const uint32_t *prompt, si
                 wall, io.io_wait_seconds, wall > 0 ? 100.0 * io.io_wait_seconds / wall : 0.0,
                 (double)peak_rss_bytes() / (1024.0 * 1024.0 * 1024.0));
     }
-    if (o->out_json)
-        write_report(o, m, prompt, np, r.gen, r.ngen, r.steps, wall, &io, e);
+    if (out->report.f)
+        write_report(out->report.f, o, m, prompt, np, r.gen, r.ngen, r.steps, wall, &io, e);
 done:
-    if (r.dump && fclose(r.dump) != 0)
-        k3_fail(e, K3_ERUNTIME, "%s: write failed", o->dump_logits);
     if (have_sampler)
         k3_sampler_free(&smp);
     k3_textout_free(&r.text);

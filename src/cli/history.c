@@ -5,9 +5,11 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
 #include "util/atomic_file.h"
 #include "util/error.h"
+#include "util/file.h"
 #include "util/json.h"
 
 /* A history is text: generous, but not unbounded. */
@@ -80,11 +82,9 @@ int k3_history_open(k3_history *h, const char *path, k3_chat *c, k3_err *e)
 {
     memset(h, 0, sizeof *h);
     h->path = path;
-    FILE *probe = fopen(path, "rb");
-    if (!probe && errno == ENOENT)
-        return k3_buf_put(&h->text, "", 0, e); /* a new history */
-    if (probe)
-        fclose(probe);
+    struct stat st;
+    if (stat(path, &st) != 0 && errno == ENOENT)
+        return k3_buf_put(&h->text, "", 0, e); /* a new history (or a link to one) */
     size_t len;
     char *text = k3_read_small_file(e, path, MAX_HISTORY_BYTES, &len);
     if (!text)

@@ -21,6 +21,7 @@
 #include "k3/tokenizer.h"
 #include "util/clock.h"
 #include "util/error.h"
+#include "util/file.h"
 
 #ifndef K3_VERSION
 #define K3_VERSION "0.1.0"
@@ -36,21 +37,6 @@ static int fail(const k3_err *e)
 {
     fprintf(stderr, "k3: error: %s\n", e->msg);
     return e->code;
-}
-
-/* DIR/trace.txt for --dump-cache-trace (DIR is created if missing). */
-static FILE *open_trace(const char *dir, k3_err *e)
-{
-    char path[4096];
-    if (mkdir(dir, 0777) != 0 && errno != EEXIST) {
-        k3_fail(e, K3_EINPUT, "--dump-cache-trace %s: cannot create: %s", dir, strerror(errno));
-        return NULL;
-    }
-    snprintf(path, sizeof path, "%s/trace.txt", dir);
-    FILE *f = fopen(path, "w");
-    if (!f)
-        k3_fail(e, K3_EINPUT, "%s: cannot create: %s", path, strerror(errno));
-    return f;
 }
 
 /* The prompt text of --prompt or --prompt-file (malloc'd), or NULL. */
@@ -105,7 +91,8 @@ static int model_options(const k3_options *o, size_t prompt_len, k3_model_opts *
     if (k3_options_model(o, mo, e) != K3_OK)
         return e->code;
     if (!o->chat) { /* a one-shot run knows its length; a conversation grows */
-        mo->max_context = o->max_context ? o->max_context : (int64_t)(prompt_len + (size_t)o->gen);
+        mo->max_context = o->max_context_given ? o->max_context
+                                               : (int64_t)(prompt_len + (size_t)o->gen);
         mo->max_batch = (int)(prompt_len + (size_t)o->gen);
     }
     mo->plan_only = o->plan_only;
@@ -139,7 +126,7 @@ static int has_tokenizer(const k3_options *o)
 /* Opens the model for a run of prompt_len tokens, checks the tokenizer
  * (may be NULL) fits it, prints the plan and sets up the cache trace. */
 static int open_model(const k3_options *o, size_t prompt_len, const k3_tokenizer *tok,
-                      k3_model **m, FILE **trace, k3_err *e)
+                      k3_model **m, FILE *trace, k3_err *e)
 {
     k3_model_opts mo;
     if (model_options(o, prompt_len, &mo, e) != K3_OK || k3_model_open(m, o->model_dir, &mo, e) != K3_OK)
@@ -149,9 +136,7 @@ static int open_model(const k3_options *o, size_t prompt_len, const k3_tokenizer
                        k3_tok_vocab_size(tok), k3_model_vocab(*m));
     if (!o->quiet)
         k3_model_print_plan(*m, stderr);
-    if (o->cache_trace_dir && !(*trace = open_trace(o->cache_trace_dir, e)))
-        return e->code;
-    k3_model_set_trace(*m, *trace);
+    k3_model_set_trace(*m, trace);
     return K3_OK;
 }
 
@@ -159,14 +144,18 @@ static int chat(const k3_options *o, k3_err *e)
 {
     k3_tokenizer *tok = NULL;
     k3_model *m = NULL;
-    FILE *trace = NULL;
+    k3_outputs out;
+    if (k3_outputs_open(&out, o, e) != K3_OK)
+        return e->code;
     if (k3_tok_load(&tok, o->tok_dir ? o->tok_dir : o->model_dir, e) == K3_OK &&
-        open_model(o, 0, tok, &m, &trace, e) == K3_OK)
+        open_model(o, 0, tok, &m, out.trace.f, e) == K3_OK)
         k3_run_chat(m, o, tok, e);
-    if (trace && fclose(trace) != 0)
-        k3_fail(e, K3_ERUNTIME, "%s: write failed", o->cache_trace_dir);
     k3_model_close(m);
     k3_tok_free(tok);
+    if (e->code)
+        k3_outputs_abort(&out);
+    else
+        k3_outputs_commit(&out, e);
     return e->code;
 }
 
@@ -176,7 +165,9 @@ static int generate(const k3_options *o, k3_err *e)
     size_t n = 0;
     k3_tokenizer *tok = NULL;
     k3_model *m = NULL;
-    FILE *trace = NULL;
+    k3_outputs out;
+    if (k3_outputs_open(&out, o, e) != K3_OK)
+        return e->code;
     if (o->ids_csv) {
         if (k3_parse_ids(o->ids_csv, &ids, &n, e) != K3_OK)
             goto done;
@@ -202,7 +193,8 @@ static int generate(const k3_options *o, k3_err *e)
             goto done;
         }
     }
-    if (open_model(o, n, tok, &m, &trace, e) != K3_OK)
+    if (k3_cli_check_context(o, 0, n, e) != K3_OK ||
+        open_model(o, n, tok, &m, out.trace.f, e) != K3_OK)
         goto done;
     for (size_t i = 0; i < n; i++)
         if (ids[i] >= k3_model_vocab(m)) {
@@ -210,13 +202,15 @@ static int generate(const k3_options *o, k3_err *e)
                     k3_model_vocab(m));
             goto done;
         }
-    k3_run_generate(m, o, ids, n, tok, e);
+    k3_run_generate(m, o, ids, n, tok, &out, e);
 done:
-    if (trace && fclose(trace) != 0)
-        k3_fail(e, K3_ERUNTIME, "%s: write failed", o->cache_trace_dir);
     k3_model_close(m);
     k3_tok_free(tok);
     free(ids);
+    if (e->code)
+        k3_outputs_abort(&out);
+    else
+        k3_outputs_commit(&out, e);
     return e->code;
 }
 

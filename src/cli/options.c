@@ -19,7 +19,7 @@ void k3_options_usage(void)
           "\n"
           "Prompt and tokenizer:\n"
           "  --prompt TEXT           prompt text (special-token text stays ordinary text)\n"
-          "  --prompt-file FILE      prompt text from a file (must be UTF-8)\n"
+          "  --prompt-file FILE      prompt text from a file (must be UTF-8; - reads stdin)\n"
           "  --prompt-special        let special-token text in the prompt become its ids\n"
           "  --ids LIST              prompt token ids, comma-separated (output: ids)\n"
           "  --tok DIR               tokenizer directory (default: MODEL_DIR)\n"
@@ -188,6 +188,7 @@ int k3_options_parse(k3_options *o, int argc, char **argv, k3_err *e)
 {
     memset(o, 0, sizeof *o);
     o->gen = 16;
+    o->max_context = K3_DEFAULT_MAX_CONTEXT;
     o->trunk_gb = -1;
     o->cache_gb = -1;
     o->budget_gb = -1;
@@ -364,6 +365,7 @@ int k3_options_parse(k3_options *o, int argc, char **argv, k3_err *e)
             if (parse_long(a, next, 1, 1L << 24, &v, e))
                 return e->code;
             o->max_context = v;
+            o->max_context_given = 1;
         } else if (!strcmp(a, "--no-mem-check")) {
             o->no_mem_check = 1;
         } else if (!strcmp(a, "--plan")) {

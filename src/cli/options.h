@@ -39,7 +39,8 @@ typedef struct k3_options {
     long trunk_layers;            /* --trunk-layers N (-1: not given) */
     long cache_experts;           /* --cache-experts N (0: not given) */
     int stream_embed, stream_lm_head; /* --stream-embed, --stream-lm-head */
-    long max_context;             /* --max-context N */
+    long max_context;             /* --max-context N (default K3_DEFAULT_MAX_CONTEXT) */
+    int max_context_given;        /* --max-context was given */
     int no_mem_check;             /* --no-mem-check */
     int plan_only;                /* --plan: print the memory plan and exit */
     const char *trunk_dir;        /* --trunk DIR: packed trunk (k3 pack-trunk) */

@@ -8,6 +8,7 @@
 
 #include "options.h"
 #include "util/error.h"
+#include "util/file.h"
 #include "util/json.h"
 
 /* One line of comma-separated ids. Formatted by hand into a buffer: a
@@ -116,9 +117,9 @@ static int jsonl_case(const k3_tokenizer *tok, const char *path, size_t lineno,
 int k3_cmd_tokenize_jsonl(const k3_tokenizer *tok, const char *path, int allow_special,
                           FILE *out, k3_err *e)
 {
-    FILE *f = fopen(path, "rb");
+    FILE *f = k3_fopen_input(path, e);
     if (!f)
-        return k3_fail(e, K3_EINPUT, "%s: cannot open: %s", path, strerror(errno));
+        return e->code;
     char *line = NULL;
     size_t cap = 0, lineno = 0;
     ssize_t got;

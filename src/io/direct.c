@@ -24,6 +24,7 @@
 #include "io/fault.h"
 #include "io/pread_all.h"
 #include "util/error.h"
+#include "util/file.h"
 
 /* ---- process-wide counters ---- */
 
@@ -96,22 +97,21 @@ int k3_file_open(k3_file *f, const char *path, int direct, k3_err *e)
     }
 #else
     (void)direct; /* used below on systems with a direct-I/O switch */
-    f->fd = -1;
-#if defined(O_DIRECT)
-    if (direct) {
-        f->fd = open(path, O_RDONLY | O_DIRECT);
-        f->direct = f->fd >= 0;
-        if (f->fd < 0 && errno == EINVAL)
-            count_fallback();
-    }
-#endif
-    if (f->fd < 0)
-        f->fd = open(path, O_RDONLY);
+    f->fd = k3_open_input(path, e);
     if (f->fd < 0) {
-        k3_fail(e, K3_EINPUT, "%s: cannot open: %s", path, strerror(errno));
         k3_file_close(f);
         return e->code;
     }
+#if defined(O_DIRECT)
+    /* Direct I/O is switched on the open descriptor; a file system that
+     * refuses it (EINVAL) is read through the page cache instead. */
+    if (direct) {
+        int fl = fcntl(f->fd, F_GETFL);
+        f->direct = fl >= 0 && fcntl(f->fd, F_SETFL, fl | O_DIRECT) == 0;
+        if (!f->direct && errno == EINVAL)
+            count_fallback();
+    }
+#endif
 #if defined(__APPLE__)
     f->direct = direct && fcntl(f->fd, F_NOCACHE, 1) == 0;
 #endif

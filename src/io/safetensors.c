@@ -11,6 +11,7 @@
 
 #include "io/pread_all.h"
 #include "util/error.h"
+#include "util/file.h"
 #include "util/json.h"
 #include "util/xxh64.h"
 
@@ -115,9 +116,9 @@ static int span_cmp(const void *a, const void *b)
 static int load_shard(k3_st_index *ix, uint32_t shard, k3_err *e)
 {
     const char *path = ix->shard_paths[shard];
-    int fd = open(path, O_RDONLY);
+    int fd = k3_open_input(path, e);
     if (fd < 0)
-        return k3_fail(e, K3_EINPUT, "%s: cannot open shard: %s", path, strerror(errno));
+        return e->code;
     ix->fds[shard] = fd;
     struct stat st;
     if (fstat(fd, &st) != 0)

@@ -28,6 +28,7 @@
 #include "model/model.h"
 #include "util/atomic_file.h"
 #include "util/error.h"
+#include "util/file.h"
 #include "util/xxh64.h"
 
 #define MAGIC "k3-state"
@@ -299,9 +300,9 @@ static int read_state(reader *r, k3_state *s, k3_err *e)
 int k3_state_load(k3_state *s, const char *path, k3_err *e)
 {
     k3_state_reset(s);
-    FILE *f = fopen(path, "rb");
+    FILE *f = k3_fopen_input(path, e);
     if (!f)
-        return k3_fail(e, K3_EINPUT, "%s: cannot open: %s", path, strerror(errno));
+        return e->code;
     reader r;
     r.f = f;
     r.path = path;

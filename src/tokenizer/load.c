@@ -14,6 +14,7 @@
 
 #include "tok.h"
 #include "util/error.h"
+#include "util/file.h"
 
 /* Biggest tiktoken.model accepted; the release's is 2.8 MB. */
 #define MODEL_MAX_BYTES ((size_t)256 << 20)

@@ -11,6 +11,7 @@
 
 #include "tok.h"
 #include "util/error.h"
+#include "util/file.h"
 #include "util/json.h"
 
 /* Parses a decimal id key; -1 when it is not plain digits or too long. */

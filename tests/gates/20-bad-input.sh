@@ -13,7 +13,7 @@ check() { # CASE PATTERN
     expect_exit 2 "$2" "$K3_BIN" "$work/$1" --ids 1,2,3 --gen 2
     n=$((n + 1))
 }
-check missing-shard            'model-00002-of-000003.safetensors: cannot open shard'
+check missing-shard            'model-00002-of-000003.safetensors: cannot open: No such file'
 check truncated-shard          'model-00003-of-000003.safetensors: truncated'
 check offsets-past-end         'input_layernorm.weight ends at data byte'
 check overlap                  'overlap'
@@ -21,7 +21,7 @@ check wrong-dtype              'post_attention_layernorm.weight is F16 .* config
 check wrong-shape              'mlp.down_proj.weight is BF16 \[96,64\] but the config implies BF16 \[64,96\]'
 check missing-tensor           'missing tensor language_model.model.layers.2.self_attention_res_proj.weight'
 check duplicate-tensor         'tensor .*layernorm.weight appears in two shards \(.*model-0000[13]-of-000003.safetensors and .*model-0000[13]-of-000003.safetensors\)'
-check index-missing-shard      'model-00009-of-000009.safetensors: cannot open shard'
+check index-missing-shard      'model-00009-of-000009.safetensors: cannot open: No such file'
 check index-wrong-shard        'index puts tensor .* in .*model-00001-of-000003.safetensors but it is in'
 check header-not-json          'model-00001-of-000003.safetensors: header is not valid JSON: byte [0-9]+'
 check header-too-long          'header length 1099511627776 exceeds'

@@ -57,7 +57,11 @@ const char *k3_kernels_name(void);
 /* y[r] = row r of m . x  for r in [0, rows). */
 void k3_matvec(const k3_mat *m, const float *x, float *y);
 /* Y[t][r] = row r of m . X[t]  for T inputs X [T][cols] -> Y [T][rows];
- * each element bit-identical to k3_matvec on X[t]. */
+ * each element bit-identical to k3_matvec on X[t]. X and Y must not
+ * overlap (threads write Y while others still read X). Above a small
+ * amount of work (rows x cols x T >= 2^15) it opens an OpenMP parallel
+ * region of its own, the threads splitting the rows; where it is called
+ * from inside another parallel region, that region is nested. */
 void k3_matmul(const k3_mat *m, const float *X, size_t T, float *Y);
 
 /* Rows [r0, r0+n) of m as a matrix of its own (no copy). */
@@ -70,7 +74,9 @@ void k3_matvec_t(const k3_mat *m, const float *x, float *y);
 void k3_rmsnorm(float *out, const float *x, const float *w, size_t n, float eps);
 /* SiTU in place on gate: gate[i] = b1 tanh(g/b1) sigmoid(g) * b2 tanh(u/b2). */
 void k3_situ(float *gate, const float *up, size_t n, float b1, float b2);
-/* In-place softmax over n scores. */
+/* In-place softmax over n >= 1 scores, in one fixed order: m = the largest
+ * x[i]; e[i] = k3_expf(x[i] - m) and sum += e[i] for i = 0..n-1 (one float
+ * add each, ascending); then x[i] = e[i] / sum. */
 void k3_softmax(float *x, size_t n);
 /* Index of the largest value; ties go to the lowest index. */
 size_t k3_argmax(const float *x, size_t n);

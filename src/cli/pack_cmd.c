@@ -4,6 +4,7 @@
 #include "cli/pack_cmd.h"
 
 #include <errno.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -21,12 +22,15 @@ static void usage(FILE *f)
           "Copies the dense trunk (every layer's matrices, lm_head, the embedding) into\n"
           "TRUNK_DIR/trunk.bin, one 4096-aligned run per layer, and describes it in\n"
           "TRUNK_DIR/trunk.json; then run k3 with --trunk TRUNK_DIR. A trunk that is up\n"
-          "to date (same config.json, same tensor table, trunk.bin of the recorded size)\n"
-          "is left alone.\n"
+          "to date (same config.json, same tensor table, the same weights by sampled\n"
+          "fingerprints of every run's tensors, trunk.bin of the recorded size) is left\n"
+          "alone; any other trunk in TRUNK_DIR (another model's, other weights, an older\n"
+          "format) is repacked, and stays usable until the new one is complete. A failed\n"
+          "pack leaves no partial file behind.\n"
           "\n"
           "  --layers N   pack only the first N layers (with lm_head and the embedding)\n"
           "  --force      repack even when up to date\n"
-          "  --verify     when up to date, re-read trunk.bin and check every run's checksum\n"
+          "  --verify     when up to date, compare every byte of trunk.bin with the model\n"
           "  --quiet      no progress or summary lines\n",
           f);
 }
@@ -66,7 +70,8 @@ static int parse(pack_args *a, int argc, char **argv, k3_err *e)
         }
     }
     if (!a->trunk_dir)
-        return k3_fail(e, K3_EINPUT, "pack-trunk: expected MODEL_DIR TRUNK_DIR (see k3 pack-trunk --help)");
+        return k3_fail(e, K3_EINPUT,
+                       "pack-trunk: expected MODEL_DIR TRUNK_DIR (see k3 pack-trunk --help)");
     return K3_OK;
 }
 
@@ -123,6 +128,11 @@ int k3_cmd_pack_trunk(int argc, char **argv)
             usage(stdout);
             return 0;
         }
+#ifdef SIGXFSZ
+    /* Past a file size limit, a write must fail (EFBIG) and the pack clean
+     * up, not the process die with its temporary file left behind. */
+    signal(SIGXFSZ, SIG_IGN);
+#endif
     pack_args a;
     if (parse(&a, argc, argv, &e) == K3_OK)
         pack(&a, &e);

@@ -8,6 +8,7 @@
 
 #include "io/direct.h"
 #include "io/trunk_format.h"
+#include "io/trunk_source.h"
 #include "util/error.h"
 
 struct k3_trunk_file {
@@ -57,6 +58,33 @@ static void differences(const k3_trunk_manifest *want, const k3_trunk_manifest *
     }
 }
 
+/* Compares the source fingerprints of the runs the model uses with the
+ * packed ones: 0 when all equal, else 1 with the first differing run and
+ * the count written to msg (a plain difference: the caller refuses). */
+static int other_weights(const k3_trunk_manifest *want, const k3_trunk_manifest *have,
+                         const char *model_dir, char *msg, size_t n)
+{
+    size_t bad = 0;
+    const k3_trunk_run *first = NULL, *first_have = NULL;
+    for (size_t r = 0; r < want->nruns; r++) {
+        const k3_trunk_run *got = k3_trunk_find_run(have, want->runs[r].name);
+        if (got->source != want->runs[r].source && !bad++) {
+            first = &want->runs[r];
+            first_have = got;
+        }
+    }
+    if (!bad)
+        return 0;
+    char a[17], b[17];
+    k3_trunk_hex(first_have->source, a);
+    k3_trunk_hex(first->source, b);
+    snprintf(msg, n, "it was packed from other weights than %s's: %zu of %zu runs differ, the "
+                     "first \"%s\" (source fingerprint %s in %s, %s from %s's shards: another "
+                     "checkpoint of this config, or its shards replaced since)",
+             model_dir, bad, want->nruns, first->name, a, K3_TRUNK_JSON, b, model_dir);
+    return 1;
+}
+
 int k3_trunk_file_open(k3_trunk_file **out, const char *trunk_dir, const char *model_dir,
                        k3_run *runs, size_t nruns, const k3_st_index *ix,
                        const k3_tensor_info *embed, k3_err *e)
@@ -82,6 +110,13 @@ int k3_trunk_file_open(k3_trunk_file **out, const char *trunk_dir, const char *m
         goto fail;
     want.config_hash = config_hash;
     differences(&want, &tf->packed, bin, diff, sizeof diff);
+    /* Same shape: the same weights? (A sample that cannot be read: exit 4.) */
+    if (!diff[0] && k3_trunk_source_fingerprint(&want, e) != K3_OK) {
+        k3_trunk_manifest_free(&want);
+        goto fail;
+    }
+    if (!diff[0])
+        other_weights(&want, &tf->packed, model_dir, diff, sizeof diff);
     k3_trunk_manifest_free(&want);
     if (diff[0]) {
         k3_fail(e, K3_EINPUT, "--trunk %s is stale or another model's: %s. Repack it: k3 "

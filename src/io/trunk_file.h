@@ -4,13 +4,16 @@
  * Open refuses, with K3_EINPUT naming every difference it finds, a trunk
  * that is not this model's: trunk.json missing or malformed, another
  * config.json (hash), a run the model uses missing from trunk.json or
- * holding other tensors (names, dtypes, shapes, offsets, length), or
- * trunk.bin not of the recorded size. Then every run's pieces become ONE
- * piece: the run's aligned extent of trunk.bin, read through a k3_file
- * opened for direct I/O (buffered where the file system refuses), and the
- * run is marked for verification against its packed checksum, so a
- * corrupted trunk.bin stops the run with K3_EINVALID (io/trunk.h) instead
- * of computing with wrong weights.
+ * holding other tensors (names, dtypes, shapes, offsets, length),
+ * trunk.bin not of the recorded size, or - the same shape, other weights -
+ * a run whose source fingerprint (io/trunk_source.h: sampled bytes of its
+ * tensors in the shards, a few small reads per run) differs from the packed
+ * one. A sample that cannot be read is K3_EINVALID (RUN INVALID). Only
+ * then do every run's pieces become ONE piece: the run's aligned extent of
+ * trunk.bin, read through a k3_file opened for direct I/O (buffered where
+ * the file system refuses), and the run is marked for verification
+ * against its packed checksum, so a corrupted trunk.bin stops the run with
+ * K3_EINVALID (io/trunk.h) instead of computing with wrong weights.
  *
  * The embedding is checked too (it is in the tensor table), but the engine
  * still reads it from the shards: its row reads are separate (weights.c). */

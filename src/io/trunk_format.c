@@ -79,7 +79,7 @@ static int alloc_manifest(k3_trunk_manifest *m, size_t nruns, size_t ntensors, k
 }
 
 static void set_tensor(k3_trunk_tensor *kt, const k3_tensor_info *t, uint64_t offset,
-                       const char *path, uint64_t src_off)
+                       const char *path, int fd, uint64_t src_off)
 {
     kt->name = t->name;
     kt->dtype = t->dtype;
@@ -88,6 +88,7 @@ static void set_tensor(k3_trunk_tensor *kt, const k3_tensor_info *t, uint64_t of
     kt->offset = offset;
     kt->nbytes = t->nbytes;
     kt->src_path = path;
+    kt->src_fd = fd;
     kt->src_off = src_off;
 }
 
@@ -111,7 +112,8 @@ int k3_trunk_layout(k3_trunk_manifest *m, const k3_run *runs, size_t nruns,
             kr->name = K3_TRUNK_EMBED_RUN;
             kr->length = embed->nbytes;
             kr->ntensors = 1;
-            set_tensor(next++, embed, 0, k3_st_shard_path(ix, embed->shard), embed->offset);
+            set_tensor(next++, embed, 0, k3_st_shard_path(ix, embed->shard),
+                       k3_st_shard_fd(ix, embed->shard), embed->offset);
         } else {
             kr->name = runs[r].name;
             kr->length = runs[r].bytes;
@@ -125,7 +127,7 @@ int k3_trunk_layout(k3_trunk_manifest *m, const k3_run *runs, size_t nruns,
                             i, runs[r].name);
                     goto fail;
                 }
-                set_tensor(next++, t, p->dst_off, p->path, p->src_off);
+                set_tensor(next++, t, p->dst_off, p->path, p->fd, p->src_off);
             }
         }
         off += k3_trunk_align_up(kr->length);
@@ -210,7 +212,8 @@ static const k3_json *need(reader *rd, const k3_json *obj, const char *key, k3_j
         return NULL;
     if (!v || v->type != type) {
         k3_fail(rd->e, K3_EINPUT, "%s: %s\"%s\" %s (expected a%s %s)", rd->path, where, key,
-                v ? "has the wrong type" : "is missing", type == K3J_ARRAY || type == K3J_OBJECT ? "n" : "",
+                v ? "has the wrong type" : "is missing",
+                type == K3J_ARRAY || type == K3J_OBJECT ? "n" : "",
                 names[type]);
         return NULL;
     }
@@ -318,6 +321,7 @@ static int read_run(reader *rd, const k3_json *j, size_t r, uint64_t end_prev,
     need_u64(rd, j, "offset", where, &run->offset);
     need_u64(rd, j, "length", where, &run->length);
     need_hex(rd, j, "checksum", where, &run->checksum);
+    need_hex(rd, j, "source", where, &run->source);
     const k3_json *ts = need(rd, j, "tensors", K3J_ARRAY, where);
     if (rd->e->code)
         return rd->e->code;
@@ -363,7 +367,8 @@ int k3_trunk_manifest_read(k3_trunk_manifest *m, const char *dir, k3_err *e)
     need_str(&rd, root, "format", "", "k3-trunk", NULL);
     if (need_u64(&rd, root, "version", "", &version) == K3_OK && version != K3_TRUNK_VERSION)
         k3_fail(e, K3_EINPUT, "%s: format version %llu, but this k3 reads version %d: repack it "
-                              "(k3 pack-trunk)", path, (unsigned long long)version, K3_TRUNK_VERSION);
+                              "(k3 pack-trunk MODEL_DIR %s)",
+                path, (unsigned long long)version, K3_TRUNK_VERSION, dir);
     need_str(&rd, root, "checksum", "", "xxh64", NULL);
     need_str(&rd, root, "file", "", K3_TRUNK_BIN, NULL);
     if (need_u64(&rd, root, "align", "", &align) == K3_OK && align != K3_TRUNK_ALIGN)
@@ -435,7 +440,7 @@ static int put_fmt(k3_buf *b, k3_err *e, const char *fmt, ...)
 
 static int manifest_text(const k3_trunk_manifest *m, k3_buf *b, k3_err *e)
 {
-    char ch[17], th[17], rh[17], shape[256];
+    char ch[17], th[17], rh[17], sh[17], shape[256];
     k3_trunk_hex(m->config_hash, ch);
     k3_trunk_hex(m->table_hash, th);
     put_fmt(b, e, "{\n  \"format\": \"k3-trunk\",\n  \"version\": %d,\n  \"checksum\": \"xxh64\",\n"
@@ -445,11 +450,12 @@ static int manifest_text(const k3_trunk_manifest *m, k3_buf *b, k3_err *e)
     for (size_t r = 0; r < m->nruns && !e->code; r++) {
         const k3_trunk_run *run = &m->runs[r];
         k3_trunk_hex(run->checksum, rh);
+        k3_trunk_hex(run->source, sh);
         put_fmt(b, e, "%s\n    {\"name\": ", r ? "," : "");
         put_str(b, run->name, e);
-        put_fmt(b, e, ", \"offset\": %llu, \"length\": %llu, \"checksum\": \"%s\",\n"
-                      "     \"tensors\": [",
-                (unsigned long long)run->offset, (unsigned long long)run->length, rh);
+        put_fmt(b, e, ", \"offset\": %llu, \"length\": %llu, \"checksum\": \"%s\", "
+                      "\"source\": \"%s\",\n     \"tensors\": [",
+                (unsigned long long)run->offset, (unsigned long long)run->length, rh, sh);
         for (size_t i = 0; i < run->ntensors && !e->code; i++) {
             const k3_trunk_tensor *t = &run->tensors[i];
             put_fmt(b, e, "%s\n       {\"name\": ", i ? "," : "");

@@ -13,16 +13,20 @@
  * 64-byte alignment leaves between tensors zero. Nothing else is in the
  * file: trunk.json says where everything is.
  *
- * trunk.json (version 1), every member required:
- *   {"format": "k3-trunk", "version": 1, "checksum": "xxh64",
+ * trunk.json (version 2), every member required:
+ *   {"format": "k3-trunk", "version": 2, "checksum": "xxh64",
  *    "config_hash": HEX16,        XXH64 of the bytes of the model's config.json
  *    "tensor_table_hash": HEX16,  XXH64 of the canonical table text (below)
  *    "align": 4096, "file": "trunk.bin", "file_size": N,
  *    "runs": [{"name": "layer 0", "offset": N, "length": N,
  *              "checksum": HEX16,  XXH64 (seed 0) of the run image [0, length)
+ *              "source": HEX16,    fingerprint of the tensors it was packed from:
+ *                                  shard, offset, sampled bytes (io/trunk_source.h)
  *              "tensors": [{"name": S, "dtype": "BF16", "shape": [R, C],
  *                           "offset": N}, ...]},    offset within the run
  *             ..., {"name": "lm_head", ...}, {"name": "embedding", ...}]}
+ * Another version (version 1 had no "source") is refused with
+ * K3_EINPUT telling the user to repack.
  * HEX16 is 16 lower-case hex digits (64-bit values do not fit JSON numbers
  * that every reader keeps exact). Run names are "layer N", "lm_head",
  * "embedding".
@@ -33,9 +37,9 @@
  * layout (run lengths, offsets) as well as names, dtypes and shapes means a
  * change in how weights.c lays out an image also makes a trunk stale.
  *
- * What the manifest cannot see: weights changed in place with the same
- * config, names, shapes and layout. Repack (--force) after replacing shards
- * with different weights of the same shape. */
+ * What the manifest cannot see: weights that differ from the packed ones
+ * only where the source fingerprint does not sample (the middle of a
+ * tensor); `k3 pack-trunk --verify` compares every byte. */
 #ifndef K3_IO_TRUNK_FORMAT_H
 #define K3_IO_TRUNK_FORMAT_H
 
@@ -46,7 +50,7 @@
 #include "io/trunk.h"
 #include "k3/error.h"
 
-#define K3_TRUNK_VERSION 1
+#define K3_TRUNK_VERSION 2
 #define K3_TRUNK_ALIGN 4096u
 #define K3_TRUNK_BIN "trunk.bin"
 #define K3_TRUNK_JSON "trunk.json"
@@ -66,7 +70,8 @@ typedef struct k3_trunk_tensor {
     uint64_t nbytes;
     /* Where the packer copies it from (layouts made from a model only). */
     const char *src_path;
-    uint64_t src_off;
+    int src_fd;              /* src_path opened by the shard index */
+    uint64_t src_off;        /* absolute byte offset in src_path */
 } k3_trunk_tensor;
 
 typedef struct k3_trunk_run {
@@ -74,6 +79,7 @@ typedef struct k3_trunk_run {
     uint64_t offset;         /* in trunk.bin, a multiple of K3_TRUNK_ALIGN */
     uint64_t length;         /* image bytes (the file holds it padded) */
     uint64_t checksum;       /* XXH64 of the image; 0 until packed */
+    uint64_t source;         /* fingerprint of its source tensors (io/trunk_source.h) */
     k3_trunk_tensor *tensors;/* by offset */
     size_t ntensors;
 } k3_trunk_run;
@@ -93,8 +99,9 @@ int k3_trunk_config_hash(const char *model_dir, uint64_t *hash, k3_err *e);
 /* The layout a trunk packed from these runs has: runs[0..nruns) in order
  * (names and tensors from their pieces: every piece must name its tensor),
  * then the embedding tensor `embed` as the run "embedding"; offsets in
- * trunk.bin assigned, checksums 0, table hash set. config_hash is the
- * caller's (k3_trunk_config_hash). Names point into ix. */
+ * trunk.bin assigned, checksums and sources 0, table hash set. config_hash
+ * is the caller's (k3_trunk_config_hash), and so are the sources
+ * (k3_trunk_source_fingerprint). Names point into ix. */
 int k3_trunk_layout(k3_trunk_manifest *m, const k3_run *runs, size_t nruns,
                     const k3_st_index *ix, const k3_tensor_info *embed, k3_err *e);
 

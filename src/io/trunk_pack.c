@@ -1,6 +1,8 @@
 /* trunk_pack.c - see trunk_pack.h. */
 #if defined(__linux__)
-#define _GNU_SOURCE /* O_DIRECT */
+#define _GNU_SOURCE /* O_DIRECT, flock */
+#elif defined(__APPLE__)
+#define _DARWIN_C_SOURCE /* flock */
 #endif
 #include "io/trunk_pack.h"
 
@@ -10,11 +12,13 @@
 #include <signal.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/file.h>
 #include <sys/stat.h>
 #include <sys/statvfs.h>
 #include <unistd.h>
 
 #include "io/direct.h"
+#include "io/trunk_source.h"
 #include "util/clock.h"
 #include "util/error.h"
 #include "util/progress.h"
@@ -60,13 +64,22 @@ static int up_to_date(const k3_trunk_manifest *want, const char *dir, const path
                     e.msg);
         return 0;
     }
+    size_t other = 0; /* runs packed from other weights (equal tables: same runs) */
+    for (size_t r = 0; have->table_hash == want->table_hash && r < want->nruns; r++)
+        other += have->runs[r].source != want->runs[r].source;
+    char why_other[160];
+    snprintf(why_other, sizeof why_other, "it was packed from other weights: the source "
+                                          "fingerprints of %zu of %zu runs differ",
+             other, want->nruns);
     const char *why = have->config_hash != want->config_hash ? "config.json differs"
                       : have->table_hash != want->table_hash ? "the tensor table differs"
+                      : other ? why_other
                       : stat(p->bin, &st) != 0 ? "trunk.bin is missing"
                       : (uint64_t)st.st_size != want->file_size ? "trunk.bin has the wrong size"
                                                                : NULL;
     if (why && log)
-        fprintf(log, "pack-trunk: the existing trunk is stale (%s): repacking\n", why);
+        fprintf(log, "pack-trunk: the existing trunk in %s is stale or another model's (%s): "
+                     "repacking\n", dir, why);
     if (why)
         k3_trunk_manifest_free(have);
     return !why;
@@ -367,6 +380,76 @@ static int verify_file(const k3_trunk_manifest *m, const char *path, uint8_t *wi
     return e->code;
 }
 
+/* Where byte `at` of run's image is, for a message: "byte N of tensor T
+ * (SHARD offset M)" or "an alignment gap". */
+static void locate(const k3_trunk_run *run, uint64_t at, char *out, size_t n)
+{
+    for (size_t i = 0; i < run->ntensors; i++) {
+        const k3_trunk_tensor *t = &run->tensors[i];
+        if (at >= t->offset && at - t->offset < t->nbytes) {
+            snprintf(out, n, "byte %llu of tensor %s (%s offset %llu)",
+                     (unsigned long long)(at - t->offset), t->name, t->src_path,
+                     (unsigned long long)(t->src_off + at - t->offset));
+            return;
+        }
+    }
+    snprintf(out, n, "byte %llu, an alignment gap", (unsigned long long)at);
+}
+
+/* --verify of an up-to-date trunk: every run of path (at have's offsets)
+ * compared byte for byte with its image assembled afresh from the source
+ * tensors (m: the layout, whose table equals have's), and its read-back
+ * checksum with have's. win holds 2 windows: the image, then trunk.bin. */
+static int verify_source(const k3_trunk_manifest *m, const k3_trunk_manifest *have,
+                         const char *path, uint8_t *win, FILE *log, k3_err *e)
+{
+    k3_file f;
+    sources src;
+    if (k3_file_open(&f, path, 1, e) != K3_OK)
+        return e->code;
+    k3_progress pg;
+    k3_progress_start(&pg, log, "pack-trunk: verify against the model", run_bytes(m));
+    open_sources(&src, m, e);
+    uint8_t *disk = win + WINDOW;
+    for (size_t r = 0; r < m->nruns && !e->code; r++) {
+        const k3_trunk_run *run = &m->runs[r];
+        k3_xxh64_state h;
+        k3_xxh64_init(&h, 0);
+        for (uint64_t a = 0; a < run->length && !e->code; a += WINDOW) {
+            size_t n = window_len(run, a);
+            k3_iov v = { disk, (size_t)k3_trunk_align_up(n) };
+            if (fill_window(run, a, n, &src, win, e) != K3_OK ||
+                k3_file_readv(&f, have->runs[r].offset + a, &v, 1, n, e) != K3_OK)
+                break;
+            k3_xxh64_update(&h, disk, n);
+            if (memcmp(win, disk, n)) {
+                size_t i = 0;
+                char where[1024];
+                while (win[i] == disk[i])
+                    i++;
+                locate(run, a + i, where, sizeof where);
+                k3_fail(e, K3_ERUNTIME, "%s: run \"%s\" differs from the model's tensors at %s: "
+                                        "trunk.bin is damaged or was packed from other weights "
+                                        "(repack with --force)", path, run->name, where);
+            }
+            k3_progress_add(&pg, n);
+        }
+        uint64_t got = k3_xxh64_digest(&h);
+        if (!e->code && got != have->runs[r].checksum) {
+            char a[17], b[17];
+            k3_trunk_hex(got, a);
+            k3_trunk_hex(have->runs[r].checksum, b);
+            k3_fail(e, K3_ERUNTIME, "%s: run \"%s\" holds the model's bytes but hashes to %s, "
+                                    "not %s as trunk.json says: the manifest is damaged (repack "
+                                    "with --force)", path, run->name, a, b);
+        }
+    }
+    close_sources(&src);
+    if (!e->code)
+        k3_progress_end(&pg);
+    k3_file_close(&f);
+    return e->code;
+}
 
 static int sync_dir(const char *dir, k3_err *e)
 {
@@ -440,6 +523,46 @@ static int publish(const k3_trunk_manifest *m, const char *dir, const paths *p, 
     return sync_dir(dir, e);
 }
 
+/* Removes the temporary files of our naming from dir; 1 if there was one. */
+static int remove_temps(const paths *p)
+{
+    int bin = unlink(p->bin_tmp) == 0;
+    int json = unlink(p->json_tmp) == 0;
+    return bin || json;
+}
+
+/* An exclusive lock on dir, held while the returned descriptor is open, so
+ * that the temporary files of a pack still running are never taken for
+ * leftovers. -1 with e set when another pack holds it; a file system
+ * without locks (flock fails otherwise) packs unlocked. */
+static int lock_dir(const char *dir, k3_err *e)
+{
+    int fd = open(dir, O_RDONLY);
+    if (fd < 0) {
+        k3_fail(e, K3_ERUNTIME, "%s: cannot open: %s", dir, strerror(errno));
+        return -1;
+    }
+    if (flock(fd, LOCK_EX | LOCK_NB) != 0 && errno == EWOULDBLOCK) {
+        close(fd);
+        k3_fail(e, K3_ERUNTIME, "%s: another k3 pack-trunk is packing into it", dir);
+        return -1;
+    }
+    return fd;
+}
+
+static void log_up_to_date(const k3_trunk_manifest *have, const char *dir, int verify, FILE *log)
+{
+    char c[17], t[17];
+    k3_trunk_hex(have->config_hash, c);
+    k3_trunk_hex(have->table_hash, t);
+    fprintf(log, "pack-trunk: %s is up to date (trunk.json format %d, config.json xxh64 %s, "
+                 "tensor table xxh64 %s, source fingerprints of %zu runs, trunk.bin %llu bytes "
+                 "as recorded)%s\n",
+            dir, have->version, c, t, have->nruns, (unsigned long long)have->file_size,
+            verify ? "; comparing every byte with the model's tensors"
+                   : "; not re-read (--verify compares every byte)");
+}
+
 int k3_trunk_pack(k3_trunk_manifest *m, const char *dir, const k3_pack_opts *o,
                   k3_pack_result *res, k3_err *e)
 {
@@ -448,27 +571,25 @@ int k3_trunk_pack(k3_trunk_manifest *m, const char *dir, const k3_pack_opts *o,
     paths p;
     make_paths(&p, dir);
     k3_trunk_manifest have;
-    uint8_t *win = k3_io_alloc(2 * (size_t)WINDOW, "trunk pack windows", e);
-    if (!win)
+    memset(&have, 0, sizeof have);
+    int lock = lock_dir(dir, e);
+    if (lock < 0)
         return e->code;
-    if (!o->force && up_to_date(m, dir, &p, &have, o->log)) {
+    if (remove_temps(&p) && o->log)
+        fprintf(o->log, "pack-trunk: removed the leftovers of an interrupted pack (%s.tmp, "
+                        "%s.tmp)\n", K3_TRUNK_BIN, K3_TRUNK_JSON);
+    uint8_t *win = k3_io_alloc(2 * (size_t)WINDOW, "trunk pack windows", e);
+    k3_err se = { 0, "" };
+    if (win && k3_trunk_source_fingerprint(m, &se) != K3_OK)
+        k3_fail(e, K3_ERUNTIME, "%s", se.msg); /* a pack's read failure: exit 1 */
+    if (!e->code && !o->force && up_to_date(m, dir, &p, &have, o->log)) {
         res->up_to_date = 1;
-        if (o->log) {
-            char c[17], t[17];
-            k3_trunk_hex(have.config_hash, c);
-            k3_trunk_hex(have.table_hash, t);
-            fprintf(o->log, "pack-trunk: %s is up to date (trunk.json format %d, config.json "
-                            "xxh64 %s, tensor table xxh64 %s, trunk.bin %llu bytes as recorded)%s\n",
-                    dir, have.version, c, t, (unsigned long long)have.file_size,
-                    o->verify ? "; verifying every run's checksum" : "; not re-hashed (--verify does)");
-        }
-        /* An interrupted repack of an up-to-date trunk leaves these behind. */
-        if ((unlink(p.bin_tmp) == 0) + (unlink(p.json_tmp) == 0) && o->log)
-            fprintf(o->log, "pack-trunk: removed the leftovers of an interrupted pack\n");
-        if (o->verify && verify_file(&have, p.bin, win, o->log, e) == K3_OK)
+        if (o->log)
+            log_up_to_date(&have, dir, o->verify, o->log);
+        if (o->verify && verify_source(m, &have, p.bin, win, o->log, e) == K3_OK)
             res->bytes = run_bytes(&have);
         k3_trunk_manifest_free(&have);
-    } else {
+    } else if (!e->code) {
         warn_space(dir, m->file_size, o->log);
         double c0 = k3_seconds();
         if (copy_all(m, &p, win, o->log, e) == K3_OK) {
@@ -480,8 +601,11 @@ int k3_trunk_pack(k3_trunk_manifest *m, const char *dir, const k3_pack_opts *o,
                 publish(m, dir, &p, e);
             }
         }
+        if (e->code)
+            remove_temps(&p); /* never a partial file left, under any name */
     }
     k3_io_free(win);
+    close(lock);
     res->total_seconds = k3_seconds() - t0;
     return e->code;
 }

@@ -3,11 +3,21 @@
  * k3_trunk_pack copies every run of a layout (k3_trunk_layout) from the
  * shards into DIR/trunk.bin and writes DIR/trunk.json:
  *
+ *  - Lock and clean: DIR is locked (flock) for the pack, so a second pack
+ *    into it fails at once; then trunk.bin.tmp and trunk.json.tmp, the
+ *    leftovers of a pack that was killed, are removed.
  *  - Up to date? If DIR/trunk.json reads back valid with the same format
- *    version, config hash and tensor table hash as the layout, and
- *    DIR/trunk.bin exists with the recorded size, nothing is done. That is
- *    all that is checked: re-hashing ~109 GB on every run would take
- *    minutes (opts.verify does it on demand).
+ *    version, config hash, tensor table hash and every run's source
+ *    fingerprint (io/trunk_source.h, computed from the shards) as the
+ *    layout, and DIR/trunk.bin exists with the recorded size, nothing is
+ *    written. A trunk of another model or of other weights of the same
+ *    config is stale: it is repacked, as after an edit of config.json (the
+ *    old trunk stays usable until the new one is published). Nothing more
+ *    is checked: re-reading ~109 GB on every run would take minutes.
+ *    opts.verify does it on demand: every byte of trunk.bin is compared
+ *    with the run images assembled afresh from the source tensors (so it
+ *    sees what the sampled fingerprint cannot), and every run's read-back
+ *    checksum with trunk.json's.
  *  - Copy: each run is assembled in 16 MB aligned windows (tensors at
  *    their image offsets, alignment gaps zero), hashed (XXH64, the run's
  *    checksum) and written with pwrite at its 4096-aligned offset; a reader
@@ -28,7 +38,10 @@
  *    trunk.json removed, trunk.bin.tmp renamed to trunk.bin and then
  *    trunk.json.tmp to trunk.json (directory fsynced). An interrupted pack
  *    therefore leaves either the previous complete trunk or no trunk.json at
- *    all, never a trunk.json describing a partial trunk.bin.
+ *    all, never a trunk.json describing a partial trunk.bin. A pack that
+ *    fails (a full disk, a read error) removes its temporary files; one
+ *    that is killed leaves them to the next pack's cleaning. Nothing
+ *    partial is ever under the final names.
  *
  * Test hook: with K3_PACK_TEST_KILL_AFTER=N in the environment the process
  * kills itself (SIGKILL) after copying N runs, as an interrupted pack
@@ -42,7 +55,7 @@
 
 typedef struct k3_pack_opts {
     int force;             /* repack even when up to date */
-    int verify;            /* up to date: re-read trunk.bin and check every checksum */
+    int verify;            /* up to date: compare every byte with the source tensors */
     FILE *log;             /* progress and summary lines; NULL = silent */
 } k3_pack_opts;
 
@@ -52,8 +65,8 @@ typedef struct k3_pack_result {
     double copy_seconds, verify_seconds, total_seconds;
 } k3_pack_result;
 
-/* layout: from k3_trunk_layout, config_hash set; its checksums are filled
- * in. dir must exist. */
+/* layout: from k3_trunk_layout, config_hash set; its checksums and sources
+ * are filled in. dir must exist. Failures are K3_ERUNTIME (exit 1). */
 int k3_trunk_pack(k3_trunk_manifest *layout, const char *dir, const k3_pack_opts *opts,
                   k3_pack_result *res, k3_err *e);
 

@@ -1,13 +1,16 @@
 /* fuzz_trunk_json.c - the packed-trunk manifest reader (io/trunk_format.c,
  * k3_trunk_manifest_read) on arbitrary trunk.json files. Seeds are the
  * trunk.json of `k3 pack-trunk` over tiny-a; mutations that keep the
- * tensor table (run offsets, file_size, checksums, config_hash) still pass
- * the table hash and reach every later check.
+ * tensor table (run offsets, file_size, checksums, sources, config_hash)
+ * still pass the table hash and reach every later check. Manifests of
+ * another version or without a run's "source" (regressions/trunk_json/)
+ * must be refused.
  *
  * Promises checked on an accepted manifest: runs are aligned, in order,
  * disjoint and inside file_size; every tensor lies inside its run, in
- * order, with the byte count of its shape; run names are unique; and
- * writing the manifest and reading it back gives the same runs. */
+ * order, with the byte count of its shape; run names are unique; the
+ * version is the one this k3 writes; and writing the manifest and reading
+ * it back gives the same runs, checksums and source fingerprints. */
 #include <stdio.h>
 #include <string.h>
 
@@ -24,6 +27,7 @@ int LLVMFuzzerInitialize(int *argc, char ***argv)
 
 static void check_manifest(const k3_trunk_manifest *m)
 {
+    FZ_ASSERT(m->version == K3_TRUNK_VERSION, "version %d accepted", m->version);
     uint64_t end = 0;
     for (size_t r = 0; r < m->nruns; r++) {
         const k3_trunk_run *run = &m->runs[r];
@@ -73,7 +77,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     for (size_t r = 0; r < m.nruns; r++)
         FZ_ASSERT(!k3_trunk_run_differs(&m.runs[r], &back.runs[r], why, sizeof why) &&
                       m.runs[r].offset == back.runs[r].offset &&
-                      m.runs[r].checksum == back.runs[r].checksum,
+                      m.runs[r].checksum == back.runs[r].checksum &&
+                      m.runs[r].source == back.runs[r].source,
                   "run %zu changed in the round trip: %s", r, why);
     k3_trunk_manifest_free(&back);
     k3_trunk_manifest_free(&m);

@@ -11,7 +11,15 @@
 #  - a flipped byte in trunk.bin is caught by the run's checksum (exit 4,
 #    RUN INVALID, no token printed);
 #  - a pack killed midway leaves no trunk.json claiming completeness (and a
-#    killed repack leaves the previous trunk intact); the next pack finishes.
+#    killed repack leaves the previous trunk intact); the next pack finishes
+#    and removes the killed one's temporary files;
+#  - another checkpoint of the same config (same config.json and tensor
+#    table, other weights) is refused by the runs' source fingerprints
+#    (exit 2) and repacked by pack-trunk; --verify compares every byte with
+#    the model, so it finds what the sampled fingerprint cannot; a version 1
+#    trunk is refused with a hint to repack;
+#  - a pack that fails (file size limit, full tmpfs) leaves no temporary
+#    file and no partial trunk, and a failed repack keeps the old trunk.
 . tests/gates/lib.sh
 
 T="$K3_BUILD/gate-trunk"
@@ -111,3 +119,135 @@ cmp -s "$T/a-shards.logits" "$T/a-after-kill.logits" || die "the trunk changed u
 "$K3_BIN" pack-trunk "$A" "$T/a" 2>"$T/repack.err" || die "pack after a killed repack"
 grep -q "removed the leftovers" "$T/repack.err" || die "the killed repack's trunk.bin.tmp stayed"
 echo "ok: killed packs leave no false trunk.json"
+
+# Another checkpoint of the same config (another seed): the config hash and
+# the tensor table are equal, only the weights differ. The runs' source
+# fingerprints bind a trunk to the weights it was packed from:
+#  - the engine refuses it (exit 2, naming the trunk, the model and a run)
+#    instead of computing with the other checkpoint's trunk;
+#  - pack-trunk sees it is stale and repacks (never "up to date"), and
+#    --verify on it does too, ending with a trunk of this model's bytes;
+#  - what sampling cannot see (a byte in the middle of a tensor) is found by
+#    --verify, which compares every byte of trunk.bin with the model.
+A1=$(model tiny-a-seed1 tiny-a --seed 1)
+"$K3_BIN" pack-trunk "$A1" "$T/s1" --quiet || die "pack tiny-a --seed 1"
+cp -R "$T/s1" "$T/s1-verify"
+other="it was packed from other weights than $A's: 8 of 8 runs differ, the first \"layer 0\""
+expect_exit 2 "--trunk $T/s1 is stale or another model's: $other" \
+    "$K3_BIN" "$A" --ids "$ids" --gen 4 --quiet --trunk "$T/s1"
+[ ! -s "$K3_BUILD/expect.out" ] || die "tokens were printed from another checkpoint's trunk"
+"$K3_BIN" pack-trunk "$A" "$T/s1" 2>"$T/repack.err" || die "pack over another checkpoint's trunk"
+! grep -q "up to date" "$T/repack.err" || die "another checkpoint's trunk was taken as up to date"
+grep -q "packed from other weights" "$T/repack.err" || die "the repack did not say why"
+"$PYTHON" tests/gates/trunk_check.py "$A" "$T/s1" >/dev/null ||
+    die "the repacked trunk is not tiny-a's"
+gen "$A" "$T/s1-trunk" --trunk "$T/s1"
+cmp -s "$T/a-shards.logits" "$T/s1-trunk.logits" || die "the repacked trunk: logits differ"
+"$K3_BIN" pack-trunk "$A" "$T/s1-verify" --verify 2>"$T/repack.err" ||
+    die "pack --verify over another checkpoint's trunk"
+! grep -q "up to date" "$T/repack.err" ||
+    die "--verify took another checkpoint's trunk as up to date"
+"$PYTHON" tests/gates/trunk_check.py "$A" "$T/s1-verify" >/dev/null ||
+    die "pack --verify left another checkpoint's trunk"
+
+cp -R "$A" "$T/a-middle"
+"$PYTHON" - "$T/a-middle" "$T/a" <<'EOF_MID' || die "could not change a middle byte"
+import json, struct, sys
+d, t = sys.argv[1], sys.argv[2]
+run = [r for r in json.load(open(t + "/trunk.json"))["runs"] if r["name"] == "layer 2"][0]
+name = run["tensors"][0]["name"]  # not the run's last tensor: only its head is sampled
+path = d + "/" + json.load(open(d + "/model.safetensors.index.json"))["weight_map"][name]
+with open(path, "r+b") as f:
+    n = struct.unpack("<Q", f.read(8))[0]
+    b, e = json.loads(f.read(n))[name]["data_offsets"]
+    assert e - b >= 3 * 256, "the tensor is too small to have an unsampled middle"
+    at = 8 + n + (b + e) // 2
+    f.seek(at); x = f.read(1); f.seek(at); f.write(bytes([x[0] ^ 0x10]))
+EOF_MID
+"$K3_BIN" pack-trunk "$T/a-middle" "$T/a" 2>&1 | grep -q "is up to date" ||
+    die "a middle byte changed the sampled fingerprint: the gate no longer tests --verify"
+at="at byte [0-9]+ of tensor language_model.model.layers.2.self_attn"
+expect_exit 1 "run \"layer 2\" differs from the model's tensors $at" \
+    "$K3_BIN" pack-trunk "$T/a-middle" "$T/a" --verify
+echo "ok: another checkpoint's trunk refused (exit 2) and repacked; --verify compares every byte"
+
+# An older trunk format: a clear refusal telling the user to repack, and
+# pack-trunk repacks it.
+cp -R "$T/a" "$T/a-v1"
+"$PYTHON" -c '
+import json, sys
+p = sys.argv[1] + "/trunk.json"
+m = json.load(open(p))
+m["version"] = 1
+for r in m["runs"]:
+    del r["source"]
+json.dump(m, open(p, "w"))
+' "$T/a-v1"
+expect_exit 2 "format version 1, but this k3 reads version 2: repack it" \
+    "$K3_BIN" "$A" --ids "$ids" --gen 2 --trunk "$T/a-v1"
+"$K3_BIN" pack-trunk "$A" "$T/a-v1" --quiet || die "pack over a version 1 trunk"
+gen "$A" "$T/a-v1-trunk" --trunk "$T/a-v1"
+echo "ok: a version 1 trunk is refused with a repack hint, and repacked"
+
+# A pack that fails leaves no temporary file and nothing under the final
+# names; a repack that fails leaves the previous trunk as it was.
+#  - a file size limit (RLIMIT_FSIZE): sizing trunk.bin.tmp fails with
+#    EFBIG; k3 ignores SIGXFSZ, so the pack ends with exit 1, not a signal;
+#  - a full disk (a 1 MB tmpfs, root only): writing trunk.bin.tmp fails
+#    with ENOSPC midway, in a first pack and in a --force repack;
+#  - the temporary files of a killed pack are removed by the next pack.
+no_temps() {
+    [ ! -e "$1/trunk.bin.tmp" ] && [ ! -e "$1/trunk.json.tmp" ] || die "$2 left a temporary file"
+}
+mkdir -p "$T/fsize"
+set +e
+(ulimit -f 64 && exec "$K3_BIN" pack-trunk "$A" "$T/fsize" --quiet) 2>"$T/fsize.err"
+rc=$?
+set -e
+[ "$rc" -eq 1 ] ||
+    { cat "$T/fsize.err"; die "pack past the file size limit: exit $rc, expected 1"; }
+grep -q "File too large" "$T/fsize.err" || { cat "$T/fsize.err"; die "no EFBIG message"; }
+no_temps "$T/fsize" "a pack past the file size limit"
+[ ! -e "$T/fsize/trunk.bin" ] && [ ! -e "$T/fsize/trunk.json" ] || die "a failed pack left a trunk"
+echo "ok: a pack past the file size limit fails (exit 1) and leaves nothing"
+
+mkdir -p "$T/full"
+if mount -t tmpfs -o size=1m tmpfs "$T/full" 2>/dev/null; then
+    trap 'umount "$T/full" 2>/dev/null || :' EXIT
+    set +e
+    "$K3_BIN" pack-trunk "$A1" "$T/full/first" --quiet 2>/dev/null &&
+        "$K3_BIN" pack-trunk "$A" "$T/full/first" --quiet 2>"$T/full.err"
+    rc=$?
+    set -e
+    no_temps "$T/full/first" "a pack that filled the disk"
+    [ "$rc" -eq 1 ] && grep -q "No space left" "$T/full.err" || {
+        cat "$T/full.err"; die "a pack into a full disk: exit $rc, expected 1 (ENOSPC)"; }
+    expect_exit 2 "packed from other weights" \
+        "$K3_BIN" "$A" --ids "$ids" --gen 2 --trunk "$T/full/first"
+    rm -rf "$T/full/first"
+    "$K3_BIN" pack-trunk "$A" "$T/full/t" --quiet || die "pack into the tmpfs"
+    set +e
+    "$K3_BIN" pack-trunk "$A" "$T/full/t" --force --quiet 2>"$T/full.err"
+    rc=$?
+    set -e
+    no_temps "$T/full/t" "a --force repack that filled the disk"
+    [ "$rc" -eq 1 ] || die "a repack into a full disk: exit $rc"
+    gen "$A" "$T/full-trunk" --trunk "$T/full/t"
+    umount "$T/full"
+    trap - EXIT
+    cmp -s "$T/a-shards.logits" "$T/full-trunk.logits" || die "a failed repack changed the trunk"
+    echo "ok: packs that fill the disk fail (exit 1), leave no temporary file, keep the old trunk"
+else
+    echo "SKIP: full-disk case: cannot mount a tmpfs here (not root?); the file size limit case ran"
+fi
+
+if K3_PACK_TEST_KILL_AFTER=2 "$K3_BIN" pack-trunk "$A" "$T/killed2" 2>/dev/null; then
+    die "the kill hook did not kill the packer"
+fi
+[ -e "$T/killed2/trunk.bin.tmp" ] || die "the killed pack left no trunk.bin.tmp to clean"
+"$K3_BIN" pack-trunk "$A" "$T/killed2" --layers 3 2>"$T/repack.err" ||
+    die "pack after a killed pack"
+grep -q "removed the leftovers" "$T/repack.err" ||
+    die "the next pack did not clean the killed one's files"
+no_temps "$T/killed2" "a pack after a killed pack"
+echo "ok: a killed pack's temporary files are cleaned by the next pack"

@@ -16,7 +16,10 @@
 #   read:N:fail:3, read:N:short:3  exit 4, "RUN INVALID"
 #   alloc:N (all of 1..Q)          exit 1, "out of memory"
 #   read:N:corrupt                 exit 4 (a checksum or scale check fired)
-#                                  or exit 0 (counted: see below)
+#                                  or exit 0 (counted: see below), or exit 2
+#                                  when the read was a packed trunk's source
+#                                  fingerprint sample ("packed from other
+#                                  weights", io/trunk_source.h)
 #   read:N:fail, read:N:short, read:N:einval (every 4th N)
 #                                  one bad attempt: retried or re-read
 #                                  buffered, exit 0, the clean output
@@ -124,6 +127,12 @@ check() {
         tally "$kind" changed
         return 0
     fi
+    if [ "$want" = corrupt ] && [ "$rc" -eq 2 ] &&
+        grep -Eq 'packed from other weights|small vectors must be finite' "$W/err"; then
+        [ ! -s "$W/out" ] || die "$what: printed output after the fault"
+        tally "$kind" exit2
+        return 0
+    fi
     [ "$want" = corrupt ] && want=4
     [ "$rc" -eq "$want" ] || { cat "$W/err"; die "$what, expected $want"; }
     head -n 1 "$W/err" | grep -Eq "^k3: error: .*($pat)" || { cat "$W/err"; die "$what: no clear message"; }
@@ -179,7 +188,8 @@ sweep text text "$A" --tok "$W/tok" --prompt "Hello, fault sweep" --gen 6 --igno
 # read at open is told apart by the file its failure names: every read of
 # trunk.bin, corrupted, must fail its run's checksum (exit 4); a tensor read
 # from the shards (norms, small tensors: no checksum in the release) runs
-# on to the vocabulary error.
+# on to the vocabulary error, or, when it was a sample of the trunk's
+# source fingerprint, is refused as other weights (exit 2).
 R0=$(count "read:@:fail:3" "$A" --ids 1,1000000 --quiet --trunk "$W/trunk")
 [ "$R0" -gt 0 ] || die "no reads at open"
 T0=0
@@ -196,7 +206,8 @@ for N in $(seq 1 "$R0"); do
             { cat "$W/err"; die "corrupted trunk read $N not caught by its checksum (exit $rc)"; }
         T0=$((T0 + 1))
     else
-        [ "$rc" -eq 2 ] && grep -q 'outside the vocabulary' "$W/err" ||
+        [ "$rc" -eq 2 ] &&
+            grep -Eq 'outside the vocabulary|packed from other weights|must be finite' "$W/err" ||
             { cat "$W/err"; die "corrupted shard read $N at open: exit $rc"; }
     fi
 done
@@ -204,12 +215,13 @@ done
 echo "pinned trunk: $R0 reads at open; all $T0 of trunk.bin, corrupted, failed their checksum (exit 4)"
 # A weight that is NaN (a corrupted download: most weights have no
 # checksum) must not yield tokens: non-finite logits make the run invalid.
+# (A small vector is refused at load instead: gate 21.)
 rm -rf "$W/nan"
 cp -R "$A" "$W/nan"
 "$PYTHON" - "$W/nan" <<'EOF_NAN' || die "could not write the NaN weight"
 import json, struct, sys
 d = sys.argv[1]
-name = "language_model.model.norm.weight"
+name = "language_model.lm_head.weight"
 path = d + "/" + json.load(open(d + "/model.safetensors.index.json"))["weight_map"][name]
 raw = bytearray(open(path, "rb").read())
 n = struct.unpack("<Q", raw[:8])[0]
@@ -226,5 +238,7 @@ echo "  read fails 3 attempts:   ${t_fail3_exit4:-0} exit 4, ${t_fail3_clean:-0}
 echo "  read short 3 attempts:   ${t_short3_exit4:-0} exit 4, ${t_short3_clean:-0} clean (an unused prefetch)"
 echo "  allocation fails:        ${t_alloc_exit1:-0} exit 1"
 echo "  one bad attempt:         ${t_once_clean:-0} clean (retried or re-read buffered)"
-echo "  read corrupted:          ${t_corrupt_exit4:-0} exit 4 (checksum or scale), ${t_corrupt_clean:-0} clean," \
+echo "  read corrupted:          ${t_corrupt_exit4:-0} exit 4 (checksum or scale)," \
+    "${t_corrupt_exit2:-0} exit 2 (a trunk's source fingerprint, a non-finite small vector)," \
+    "${t_corrupt_clean:-0} clean," \
     "${t_corrupt_changed:-0} ran on with other tokens (experts, tensors from the shards: no checksum exists)"

@@ -260,7 +260,7 @@ static const struct {
     /* [7,168] activations are T x hidden floats per bank entry */
     { "", "hidden_size", FIELD(hidden_size), (int64_t)1 << 16 },
     /* [33,792] dense MLP width */
-    { "", "intermediate_size", FIELD(intermediate_size), (int64_t)1 << 18 },
+    { "", "intermediate_size", FIELD(intermediate_size), (int64_t)1 << 19 },
     /* [93] a layer map and a run per layer are allocated up front */
     { "", "num_hidden_layers", FIELD(num_hidden_layers), K3_CFG_MAX_LAYERS },
     /* [96] MLA heads: queries are heads x (nope + rope) floats per token */

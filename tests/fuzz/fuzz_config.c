@@ -7,9 +7,17 @@
  *
  * Promises checked on an accepted config: every layer has a kind, 1..4 eos
  * ids inside the vocabulary, top-k within the experts, the ranges
- * check_ranges documents; and model opening either succeeds or refuses
- * with a code and a message. */
+ * check_ranges documents; the size contract of model/config.h, recomputed
+ * here independently (each product of fields the engine forms, at the
+ * largest call and position, must fit int64: a wrap aborts); and model
+ * opening either succeeds or refuses with a code and a message. When the
+ * shards bind against the config, one 3-token forward step runs, so a size
+ * that binding accepted but the kernels overrun is an ASan report. The
+ * dictionary (k3.dict) holds values near powers of two, where products
+ * wrap. */
+#include <math.h>
 #include <stdio.h>
+#include <stdlib.h>
 
 #include "fuzz.h"
 #include "k3/k3.h"
@@ -32,6 +40,62 @@ int LLVMFuzzerInitialize(int *argc, char ***argv)
     return 0;
 }
 
+/* a * b, which the size contract promises fits int64. */
+static int64_t mul(int64_t a, int64_t b)
+{
+    int64_t r;
+    FZ_ASSERT(!__builtin_mul_overflow(a, b, &r), "%lld x %lld wraps int64", (long long)a,
+              (long long)b);
+    return r;
+}
+
+static int64_t add(int64_t a, int64_t b)
+{
+    int64_t r;
+    FZ_ASSERT(!__builtin_add_overflow(a, b, &r), "%lld + %lld wraps int64", (long long)a,
+              (long long)b);
+    return r;
+}
+
+/* The products binding, the plan, the kernels and the state code form,
+ * at the largest call (T tokens) and position (P): each must fit, and the
+ * engine's own sizes must be within config.h's limits. */
+static void check_sizes(const k3_config *c)
+{
+    const int64_t T = (int64_t)K3_MAX_CALL_TOKENS, P = K3_MAX_POSITIONS;
+    int64_t H = c->hidden_size, V = c->vocab_size, L = c->num_hidden_layers;
+    int64_t D = c->kda_head_dim, KN = c->kda_num_heads, C = mul(KN, D);
+    int64_t NH = c->num_attention_heads, DN = c->qk_nope_head_dim, DR = c->qk_rope_head_dim;
+    int64_t DV = c->v_head_dim, DQ = add(DN, DR), R = c->kv_lora_rank, QL = c->q_lora_rank;
+    int64_t E = c->num_experts, K = c->num_experts_per_token, Z = c->routed_expert_hidden_size;
+    int64_t F = c->moe_intermediate_size, S = mul(F, c->num_shared_experts);
+    int64_t block = c->attn_res_block_size, nbank = add(L, block - 1) / block + 1;
+    int64_t I = c->intermediate_size, KW = add(R, DR);
+    /* weights (elements) */
+    int64_t w = mul(mul(2, V), H);
+    w = add(w, mul(L, add(add(mul(mul(5, C), H), mul(mul(NH, DQ), QL)),
+                          add(mul(mul(NH, add(DN, DV)), R), mul(mul(2, mul(NH, DV)), H)))));
+    w = add(w, mul(L, add(add(mul(mul(E, 3), mul(F, Z)), mul(mul(3, S), H)),
+                          add(mul(mul(3, I), H), mul(mul(E, H), 2)))));
+    FZ_ASSERT(mul(w, 2) > 0, "weight bytes");
+    /* one call's scratch, the KV cache and the KDA state */
+    int64_t fwd = add(add(mul(mul(5, T), H), mul(mul(T, nbank), H)), mul(T, V));
+    int64_t att = add(add(mul(mul(6, T), C), mul(mul(T, NH), DQ)),
+                      add(mul(mul(2, T), mul(NH, DV)), add(mul(T, KW), P)));
+    int64_t moe = add(add(mul(T, E), mul(mul(3, T), Z)), add(mul(K, add(Z, mul(2, F))),
+                                                             mul(mul(2, T), add(S, F))));
+    FZ_ASSERT(mul(add(add(fwd, att), add(moe, mul(mul(2, T), I))), 4) > 0, "scratch bytes");
+    FZ_ASSERT(mul(mul(mul(P, KW), L), 4) > 0, "KV cache bytes");
+    FZ_ASSERT(mul(mul(L, add(mul(mul(3, c->short_conv_kernel_size), C), mul(mul(KN, D), D))),
+                  4) > 0, "KDA state bytes");
+    k3_config_sizes z;
+    k3_config_sizes_of(c, &z);
+    FZ_ASSERT(z.token_floats <= K3_CFG_MAX_TOKEN_FLOATS && z.model_bytes <= K3_CFG_MAX_BYTES &&
+                  z.state_bytes <= K3_CFG_MAX_BYTES &&
+                  z.position_floats <= K3_CFG_MAX_POSITION_FLOATS,
+              "derived sizes over config.h's limits");
+}
+
 static void check_config(const k3_config *c)
 {
     FZ_ASSERT(c->num_hidden_layers >= 1 && c->num_hidden_layers <= 4096 && c->layer_kind,
@@ -49,6 +113,39 @@ static void check_config(const k3_config *c)
                   c->first_k_dense_replace <= c->num_hidden_layers,
               "ranges");
     FZ_ASSERT(c->rms_norm_eps > 0 && c->situ_beta > 0 && c->situ_linear_beta > 0, "positive");
+    FZ_ASSERT(c->attn_res_block_size >= 1 && c->bos_token_id < c->vocab_size &&
+                  c->pad_token_id < c->vocab_size && c->num_shared_experts >= 0,
+              "block size, bos, pad");
+    check_sizes(c);
+}
+
+/* A model that opened for planning: open it whole and run 3 tokens. */
+static void forward_step(void)
+{
+    k3_model_opts o;
+    k3_model_opts_default(&o);
+    o.no_mem_check = 1;
+    o.max_context = 8;
+    o.max_batch = 3;
+    k3_model *m = NULL;
+    k3_state *s = NULL;
+    k3_err e = { 0, "" };
+    int rc = k3_model_open(&m, fz_tmpdir(), &o, &e);
+    if (rc == K3_OK)
+        rc = k3_state_new(&s, m, &e);
+    if (rc == K3_OK) {
+        uint32_t V = k3_model_vocab(m), ids[3] = { 1 % V, 7 % V, (V - 1) % V };
+        float *logits = malloc(3 * (size_t)V * sizeof *logits);
+        FZ_ASSERT(logits, "harness out of memory");
+        rc = k3_forward(m, s, ids, 3, logits, 1, &e);
+        for (size_t i = 0; rc == K3_OK && i < 3 * (size_t)V; i++)
+            FZ_ASSERT(isfinite(logits[i]), "logit %zu is not finite", i);
+        free(logits);
+    }
+    if (rc != K3_OK)
+        fz_check_refusal(&e, rc);
+    k3_state_free(s);
+    k3_model_close(m);
 }
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
@@ -75,5 +172,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     if (rc != K3_OK)
         fz_check_input_refusal(&me, rc);
     k3_model_close(m);
+    if (rc == K3_OK)
+        forward_step();
     return 0;
 }

@@ -135,6 +135,25 @@ def main():
         flat = json.loads(text)
         flat.update(flat.pop("text_config", {}))
         put(out, "config", name + "-flat.json", json.dumps(flat, indent=1))
+    # config: tiny-a's with one integer field at 2^61 + 4, 2^32 or 2^31 - 1,
+    # where products of fields wrap to small sizes (each refused, naming it).
+    tiny = json.loads(configs[0][1])
+    for field in ("vocab_size", "hidden_size", "intermediate_size", "num_hidden_layers",
+                  "num_attention_heads", "q_lora_rank", "kv_lora_rank", "qk_nope_head_dim",
+                  "qk_rope_head_dim", "v_head_dim", "first_k_dense_replace", "num_experts",
+                  "num_experts_per_token", "num_shared_experts", "moe_intermediate_size",
+                  "routed_expert_hidden_size", "attn_res_block_size", "bos_token_id",
+                  "pad_token_id", "linear_attn_config.head_dim", "linear_attn_config.num_heads",
+                  "linear_attn_config.short_conv_kernel_size"):
+        for value in (2 ** 61 + 4, 2 ** 32, 2 ** 31 - 1):
+            c = json.loads(json.dumps(tiny))
+            obj = c.get("text_config", c)
+            if field.startswith("linear_attn_config."):
+                obj, key = obj["linear_attn_config"], field.split(".", 1)[1]
+            else:
+                key = field
+            obj[key] = value
+            put(out, "config", "tiny-a-%s-%d.json" % (field, value), json.dumps(c))
 
     # safetensors: each tiny-a shard cut down to its small tensors, and edges.
     shards = sorted(f for f in os.listdir(model) if f.endswith(".safetensors"))

@@ -155,7 +155,7 @@ static const struct {
     long long max;
 } FIELDS[] = {
     { "vocab_size", 1LL << 24 },          { "hidden_size", 1LL << 16 },
-    { "intermediate_size", 1LL << 18 },   { "num_hidden_layers", 4096 },
+    { "intermediate_size", 1LL << 19 },   { "num_hidden_layers", 4096 },
     { "num_attention_heads", 1LL << 12 }, { "q_lora_rank", 1LL << 16 },
     { "kv_lora_rank", 1LL << 14 },        { "qk_nope_head_dim", 1LL << 12 },
     { "qk_rope_head_dim", 1LL << 12 },    { "v_head_dim", 1LL << 12 },
@@ -220,7 +220,8 @@ static void test_config(void)
           "many experts: %s", e.msg);
     CHECK(config_edited("\"num_experts\":8,\"num_experts_per_token\":2,\"num_shared_experts\":1,"
                         "\"moe_intermediate_size\":32,\"routed_expert_hidden_size\":64",
-                        "\"num_experts\":65536,\"num_experts_per_token\":2,\"num_shared_experts\":1,"
+                        "\"num_experts\":65536,\"num_experts_per_token\":2,"
+                        "\"num_shared_experts\":1,"
                         "\"moe_intermediate_size\":65536,\"routed_expert_hidden_size\":65536",
                         &e) == K3_EINPUT &&
               strstr(e.msg, "the dimensions (the weights would take over 1125899906842624 bytes)"),

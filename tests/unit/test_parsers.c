@@ -4,6 +4,7 @@
 
 #include "check.h"
 #include "model/config.h"
+#include "util/ckd.h"
 #include "util/json.h"
 
 static int parses(const char *s)
@@ -159,9 +160,60 @@ static void test_config(void)
         k3_config_free(&c);
 }
 
+/* The saturating helpers and the derived sizes: exact, or UINT64_MAX, never
+ * a wrapped small number, whatever the fields hold. */
+static void test_sizes(void)
+{
+    CHECK(k3_sat_mul((uint64_t)1 << 31, (uint64_t)1 << 32) == (uint64_t)1 << 63, "2^63");
+    CHECK(k3_sat_mul((uint64_t)1 << 32, (uint64_t)1 << 32) == UINT64_MAX, "2^64 saturates");
+    CHECK(k3_sat_mul(UINT64_MAX, 0) == 0 && k3_sat_mul(0, UINT64_MAX) == 0, "times 0");
+    CHECK(k3_sat_mul(3, 6148914691236517205u) == UINT64_MAX, "3 x (2^64-1)/3 exactly");
+    CHECK(k3_sat_mul(3, 6148914691236517206u) == UINT64_MAX, "one more saturates");
+    CHECK(k3_sat_add(UINT64_MAX - 1, 1) == UINT64_MAX && k3_sat_add(UINT64_MAX, 1) == UINT64_MAX,
+          "add saturates");
+    CHECK(k3_sat_add(1, 2) == 3, "add");
+    k3_config c;
+    k3_err e = { 0, "" };
+    if (k3_config_parse(&c, GOOD, strlen(GOOD), "config.json", &e) != K3_OK)
+        return;
+    /* GOOD by hand (config_sizes.c): per token, forward 5H + 3H (bank of
+     * 2 blocks + 1) + H + 3 + 1 + V, KDA 6C + D + NH + 3C + 2D (C = 32),
+     * MoE E + E + 2K + 3Z + K(Z + 2F) + 2 wide + H (F = 32, wide = 32). */
+    k3_config_sizes z;
+    k3_config_sizes_of(&c, &z);
+    uint64_t fwd = 5 * 64 + 3 * 64 + 64 + 3 + 1 + 512, kda = 6 * 32 + 16 + 2 + 3 * 32 + 2 * 16;
+    uint64_t mla = 32 + 2 * 24 + 40 + 2 * 2 * 16 + 2 * 32;
+    uint64_t moe = 8 + 8 + 2 * 2 + 3 * 64 + 2 * (64 + 64) + 2 * 32 + 64;
+    CHECK(z.token_floats == fwd + (kda > mla ? kda : mla) + (moe > 2 * 96 ? moe : 2 * 96),
+          "token floats %llu", (unsigned long long)z.token_floats);
+    CHECK(z.position_floats == 3 * 40, "position floats %llu", (unsigned long long)z.position_floats);
+    CHECK(k3_config_call_floats(&c, 3, 100, 1000) ==
+              100 * (fwd - 3 - 1 - 64) + 3 + 1 + 64 + 100 * (6 * 32 + 16 + 2) + 3 * 32 + 2 * 16 +
+                  100 * (8 + 4 + 3 * 64 + 64 + 2 * 32 + 64) + 8,
+          "100 tokens: %llu", (unsigned long long)k3_config_call_floats(&c, 3, 100, 1000));
+    /* Fields far past their limits (as a caller that skipped the parser
+     * might set them): every size saturates instead of wrapping. */
+    k3_config big = c;
+    big.num_attention_heads = ((int64_t)1 << 61) + 4;
+    big.num_shared_experts = (int64_t)1 << 62;
+    big.kda_head_dim = (int64_t)1 << 40;
+    k3_config_sizes_of(&big, &z);
+    CHECK(z.token_floats == UINT64_MAX && z.model_bytes == UINT64_MAX &&
+              z.state_bytes == UINT64_MAX, "saturated sizes");
+    CHECK(k3_config_call_floats(&big, 3, 1, 0) == UINT64_MAX, "saturated call");
+    big = c;
+    big.attn_res_block_size = INT64_MAX;
+    CHECK(k3_config_call_floats(&big, 3, 1, 0) == fwd - 3 * 64 - 3 + 2 * 64 + 2 +
+                                                      (kda > mla ? kda : mla) +
+                                                      (moe > 2 * 96 ? moe : 2 * 96),
+          "one block: %llu", (unsigned long long)k3_config_call_floats(&big, 3, 1, 0));
+    k3_config_free(&c);
+}
+
 int main(void)
 {
     test_json();
     test_config();
+    test_sizes();
     return check_report("test_parsers");
 }

@@ -251,3 +251,23 @@ grep -q "removed the leftovers" "$T/repack.err" ||
     die "the next pack did not clean the killed one's files"
 no_temps "$T/killed2" "a pack after a killed pack"
 echo "ok: a killed pack's temporary files are cleaned by the next pack"
+
+# A model bound with fewer layers than were packed checks only the runs it
+# uses (source fingerprints are per run).
+gen "$A" "$T/a3-of-a" --layers 3 --trunk "$T/a"
+cmp -s "$T/a3-shards.logits" "$T/a3-of-a.logits" || die "--layers 3 on a 6-layer trunk: logits differ"
+
+# The directory lock: while another process holds it (flock(1) stands in for
+# a running pack), a pack refuses and leaves that pack's temporary file.
+if command -v flock >/dev/null 2>&1; then
+    mkdir -p "$T/locked"
+    : >"$T/locked/trunk.bin.tmp"
+    expect_exit 1 "another k3 pack-trunk is packing into it" \
+        flock -n "$T/locked" "$K3_BIN" pack-trunk "$A" "$T/locked"
+    [ -e "$T/locked/trunk.bin.tmp" ] || die "a pack removed the temporary file of a running one"
+    "$K3_BIN" pack-trunk "$A" "$T/locked" --quiet || die "pack once the lock is free"
+    no_temps "$T/locked" "a pack after the lock was freed"
+    echo "ok: a second pack into a locked directory refuses and touches nothing"
+else
+    echo "SKIP: directory lock case: no flock(1) here"
+fi

@@ -13,13 +13,14 @@
  *   token_floats    <= K3_CFG_MAX_TOKEN_FLOATS (2^32)
  *   position_floats <= K3_CFG_MAX_POSITION_FLOATS (2^27)
  *   model_bytes, state_bytes <= K3_CFG_MAX_BYTES (2^50)
- * k3_forward takes calls of at most K3_MAX_CALL_TOKENS (2^26) tokens ending
- * at or before position K3_MAX_POSITIONS (2^31). Hence every element count
- * or byte size the engine derives from the config, a call's token count and
- * a position stays below 2^62: a call's scratch is at most T x token_floats
- * + positions floats (< 2^59), a KV cache at most positions x
- * position_floats (< 2^58), any weight tensor, run, expert slot or state at
- * most 2^50 bytes. size_t is 64 bits (util/ckd.h), so binding, the kernels
+ * k3_forward takes calls of at most K3_MAX_CALL_TOKENS (2^26: the CLI's
+ * largest prompt, 64 MiB, is at most that many tokens) ending at or before
+ * position K3_MAX_POSITIONS (2^31). Hence every element count or byte size
+ * the engine derives from the config, a call's token count and a position
+ * stays below 2^62: a call's scratch is at most T x token_floats + positions
+ * floats (< 2^59), the KV caches at most positions x position_floats
+ * (<= 2^58), any weight tensor, run, expert slot or KDA state at most 2^50
+ * bytes. size_t is 64 bits (util/ckd.h), so binding, the kernels
  * and the state code multiply these as int64 or size_t without checks. Only
  * sizes that also depend on options (model/plan.c: budgets, contexts, slot
  * counts) or on file headers (io/safetensors.c) use checked arithmetic. */

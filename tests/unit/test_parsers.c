@@ -186,7 +186,8 @@ static void test_sizes(void)
     uint64_t moe = 8 + 8 + 2 * 2 + 3 * 64 + 2 * (64 + 64) + 2 * 32 + 64;
     CHECK(z.token_floats == fwd + (kda > mla ? kda : mla) + (moe > 2 * 96 ? moe : 2 * 96),
           "token floats %llu", (unsigned long long)z.token_floats);
-    CHECK(z.position_floats == 3 * 40, "position floats %llu", (unsigned long long)z.position_floats);
+    CHECK(z.position_floats == 3 * 40, "position floats %llu",
+          (unsigned long long)z.position_floats);
     CHECK(k3_config_call_floats(&c, 3, 100, 1000) ==
               100 * (fwd - 3 - 1 - 64) + 3 + 1 + 64 + 100 * (6 * 32 + 16 + 2) + 3 * 32 + 2 * 16 +
                   100 * (8 + 4 + 3 * 64 + 64 + 2 * 32 + 64) + 8,

@@ -64,15 +64,17 @@ static int up_to_date(const k3_trunk_manifest *want, const char *dir, const path
                     e.msg);
         return 0;
     }
-    size_t other = 0; /* runs packed from other weights (equal tables: same runs) */
-    for (size_t r = 0; have->table_hash == want->table_hash && r < want->nruns; r++)
+    /* Equal tables: the same runs, in the same order. */
+    int same_table = have->table_hash == want->table_hash && have->nruns == want->nruns;
+    size_t other = 0; /* runs packed from other weights */
+    for (size_t r = 0; same_table && r < want->nruns; r++)
         other += have->runs[r].source != want->runs[r].source;
     char why_other[160];
     snprintf(why_other, sizeof why_other, "it was packed from other weights: the source "
                                           "fingerprints of %zu of %zu runs differ",
              other, want->nruns);
     const char *why = have->config_hash != want->config_hash ? "config.json differs"
-                      : have->table_hash != want->table_hash ? "the tensor table differs"
+                      : !same_table ? "the tensor table differs"
                       : other ? why_other
                       : stat(p->bin, &st) != 0 ? "trunk.bin is missing"
                       : (uint64_t)st.st_size != want->file_size ? "trunk.bin has the wrong size"

@@ -18,7 +18,10 @@
  * Per run, not per trunk, so that a model bound with fewer layers than
  * were packed checks the runs it uses, and a refusal can name the run.
  * Cost at open: one small read per tensor plus one per run; for the release
- * (93 layers, ~1300 tensors) ~1400 reads of 256 bytes, ~6 MB of 4 KiB pages.
+ * (93 layers, ~1300 tensors) ~1400 reads of 256 bytes, ~6 MB of 4 KiB pages
+ * (a read costs its pages, so larger samples would cost little more I/O but
+ * more samples would). tests/gates/trunk_check.py recomputes the value from
+ * this description alone.
  *
  * What it cannot see: bytes in the middle of a tensor (and the tail of a
  * tensor that does not end its run). Checkpoints differing only there share

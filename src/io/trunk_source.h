@@ -19,9 +19,9 @@
  * were packed checks the runs it uses, and a refusal can name the run.
  * Cost at open: one small read per tensor plus one per run; for the release
  * (93 layers, ~1300 tensors) ~1400 reads of 256 bytes, ~6 MB of 4 KiB pages
- * (a read costs its pages, so larger samples would cost little more I/O but
- * more samples would). tests/gates/trunk_check.py recomputes the value from
- * this description alone.
+ * (a read costs whole pages: a 256-byte sample mostly lies in one, a 4 KiB
+ * one at an unaligned offset always spans two). tests/gates/trunk_check.py
+ * recomputes the value from this description alone.
  *
  * What it cannot see: bytes in the middle of a tensor (and the tail of a
  * tensor that does not end its run). Checkpoints differing only there share

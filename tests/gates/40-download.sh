@@ -40,6 +40,9 @@ trap stop_all EXIT
 trap 'exit 1' INT TERM
 
 # start_hub NAME [fake_hub options]: (re)starts the hub, logging to $work/NAME.log.
+# The hub stops by itself after 900 s: a bound for a stuck run, far above what
+# the gate takes on a loaded machine (phases a and b reuse one hub, and took
+# over 120 s together beside a full test ladder on the other core).
 start_hub() {
     log="$work/$1.log"
     shift
@@ -49,7 +52,7 @@ start_hub() {
     fi
     rm -f "$work/port"
     FAKE_HUB_TOKEN=$token "$PYTHON" tests/gates/fake_hub.py "$hub" --port-file "$work/port" \
-        --log "$log" --revision gate-rev --timeout 120 "$@" &
+        --log "$log" --revision gate-rev --timeout 900 "$@" &
     hub_pid=$!
     i=0
     until [ -s "$work/port" ]; do

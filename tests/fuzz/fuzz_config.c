@@ -11,10 +11,10 @@
  * here independently (each product of fields the engine forms, at the
  * largest call and position, must fit int64: a wrap aborts); and model
  * opening either succeeds or refuses with a code and a message. When the
- * shards bind against the config, one 3-token forward step runs, so a size
- * that binding accepted but the kernels overrun is an ASan report. The
- * dictionary (k3.dict) holds values near powers of two, where products
- * wrap. */
+ * shards bind against a config of shapes not seen before, one 3-token
+ * forward step runs, so a size that binding accepted but the kernels
+ * overrun is an ASan report. The dictionary (k3.dict) holds values near
+ * powers of two, where products wrap. */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -119,6 +119,35 @@ static void check_config(const k3_config *c)
     check_sizes(c);
 }
 
+/* Whether the shapes of c (its integer fields and layer map) are new to
+ * this process: the forward step runs once per shape, not once per mutation
+ * of a string or a real (which cannot change a size). */
+static int new_shape(const k3_config *c)
+{
+    static uint64_t seen[4096];
+    const int64_t f[] = {
+        c->vocab_size, c->hidden_size, c->intermediate_size, c->num_hidden_layers,
+        c->num_attention_heads, c->q_lora_rank, c->kv_lora_rank, c->qk_nope_head_dim,
+        c->qk_rope_head_dim, c->v_head_dim, c->kda_head_dim, c->kda_num_heads,
+        c->short_conv_kernel_size, c->first_k_dense_replace, c->num_experts,
+        c->num_experts_per_token, c->num_shared_experts, c->moe_intermediate_size,
+        c->routed_expert_hidden_size, c->attn_res_block_size, c->latent_moe_use_norm,
+        c->tie_word_embeddings,
+    };
+    uint64_t h = 14695981039346656037u; /* FNV-1a */
+    for (size_t i = 0; i < sizeof f / sizeof *f; i++)
+        for (int k = 0; k < 8; k++)
+            h = (h ^ (uint8_t)((uint64_t)f[i] >> (8 * k))) * 1099511628211u;
+    for (int64_t i = 0; i < c->num_hidden_layers; i++)
+        h = (h ^ c->layer_kind[i]) * 1099511628211u;
+    h |= 1;
+    uint64_t *slot = &seen[h % (sizeof seen / sizeof *seen)];
+    if (*slot == h)
+        return 0;
+    *slot = h;
+    return 1;
+}
+
 /* A model that opened for planning: open it whole and run 3 tokens. */
 static void forward_step(void)
 {
@@ -159,6 +188,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         return 0;
     }
     check_config(&cfg);
+    int fresh = new_shape(&cfg);
     k3_config_free(&cfg);
 
     fz_write("config.json", data, size);
@@ -172,7 +202,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     if (rc != K3_OK)
         fz_check_input_refusal(&me, rc);
     k3_model_close(m);
-    if (rc == K3_OK)
+    if (rc == K3_OK && fresh)
         forward_step();
     return 0;
 }

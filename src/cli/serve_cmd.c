@@ -195,7 +195,7 @@ static int serve(const serve_args *a, const k3_options *o, k3_err *e)
     cfg.header_timeout = a->header_timeout < a->timeout ? a->header_timeout : a->timeout;
     cfg.max_per_client = (int)a->max_per_client;
     cfg.exit_after = a->exit_after;
-    cfg.context = o->max_context ? o->max_context : 4096;
+    cfg.context = o->max_context ? o->max_context : K3_DEFAULT_MAX_CONTEXT;
     cfg.threads = o->threads;
     cfg.quiet = o->quiet;
     int port, lfd = k3_server_listen(&cfg, &port, e);

@@ -10,6 +10,7 @@
 #include <unistd.h>
 
 #include "util/error.h"
+#include "util/file.h"
 #include "util/json.h"
 #include "util/json_write.h"
 #include "util/xxh64.h"

@@ -9,6 +9,7 @@
 
 #include "util/ckd.h"
 #include "util/error.h"
+#include "util/file.h"
 #include "util/json.h"
 
 /* Collects every problem before failing, so one run names them all. */

@@ -285,7 +285,7 @@ static int plan_layout(k3_plan *p, const k3_config *c, const k3_weights *w,
     p->expert_cache = k3_sat_mul(p->expert_slots, p->expert_slot_bytes);
 
     /* Per-sequence state and scratch. */
-    p->context = o->max_context > 0 ? o->max_context : 4096;
+    p->context = o->max_context > 0 ? o->max_context : K3_DEFAULT_MAX_CONTEXT;
     uint64_t D = (uint64_t)c->kda_head_dim, C = (uint64_t)c->kda_num_heads * D;
     uint64_t K = (uint64_t)c->short_conv_kernel_size;
     uint64_t kv_row = k3_sat_mul((uint64_t)p->context,

@@ -24,8 +24,4 @@ int k3_fail(k3_err *e, int code, const char *fmt, ...) K3_PRINTF(3, 4);
 void *k3_malloc(k3_err *e, size_t n, const char *what);
 void *k3_calloc(k3_err *e, size_t count, size_t size, const char *what);
 
-/* Reads a whole small file (configs, headers of tools; never weights) and
- * NUL-terminates it. Files larger than max_bytes are refused (code 2). */
-char *k3_read_small_file(k3_err *e, const char *path, size_t max_bytes, size_t *len);
-
 #endif

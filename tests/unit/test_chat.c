@@ -15,6 +15,7 @@
 #include "check.h"
 #include "k3/chat.h"
 #include "util/error.h"
+#include "util/file.h"
 #include "util/json.h"
 #include "util/json_write.h"
 

@@ -12,6 +12,7 @@
 #include "core/kernels.h"
 #include "model/model.h"
 #include "util/error.h"
+#include "util/file.h"
 #include "util/json.h"
 
 static const k3_json *fixtures;

@@ -1,5 +1,5 @@
 /* k3/chat.h - chat conversations rendered in Kimi K3's XTML format
- * (SPEC section 6), byte-exact with the release's encoder
+ * (docs/MODEL.md §6), byte-exact with the release's encoder
  * (k3-release/chat_vectors.json).
  *
  * A conversation is read from JSON shaped like one chat_vectors case:

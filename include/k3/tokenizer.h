@@ -1,4 +1,4 @@
-/* k3/tokenizer.h - the Kimi K3 tokenizer (SPEC section 5), byte-exact with
+/* k3/tokenizer.h - the Kimi K3 tokenizer (docs/MODEL.md §5), byte-exact with
  * the release's tiktoken encoder.
  *
  * Ids are uint32_t. Text is UTF-8; encoders refuse invalid UTF-8 with

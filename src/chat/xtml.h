@@ -1,4 +1,4 @@
-/* xtml.h - the markup of Kimi K3's XTML chat format (SPEC section 6), as
+/* xtml.h - the markup of Kimi K3's XTML chat format (MODEL.md §6.1), as
  * segments.
  *
  * An element is

@@ -113,7 +113,7 @@ typedef struct run {
     const k3_options *o;
     k3_model *m;
     const k3_tokenizer *tok;
-    int64_t eos_text;     /* [EOS]: SPEC 5 ends generation on it as well as on
+    int64_t eos_text;     /* [EOS]: MODEL.md §5.6 ends generation on it and on
                            * the config's end ids; only the tokenizer knows it */
     uint32_t *gen;        /* the generated ids */
     size_t ngen;

@@ -1,4 +1,4 @@
-/* attnres.c - attention residuals: a softmax over depth (SPEC section 4). */
+/* attnres.c - attention residuals: a softmax over depth (MODEL.md §4.4). */
 #include "core/kernels.h"
 #include "model/model.h"
 

@@ -1,4 +1,4 @@
-/* config.h - the text model's hyper-parameters (SPEC section 2).
+/* config.h - the text model's hyper-parameters (docs/MODEL.md §2.2, §2.3).
  *
  * Read from config.json, nested (fields under "text_config", as released) or
  * flat. Every field the computation depends on is required: a missing or

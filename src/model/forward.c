@@ -1,5 +1,5 @@
 /* forward.c - opening a model and the decoder stack with attention
- * residuals (SPEC section 4, "Decoder layer i").
+ * residuals (docs/MODEL.md §4.3; the output head, §4.9).
  *
  * Each token carries a bank of block summaries (the embedding, then the sum
  * of each finished block of attn_res_block_size layers) and `prefix`, the
@@ -251,7 +251,7 @@ int k3_forward(k3_model *m, k3_state *s, const uint32_t *ids, size_t T, float *l
         k3_layer_weights view;
         k3_weights_layer_view(W, (int)li, image, &view);
         const k3_layer_weights *lw = &view;
-        /* 1-2: mix for attention; at a block boundary the incoming sum is banked. */
+        /* §4.3 steps 1-2: mix for attention; at a block boundary the incoming sum is banked. */
         int boundary = li % block == 0;
         for (size_t t = 0; t < T; t++) {
             float *hin = w.hin + t * H, *bank = w.bank + t * w.nbank_max * H;
@@ -269,7 +269,7 @@ int k3_forward(k3_model *m, k3_state *s, const uint32_t *ids, size_t T, float *l
         }
         if (boundary)
             nbank++;
-        /* 3-4: attention; prefix = a (after a boundary) or h_in + a. */
+        /* §4.3 steps 3-4: attention; prefix = a (after a boundary) or h_in + a. */
         for (size_t t = 0; t < T; t++)
             k3_rmsnorm(w.x + t * H, w.h + t * H, lw->input_norm, H, eps);
         rc = lw->kind == K3_LAYER_KDA ? k3_kda_forward(c, lw, s, (int)li, w.x, T, w.a, e)
@@ -280,7 +280,7 @@ int k3_forward(k3_model *m, k3_state *s, const uint32_t *ids, size_t T, float *l
         }
         for (size_t i = 0; i < T * H; i++)
             w.prefix[i] = boundary ? w.a[i] : w.hin[i] + w.a[i];
-        /* 5-6: mix for the MLP (the bank is never empty here), then the MLP. */
+        /* §4.3 steps 5-6: mix for the MLP (the bank is never empty here), then the MLP. */
         for (size_t t = 0; t < T; t++) {
             float *bank = w.bank + t * w.nbank_max * H;
             for (size_t b = 0; b < nbank; b++)
@@ -294,7 +294,7 @@ int k3_forward(k3_model *m, k3_state *s, const uint32_t *ids, size_t T, float *l
         rc = lw->dense ? k3_dense_mlp_forward(c, lw, w.x, T, w.a, e)
                        : k3_moe_block(c, &lw->moe, &src, w.x, T, w.a, e);
         k3_trunk_release(m->trunk, li);
-        /* 7: the next layer's input. */
+        /* §4.3 step 7: the next layer's input. */
         for (size_t i = 0; i < T * H; i++)
             w.hin[i] = w.prefix[i] + w.a[i];
     }

@@ -1,4 +1,4 @@
-/* kda.c - Kimi Delta Attention (SPEC section 4, "KDA").
+/* kda.c - Kimi Delta Attention (docs/MODEL.md §4.5).
  *
  * Per token, per head h (head_dim d, key channel c, value channel j):
  *   q, k, v  = SiLU(causal depthwise conv over the last K inputs)

@@ -1,4 +1,4 @@
-/* mla.c - multi-head latent attention, NoPE and output-gated (SPEC section 4).
+/* mla.c - multi-head latent attention, NoPE and output-gated (MODEL.md §4.6).
  *
  *   q  = W_qb rms(W_qa x, q_a_layernorm, 1e-6)        per head [nope | rope]
  *   c  = W_kva x = [latent | rope];  cn = rms(latent, kv_a_layernorm, 1e-6)
@@ -7,8 +7,8 @@
  *   o_h = softmax_s(q_h . key_s * (nope+rope)^-0.5) . value_s, causal
  *   out = W_o (o * sigmoid(W_g x))
  *
- * The cache holds [cn | rope] per position (576 floats in the release, 32x
- * smaller than expanded keys and values). Attention runs in the latent
+ * The cache holds [cn | rope] per position (576 floats in the release;
+ * expanded keys and values would be 30,720). Attention runs in the latent
  * space ("absorbed"): q_h . (W_kb_h cn) = (W_kb_h^T q_h) . cn, and
  * sum_s p_s W_vb_h cn_s = W_vb_h (sum_s p_s cn_s). Same result as expanding,
  * without a per-position expansion. */

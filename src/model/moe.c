@@ -1,5 +1,5 @@
 /* moe.c - the latent mixture-of-experts block and the dense SiTU MLP
- * (SPEC section 4).
+ * (docs/MODEL.md §4.8 and §4.7; k3_route is §4.8 steps 1-3).
  *
  *   s_e   = sigmoid(W_gate x)                 all experts, fp32
  *   pick  = top k of s_e + bias_e             (the bias steers selection only)

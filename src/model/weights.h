@@ -1,4 +1,4 @@
-/* weights.h - every tensor of the text model, bound by name (SPEC section 3).
+/* weights.h - every tensor of the text model, bound by name (MODEL.md §2.6).
  *
  * Binding looks each tensor up in the shard index and checks its dtype and
  * shape against the config (a mismatch or a missing tensor is K3_EINPUT

@@ -28,7 +28,7 @@ typedef struct k3_answerer {
     k3_state_mark *mark;
     k3_sampler sampler;
     uint32_t open, close, sep; /* the chat markup ids */
-    int64_t eos_text;          /* [EOS]: also ends an answer (SPEC 5), or -1 */
+    int64_t eos_text;          /* [EOS]: also ends an answer (MODEL.md §5.6), or -1 */
     uint64_t seeds;            /* answers without a seed get fresh ones from here */
 } k3_answerer;
 

@@ -1,4 +1,4 @@
-/* pretok.h - the pre-tokeniser: Kimi's pat_str (SPEC section 5), by hand.
+/* pretok.h - the pre-tokeniser: Kimi's pat_str (MODEL.md §5.4), by hand.
  *
  * The pattern is eight alternatives joined with |; at each position the
  * regex engine (fancy-regex, Perl semantics) takes the first alternative

@@ -1,9 +1,10 @@
 /* json_write.h - JSON text exactly as Python's json.dumps(ensure_ascii=False)
  * writes it, plus the growable byte buffer it writes into.
  *
- * The chat format (SPEC section 6) embeds JSON the release's Python encoder
- * produced: tool declarations as json.dumps(sort_keys, separators=(",", ":"))
- * and tool-call argument values with the default ", " / ": " separators.
+ * The chat format embeds JSON the release's Python encoder produced: tool
+ * declarations as json.dumps(sort_keys, separators=(",", ":")) (MODEL.md
+ * §6.4) and tool-call argument values with the default ", " / ": "
+ * separators (§6.3 step 2c).
  * The model was trained on those exact bytes, so this writer reproduces
  * Python's choices: only '"', '\\' and control characters are escaped
  * (\n \r \t \b \f by name, the rest as lower-case \u00xx), other characters

@@ -24,7 +24,7 @@ if (!outdir) {
     process.exit(2);
 }
 const { enc } = loadOracle(dir);
-// SPEC section 5's vector: the oracle itself is set up right.
+// MODEL.md §5.3's test vector: the oracle itself is set up right.
 const probe = encodeKimi(enc, "The capital of France is", false).join(",");
 if (probe !== "1008,10484,318,15383,387")
     throw new Error(`oracle self-check failed: "The capital of France is" -> ${probe}`);

@@ -30,7 +30,7 @@ const gc = (c) => props[c] & GC_MASK;
 const isLetter = (c) => gc(c) >= GC.Uppercase_Letter && gc(c) <= GC.Other_Letter;
 const folded = new Map(fold);
 const foldAz = (c) => (c >= 0x61 && c <= 0x7a ? c : folded.get(c));
-// Each class of the pattern (SPEC section 5) and who belongs to it by the tables.
+// Each class of the pattern (MODEL.md §5.4) and who belongs to it by the tables.
 const UPPER = [GC.Uppercase_Letter, GC.Titlecase_Letter, GC.Modifier_Letter, GC.Other_Letter, GC.Mark];
 const LOWER = [GC.Lowercase_Letter, GC.Modifier_Letter, GC.Other_Letter, GC.Mark];
 const probes = [

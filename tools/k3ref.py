@@ -1,5 +1,5 @@
 #!/usr/bin/python3
-"""k3ref: an independent float64 reference of the Kimi K3 text model (SPEC.md §4).
+"""k3ref: an independent float64 reference of the Kimi K3 text model (docs/MODEL.md §4).
 
 Module and CLI. Only the standard library and numpy. Every number is computed in
 float64 from the STORED weights (BF16 / F32 / MXFP4 decoded exactly).
@@ -163,7 +163,9 @@ _LINEAR_FLOAT = ("gate_lower_bound",)
 _LINEAR_BOOL = ("use_full_rank_gate",)
 _LINEAR_LISTS = ("kda_layers", "full_attn_layers")
 
-#: Switches whose other values would be a different model than SPEC §4 describes.
+#: Switches whose other values would be a different model than MODEL.md §4 describes
+#: (§2.2 step 4). Stricter than k3, which also computes moe_renormalize and
+#: latent_moe_use_norm false and tie_word_embeddings true (MODEL.md §9).
 _SUPPORTED = {
     "hidden_act": "situ", "moe_router_activation_func": "sigmoid", "mla_use_nope": True,
     "mla_use_output_gate": True, "moe_renormalize": True, "latent_moe_use_norm": True,
@@ -171,7 +173,8 @@ _SUPPORTED = {
     "moe_layer_freq": 1,
 }
 
-#: eps of q_a_layernorm and kv_a_layernorm (class default in the release), SPEC §4.
+#: eps of q_a_layernorm and kv_a_layernorm (class default in the release), MODEL.md §4.6
+#: step 2.
 MLA_LORA_NORM_EPS = 1e-6
 #: eps inside the KDA q/k L2 norm.
 KDA_L2_EPS = 1e-6
@@ -278,7 +281,7 @@ def load_config(model_dir):
 
 
 def expected_tensors(cfg):
-    """SPEC §3: every text tensor name -> (dtype, shape) for this config."""
+    """MODEL.md §2.6: every text tensor name -> (dtype, shape) for this config."""
     H, V = cfg.hidden_size, cfg.vocab_size
     D, NH = cfg.kda_head_dim, cfg.kda_num_heads
     C = NH * D
@@ -464,7 +467,7 @@ def situ_mlp(x, gate_w, up_w, down_w, b1, b2, trace=None):
 
 
 def moe_block(x, w, top_k, scaling, eps, b1, b2, trace=None):
-    """SPEC §4 MoE block on x [T, H] -> [T, H].
+    """MODEL.md §4.8 MoE block on x [T, H] -> [T, H].
 
     w: 'gate' [E,H], 'bias' [E], 'down_latent' [Lat,H], 'w1','w3' [E,I,Lat] (gate/up),
     'w2' [E,Lat,I] (down), 'norm' [Lat], 'up_latent' [H,Lat], 'shared_gate',
@@ -666,7 +669,8 @@ class Model:
                          c.rms_norm_eps, b1, b2, self.trace)
 
     def _decoder_stack(self, h, attention):
-        """Embeddings h [T, H] through all layers and the final AttnRes (SPEC §4).
+        """Embeddings h [T, H] through all layers and the final AttnRes (MODEL.md §4.3,
+        §4.9 step 1).
         attention(i, x) computes layer i's attention for the rows of x [T, H]."""
         c = self.cfg
         eps = c.rms_norm_eps

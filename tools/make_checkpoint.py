@@ -6,7 +6,7 @@
 
 Writes OUT_DIR/config.json (nested like the release: text fields under text_config),
 model.safetensors.index.json, N shards model-%05d-of-%06d.safetensors (default 3) and
-generation_config.json. Tensors follow SPEC §3 (names, dtypes, shapes); a few
+generation_config.json. Tensors follow MODEL.md §2.6 (names, dtypes, shapes); a few
 vision_tower.* / mm_projector.* tensors are mixed in for the engine to skip, and odd-sized
 ones make many tensor data offsets odd. Special ids: bos = V-256, eos = V-254, pad = V-1.
 
@@ -83,7 +83,7 @@ PRESETS = {
                      num_experts_per_token=8, num_shared_experts=1, moe_intermediate_size=512,
                      routed_expert_hidden_size=512, intermediate_size=256,
                      attn_res_block_size=2, float32_draws=True),
-    # The release's widths (SPEC section 2) on 4 layers (KDA, KDA, KDA, MLA) and 32
+    # The release's widths (MODEL.md §1.1) on 4 layers (KDA, KDA, KDA, MLA) and 32
     # experts: a benchmark model whose every matrix has its real shape.
     "slice": dict(_COMMON, vocab_size=8192, hidden_size=7168, num_hidden_layers=4,
                   kda_layers=[1, 2, 3], kda_num_heads=96, kda_head_dim=128,
@@ -412,7 +412,7 @@ def _nbytes(dtype, shape):
 
 
 def draw_text_tensors(cfg, p, rng):
-    """Yields (name, byte offset in the tensor, bytes) for every SPEC §3 tensor, in the
+    """Yields (name, byte offset in the tensor, bytes) for every MODEL.md §2.6 tensor, in the
     order the values are drawn from rng (expert packed/scale pairs share one draw)."""
     want = k3ref.expected_tensors(cfg)
     for name, (dtype, shape) in want.items():

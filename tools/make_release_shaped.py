@@ -7,14 +7,15 @@ Writes OUT_DIR/config.json (the release's, copied at run time from
 ../shared/k3-release/config.json next to the repository, or --release DIR: never commit
 it), model.safetensors.index.json, and the 96 shards model-%05d-of-%06d.safetensors of
 ../shared/k3-release/model.safetensors.index.json.gz: every one of the 497,220 tensors in
-its release shard, with its true dtype and shape (SPEC section 3 and the config) in a valid
+its release shard, with its true dtype and shape (MODEL.md §2.6 and the config) in a valid
 safetensors header. The data sections are file holes (the files are truncated to size),
 so the 1.56 TB checkpoint takes a few MB of disk; reading it yields zeros. For the engine's
 real-scale rehearsal: --plan on every preset, index/bind timing, packing trunk layers.
 
-vision_tower.* / mm_projector.* are not in SPEC (the engine skips them): their shapes are
-plausible ones from the config's vision_config, BF16. Within a shard, tensors are laid out
-in natural order (layer, expert, name). Stdlib only; runs in well under a minute.
+vision_tower.* / mm_projector.* are not part of the text model (MODEL.md §2.1; the engine
+skips them): their shapes are plausible ones from the config's vision_config, BF16. Within a
+shard, tensors are laid out in natural order (layer, expert, name). Stdlib only; runs in
+well under a minute.
 """
 
 import argparse
@@ -32,7 +33,7 @@ DTYPE_SIZE = {"BF16": 2, "F32": 4, "U8": 1}
 
 
 def text_shapes(c):
-    """suffix rule -> (dtype, shape) for the text model (SPEC section 3)."""
+    """suffix rule -> (dtype, shape) for the text model (MODEL.md §2.6)."""
     H, V = c["hidden_size"], c["vocab_size"]
     la = c["linear_attn_config"]
     D, NH = la["head_dim"], la["num_heads"]
@@ -107,7 +108,8 @@ def text_shapes(c):
 
 
 def vision_shape(name, v, text_hidden):
-    """Plausible BF16 shapes for the vision tower and projector (not in SPEC)."""
+    """Plausible BF16 shapes for the vision tower and projector (not part of the text
+    model, MODEL.md §2.1)."""
     Hv, Iv, P = v["vt_hidden_size"], v["vt_intermediate_size"], v["patch_size"]
     merged = Hv * v["merge_kernel_size"][0] * v["merge_kernel_size"][1]
     rules = [

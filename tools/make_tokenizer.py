@@ -5,7 +5,7 @@
     python3 tools/make_tokenizer.py OUTDIR --all-pairs SEED
 
 OUTDIR gets tiktoken.model and tokenizer_config.json in the release's formats
-(SPEC section 5), so k3_tok_load and the tiktoken oracle read them as they
+(MODEL.md §5.1, §5.2), so k3_tok_load and the tiktoken oracle read them as they
 read the release's:
 
   * tiktoken.model: the 256 single bytes, then N merges learned by byte-level

@@ -14,7 +14,8 @@ import fs from "node:fs";
 import readline from "node:readline";
 import { Tiktoken } from "tiktoken/lite";
 
-// Kimi's pat_str, verbatim from SPEC section 5.
+// Kimi's pat_str, verbatim from the release's tokenization_kimi.py (MODEL.md §5.4 says
+// it in words; src/tokenizer/pretok.h gives its structure).
 const PAT_STR = [
     String.raw`[\p{Han}]+`,
     String.raw`[^\r\n\p{L}\p{N}]?[\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}&&[^\p{Han}]]*[\p{Ll}\p{Lm}\p{Lo}\p{M}&&[^\p{Han}]]+(?i:'s|'t|'re|'ve|'m|'ll|'d)?`,
@@ -86,7 +87,7 @@ async function main() {
         process.exit(2);
     }
     const { enc, nranks } = loadOracle(dir);
-    // SPEC section 5's vector, when this is the release vocabulary.
+    // MODEL.md §5.3's test vector, when this is the release vocabulary.
     if (nranks === 163584) {
         const got = encodeKimi(enc, "The capital of France is", false).join(",");
         if (got !== "1008,10484,318,15383,387")

@@ -81,7 +81,7 @@ for p in ["ultra", "laptop", "desktop", "workstation", "server", "max", "auto"]:
 mx = plans["max"]
 want(mx["layers"] == L and mx["slots"] == 92 * E, "max: not everything resident")
 trunk = mx["trunk pinned"] * GIB
-want(abs(trunk - 108.8e9) < 0.1e9, f"max: trunk {trunk / 1e9:.2f} GB, SPEC says ~108.8 GB")
+want(abs(trunk - 108.8e9) < 0.1e9, f"max: trunk {trunk / 1e9:.2f} GB, MODEL.md §2.7 says 108.8 GB")
 slot = mx["expert cache"] * GIB / (92 * E)
 want(EXPERT <= slot <= EXPERT + 128 * 1024, f"expert slot ~{slot:.0f} bytes, expert is {EXPERT}")
 order = ["ultra", "laptop", "desktop", "workstation", "server", "max"]

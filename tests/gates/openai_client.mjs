@@ -102,7 +102,7 @@ for (const thinking of [false, true]) {
     check(typeof c.text === 'string' && c.text.length > 0 && ['stop', 'length'].includes(c.finish_reason),
           'completion choice', c);
     checkUsage(whole.usage, 10);
-    check(whole.usage.prompt_tokens === 5, 'the prompt is the 5 tokens of the spec', whole.usage);
+    check(whole.usage.prompt_tokens === 5, 'the prompt is the 5 tokens of MODEL.md §5.3', whole.usage);
     const stream = await client.completions.create({ ...params, stream: true });
     let text = '', finish = null;
     for await (const chunk of stream) {

@@ -3,6 +3,7 @@
 
     python3 tools/make_tokenizer.py OUTDIR [--merges N] [--extra-token TEXT]...
     python3 tools/make_tokenizer.py OUTDIR --all-pairs SEED
+    python3 tools/make_tokenizer.py OUTDIR --merges N --corpus-list LIST
 
 OUTDIR gets tiktoken.model and tokenizer_config.json in the release's formats
 (MODEL.md §5.1, §5.2), so k3_tok_load and the tiktoken oracle read them as they
@@ -22,6 +23,15 @@ read the release's:
     ends, so the ids show the pre-tokeniser's cuts, which a natural
     vocabulary mostly hides (most pieces split into the same tokens whether
     or not they were cut at a given place).
+    --corpus-list learns the merges from the UTF-8 text files named in LIST
+    (one path per line) instead of the sample text, for a trained model
+    (tools/train_nano.py). Its words come from a pattern close to the
+    release's pre-tokeniser (MODEL.md section 5.4; letters, cases and
+    numbers as Python's re sees them, no Han rule), so merges stay inside
+    the pieces the encoder will cut; pair counts are kept up to date
+    incrementally, so a corpus of megabytes trains in a minute or so. The
+    choice of each merge is the sample mode's: most frequent pair, ties by
+    the pair's bytes, skipping pairs that spell an existing token.
   * tokenizer_config.json: added_tokens_decoder names the release's special
     tokens at the release's offsets from the start of the special range
     ([BOS] at +0, [EOS] +1, <|end_of_msg|> +2, ...); the rest of the 256 ids
@@ -155,16 +165,111 @@ def train(text, merges):
     return learned
 
 
+# Letters are [^\W\d_] (Python's idea of \p{L}), numbers \d, upper case
+# ASCII A-Z only (other letters count as lower case): alternatives 2-8 of
+# MODEL.md section 5.4.
+_L = r"[^\W\d_]"
+_LOW = r"[^\W\d_A-Z]"
+_LEAD = r"(?:[^\r\n\w]|_)?"
+_CONTRACTION = r"(?:'[sStTmMdD]|'[rR][eE]|'[vV][eE]|'[lL][lL])?"
+CORPUS_PATTERN = re.compile(
+    _LEAD + r"[A-Z]*" + _LOW + r"+" + _CONTRACTION + "|"
+    + _LEAD + r"[A-Z]+" + _LOW + r"*" + _CONTRACTION + "|"
+    + r"\d{1,3}|"
+    + r" ?(?:[^\s\w]|_)+[\r\n]*|"
+    + r"\s*[\r\n]+|\s+(?!\S)|\s+")
+
+
+def train_corpus(texts, merges):
+    """Byte-level BPE over texts (a list of str) with incremental pair counts:
+    the same choice rule as train(), returns the learned tokens in merge order."""
+    import heapq
+    words = collections.Counter()
+    for text in texts:
+        words.update(CORPUS_PATTERN.findall(text))
+    seqs = [[bytes([b]) for b in w.encode("utf-8")] for w in words]
+    freq = [words[w] for w in words]
+    pairs = collections.Counter()
+    where = collections.defaultdict(set)       # pair -> indices of words holding it
+    for i, seq in enumerate(seqs):
+        for a, b in zip(seq, seq[1:]):
+            pairs[(a, b)] += freq[i]
+            where[(a, b)].add(i)
+    heap = [(-c, p) for p, c in pairs.items()]
+    heapq.heapify(heap)
+    known = {bytes([b]) for b in range(256)}
+    learned = []
+    while len(learned) < merges and heap:
+        negc, best = heapq.heappop(heap)
+        if pairs.get(best, 0) != -negc or negc == 0:
+            continue                            # stale entry: a fresher one is queued
+        token = best[0] + best[1]
+        if token in known:
+            del pairs[best]                     # spells a token another way: never chosen
+            continue
+        known.add(token)
+        learned.append(token)
+        touched = set()
+        for i in sorted(where.pop(best, ())):
+            seq = seqs[i]
+            for a, b in zip(seq, seq[1:]):
+                pairs[(a, b)] -= freq[i]
+                touched.add((a, b))
+                where[(a, b)].discard(i)
+            out, j = [], 0
+            while j < len(seq):
+                if j + 1 < len(seq) and (seq[j], seq[j + 1]) == best:
+                    out.append(token)
+                    j += 2
+                else:
+                    out.append(seq[j])
+                    j += 1
+            seqs[i] = out
+            for a, b in zip(out, out[1:]):
+                pairs[(a, b)] += freq[i]
+                touched.add((a, b))
+                where[(a, b)].add(i)
+        for p in touched:
+            c = pairs.get(p, 0)
+            if c > 0 and p != best:
+                heapq.heappush(heap, (-c, p))
+            elif c <= 0:
+                pairs.pop(p, None)
+        pairs.pop(best, None)
+    return learned
+
+
+def read_corpus(list_path):
+    """The texts of the files named in list_path, one path per line."""
+    texts = []
+    with open(list_path, encoding="utf-8") as f:
+        for line in f:
+            path = line.rstrip("\n")
+            if path:
+                with open(path, encoding="utf-8") as g:
+                    texts.append(g.read())
+    return texts
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("outdir")
     ap.add_argument("--merges", type=int, default=1000)
     ap.add_argument("--extra-token", action="append", default=[])
     ap.add_argument("--all-pairs", type=int, metavar="SEED")
+    ap.add_argument("--corpus-list", metavar="LIST",
+                    help="learn the merges from the files named in LIST (one per line)")
     args = ap.parse_args()
+    if args.corpus_list is not None and args.all_pairs is not None:
+        ap.error("--corpus-list and --all-pairs exclude each other")
 
     tokens = [bytes([b]) for b in byte_order()]
-    if args.all_pairs is None:
+    if args.corpus_list is not None:
+        learned = train_corpus(read_corpus(args.corpus_list), args.merges)
+        if len(learned) < args.merges:
+            ap.error("the corpus supports only %d merges, not %d" % (len(learned), args.merges))
+        tokens += learned
+    elif args.all_pairs is None:
         learned = train(SAMPLE, args.merges)
         if len(learned) < args.merges:
             ap.error("the sample text supports only %d merges, not %d" % (len(learned), args.merges))

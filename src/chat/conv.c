@@ -1,5 +1,5 @@
 /* conv.c - conversation memory and the chat-loop helpers of k3/chat.h. */
-#include "conv.h"
+#include "chat/conv.h"
 
 #include <stdlib.h>
 #include <string.h>

@@ -9,7 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "conv.h"
+#include "chat/conv.h"
 #include "util/error.h"
 #include "util/file.h"
 #include "util/json.h"

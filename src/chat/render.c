@@ -32,14 +32,14 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "conv.h"
-#include "segments.h"
+#include "chat/conv.h"
+#include "chat/segments.h"
+#include "chat/xtml.h"
 #include "tokenizer/unicode.h"
 #include "tokenizer/utf8.h"
 #include "util/error.h"
 #include "util/json.h"
 #include "util/json_write.h"
-#include "xtml.h"
 
 static k3_xtml_attr attr(const char *key, const char *value)
 {

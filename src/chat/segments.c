@@ -1,6 +1,6 @@
 /* segments.c - see segments.h; also k3_chat_segments_free and
  * k3_chat_encode of k3/chat.h. */
-#include "segments.h"
+#include "chat/segments.h"
 
 #include <stdlib.h>
 #include <string.h>

@@ -1,9 +1,9 @@
 /* xtml.c - see xtml.h. */
-#include "xtml.h"
+#include "chat/xtml.h"
 
 #include <string.h>
 
-#include "segments.h"
+#include "chat/segments.h"
 
 static int special(k3_chat_segments *s, const char *token, k3_err *e)
 {

@@ -1,5 +1,5 @@
 /* chat_cmd.c - see chat_cmd.h. */
-#include "chat_cmd.h"
+#include "cli/chat_cmd.h"
 
 #include <errno.h>
 #include <stdint.h>

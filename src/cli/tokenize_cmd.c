@@ -1,12 +1,12 @@
 /* tokenize_cmd.c - see tokenize_cmd.h. */
-#include "tokenize_cmd.h"
+#include "cli/tokenize_cmd.h"
 
 #include <errno.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "options.h"
+#include "cli/options.h"
 #include "util/error.h"
 #include "util/file.h"
 #include "util/json.h"

@@ -1,5 +1,5 @@
 /* bpe.c - see bpe.h. */
-#include "bpe.h"
+#include "tokenizer/bpe.h"
 
 #include <stdlib.h>
 

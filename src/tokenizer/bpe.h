@@ -13,7 +13,7 @@
 #include <stdint.h>
 
 #include "k3/error.h"
-#include "tok.h"
+#include "tokenizer/tok.h"
 
 /* Scratch memory of k3_bpe, reused across pieces. Zero-initialise. */
 typedef struct k3_bpe_work {

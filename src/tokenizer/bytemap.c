@@ -1,5 +1,5 @@
 /* bytemap.c - see bytemap.h. */
-#include "bytemap.h"
+#include "tokenizer/bytemap.h"
 
 #include <stdlib.h>
 #include <string.h>

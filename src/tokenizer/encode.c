@@ -16,10 +16,10 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "bpe.h"
-#include "pretok.h"
-#include "tok.h"
-#include "utf8.h"
+#include "tokenizer/bpe.h"
+#include "tokenizer/pretok.h"
+#include "tokenizer/tok.h"
+#include "tokenizer/utf8.h"
 #include "util/error.h"
 
 #define CHUNK_CHARS 400000 /* TIKTOKEN_MAX_ENCODE_CHARS */

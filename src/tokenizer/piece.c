@@ -1,7 +1,7 @@
 /* piece.c - from ids back to bytes, and special tokens by name. */
 #include <string.h>
 
-#include "tok.h"
+#include "tokenizer/tok.h"
 #include "util/error.h"
 
 int k3_tok_piece(const k3_tokenizer *tok, uint32_t id, const unsigned char **bytes,

@@ -2,9 +2,9 @@
  * alternative's match at i, or 0 when it does not match (a match is never
  * empty, so its end is never 0). The backtracking is spelled out where it
  * changes the result. */
-#include "pretok.h"
+#include "tokenizer/pretok.h"
 
-#include "unicode.h"
+#include "tokenizer/unicode.h"
 
 unsigned k3_pretok_class(uint32_t cp)
 {

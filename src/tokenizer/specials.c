@@ -9,7 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "tok.h"
+#include "tokenizer/tok.h"
 #include "util/error.h"
 #include "util/file.h"
 #include "util/json.h"

@@ -10,7 +10,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "bytemap.h"
+#include "tokenizer/bytemap.h"
 #include "k3/tokenizer.h"
 
 /* The special range: Kimi's tokenizer reserves 256 ids after the ranks. */

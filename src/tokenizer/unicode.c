@@ -1,5 +1,5 @@
 /* unicode.c - lookups in the generated tables; see unicode.h. */
-#include "unicode.h"
+#include "tokenizer/unicode.h"
 
 unsigned k3_uc_props(uint32_t cp)
 {

@@ -1,5 +1,5 @@
 /* utf8.c - strict UTF-8 decoding and the streaming helper of k3/tokenizer.h. */
-#include "utf8.h"
+#include "tokenizer/utf8.h"
 
 #include <string.h>
 

@@ -1,5 +1,5 @@
 /* error.c - see error.h. */
-#include "error.h"
+#include "util/error.h"
 
 #include <errno.h>
 #include <stdarg.h>

@@ -3,7 +3,7 @@
  * Two passes would be simpler to reason about for memory, but one recursive
  * descent with an arena is enough here: documents are at most a few hundred
  * MB (safetensors headers cap at 100 MB) and the arena grows in chunks. */
-#include "json.h"
+#include "util/json.h"
 
 #include "util/error.h"
 

@@ -1,5 +1,5 @@
 /* json_write.c - see json_write.h. */
-#include "json_write.h"
+#include "util/json_write.h"
 
 #include <stdio.h>
 #include <stdlib.h>

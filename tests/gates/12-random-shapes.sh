@@ -2,12 +2,16 @@
 # --random-shape SEED: odd widths, 1-6 heads, 0-2 dense layers, top-1..8,
 # 3-9 layers in a random KDA/MLA map) against the float64 reference.
 #
-# The bound: teacher-forced logits within max(1e-4, 2 x yardstick) of
+# The bound: teacher-forced logits within max(2e-4, 2 x yardstick) of
 # max|logit|, where the yardstick is how far the same model evaluated by numpy
 # in float32 (k3ref --dtype float32) drifts from float64. Deep random models can
-# amplify single-precision rounding past 1e-4 (seed 1 does: numpy-fp32 drifts
-# 2.0e-4, k3 1.0e-4); any correct fp32 engine drifts that much, a wrong one
-# far more (the mutants of 50-mutants reach 0.8-1.5). Greedy ids must be
+# amplify single-precision rounding past 1e-4: seed 1 does (k3 drifts 1.03e-4).
+# The yardstick depends on the BLAS numpy is linked to at run time: with
+# Debian's reference BLAS (one running sum per dot product) seed 1's float32
+# run drifts 2.0e-4; with OpenBLAS (libopenblas0-pthread, if a machine has it)
+# 1.7e-5. So the floor is 2e-4, what a plain float32 evaluation reaches here,
+# and the yardstick can only widen it. Any correct fp32 engine drifts that much, a wrong one far more
+# (the mutants of 50-mutants reach 0.8-1.5). Greedy ids must be
 # identical, or first differ where the float64 logits' top two are within
 # that same bound (a tie in all but the last bits).
 . tests/gates/lib.sh
@@ -31,7 +35,7 @@ load = lambda n: np.fromfile(f"{work}/{n}{seed}.f32", "<f4").astype(np.float64).
 ref, eng, yard = load("r"), load("c"), load("y")
 scale = np.abs(ref).max()
 err, yerr = np.abs(eng - ref).max() / scale, np.abs(yard - ref).max() / scale
-bound = max(1e-4, 2 * yerr)
+bound = max(2e-4, 2 * yerr)
 print(f"seed {seed}: k3 drifts {err:.3g}, numpy-fp32 {yerr:.3g}, bound {bound:.3g}")
 ok = err <= bound
 if c_ids != r_ids:

@@ -292,8 +292,8 @@ int k3_run_chat(k3_model *m, const k3_options *o, const k3_tokenizer *tok, k3_er
         goto done;
     }
     if (k3_chat_new(&c.conv, e) ||
-        k3_chat_set_thinking(c.conv, c.thinking, c.thinking ? (o->effort ? o->effort : "max") : NULL,
-                             e) ||
+        k3_chat_set_thinking(c.conv, c.thinking,
+                             c.thinking ? (o->effort ? o->effort : "max") : NULL, e) ||
         (o->system && k3_chat_add_message(c.conv, "system", o->system, strlen(o->system), e)) ||
         (o->history && k3_history_open(&c.hist, o->history, c.conv, e)) ||
         k3_state_new(&c.st, m, e) || (o->load_state && k3_state_load(c.st, o->load_state, e)) ||

@@ -65,11 +65,11 @@ static int write_report(FILE *f, const k3_options *o, const k3_model *m, const u
         fprintf(f, "%s%.6f", i ? ", " : "", steps[i].seconds);
     fprintf(f, "],\n  \"steps\": [");
     for (size_t i = 0; i < ng; i++)
-        fprintf(f, "%s\n    {\"step\": %zu, \"token\": %u, \"seconds\": %.6f, \"bytes_read\": %llu, "
-                   "\"expert_requests\": %llu, \"expert_hits\": %llu}",
-                i ? "," : "", i, gen[i], steps[i].seconds,
-                (unsigned long long)steps[i].bytes_read, (unsigned long long)steps[i].requests,
-                (unsigned long long)steps[i].hits);
+        fprintf(f,
+                "%s\n    {\"step\": %zu, \"token\": %u, \"seconds\": %.6f, \"bytes_read\": %llu, "
+                "\"expert_requests\": %llu, \"expert_hits\": %llu}",
+                i ? "," : "", i, gen[i], steps[i].seconds, (unsigned long long)steps[i].bytes_read,
+                (unsigned long long)steps[i].requests, (unsigned long long)steps[i].hits);
     fprintf(f, "\n  ],\n  \"prefill_seconds\": %.6f,\n", ng ? steps[0].seconds : 0.0);
     fprintf(f, "  \"wall_seconds\": %.6f,\n", wall_s);
     fprintf(f, "  \"io_wait_seconds\": %.6f,\n", io->io_wait_seconds);

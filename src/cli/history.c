@@ -121,7 +121,8 @@ int k3_history_add(k3_history *h, const k3_history_msg *msgs, size_t n, k3_err *
         return e->code;
     for (size_t i = 0; i < n && !e->code; i++) {
         const k3_history_msg *m = &msgs[i];
-        if (k3_buf_puts(&h->text, "{\"role\": ", e) || put_string(&h->text, m->role, strlen(m->role), e) ||
+        if (k3_buf_puts(&h->text, "{\"role\": ", e) ||
+            put_string(&h->text, m->role, strlen(m->role), e) ||
             k3_buf_puts(&h->text, ", \"content\": ", e) ||
             put_string(&h->text, m->content, m->content_len, e) ||
             k3_buf_puts(&h->text, ", \"reasoning_content\": ", e) ||

@@ -64,7 +64,8 @@ static int tokenizer_command(const k3_options *o, k3_err *e)
     if (dir && k3_tok_load(&tok, dir, e) != K3_OK)
         return e->code;
     if (!tok && !(o->render_chat && !o->tokenize)) {
-        k3_fail(e, K3_EINPUT, "no tokenizer: give --tok DIR (or a MODEL_DIR holding tiktoken.model)");
+        k3_fail(e, K3_EINPUT,
+                "no tokenizer: give --tok DIR (or a MODEL_DIR holding tiktoken.model)");
     } else if (o->render_chat) {
         k3_cmd_render_chat(tok, o->render_chat, o->tokenize, stdout, e);
     } else if (o->detokenize) {
@@ -129,7 +130,8 @@ static int open_model(const k3_options *o, size_t prompt_len, const k3_tokenizer
                       k3_model **m, FILE *trace, k3_err *e)
 {
     k3_model_opts mo;
-    if (model_options(o, prompt_len, &mo, e) != K3_OK || k3_model_open(m, o->model_dir, &mo, e) != K3_OK)
+    if (model_options(o, prompt_len, &mo, e) != K3_OK ||
+        k3_model_open(m, o->model_dir, &mo, e) != K3_OK)
         return e->code;
     if (tok && k3_tok_vocab_size(tok) > k3_model_vocab(*m))
         return k3_fail(e, K3_EINPUT, "the tokenizer has %u ids but the model only %u: wrong --tok?",
@@ -177,7 +179,8 @@ static int generate(const k3_options *o, k3_err *e)
         if (!text && e->code)
             goto done;
         if (!text && !o->load_state) {
-            k3_fail(e, K3_EINPUT, "no prompt: give --prompt TEXT, --prompt-file FILE or --ids 1,2,3");
+            k3_fail(e, K3_EINPUT,
+                    "no prompt: give --prompt TEXT, --prompt-file FILE or --ids 1,2,3");
             goto done;
         }
         /* Continuing a --load-state sequence without a prompt: text out

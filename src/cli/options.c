@@ -10,7 +10,8 @@
 
 void k3_options_usage(void)
 {
-    fputs("usage: k3 MODEL_DIR (--prompt TEXT | --prompt-file FILE | --ids 1,2,3) [--gen N] [options]\n"
+    fputs("usage: k3 MODEL_DIR (--prompt TEXT | --prompt-file FILE | --ids 1,2,3)"
+          " [--gen N] [options]\n"
           "       k3 MODEL_DIR --chat [--system TEXT] [--history FILE.jsonl] [options]\n"
           "       k3 --tok DIR (--prompt TEXT | --prompt-file FILE) --tokenize\n"
           "       k3 --tok DIR --detokenize 1,2,3\n"
@@ -26,7 +27,8 @@ void k3_options_usage(void)
           "  --tokenize              print the prompt's token ids and exit (no model needed)\n"
           "  --detokenize LIST       print the text of token ids and exit\n"
           "  --render-chat FILE      print a conversation rendered in the chat format\n"
-          "                          ({\"messages\", \"tools\", \"options\"}); with --tokenize its ids\n"
+          "                          ({\"messages\", \"tools\", \"options\"});"
+          " with --tokenize its ids\n"
           "\n"
           "Generation:\n"
           "  --gen N                 tokens to generate (default 16; in --chat, per reply,\n"
@@ -409,8 +411,8 @@ int k3_parse_ids(const char *csv, uint32_t **ids, size_t *n, k3_err *e)
             const char *end = strchr(start, ',');
             int len = end ? (int)(end - start) : (int)strlen(start);
             free(v);
-            return k3_fail(e, K3_EINPUT, "token id list: entry %zu \"%.*s\" is not a token id", k + 1,
-                           len > 40 ? 40 : len, start);
+            return k3_fail(e, K3_EINPUT, "token id list: entry %zu \"%.*s\" is not a token id",
+                           k + 1, len > 40 ? 40 : len, start);
         }
         v[k++] = (uint32_t)x;
         if (!*p)

@@ -15,11 +15,11 @@
  * threads never write the same line. */
 #define MV_ROWS 16
 
-/* k3_matmul for more than the table's row_tokens tokens. The contract fixes the order inside each dot (16 lanes, ascending elements)
- * but neither the order of the (row, token) pairs nor where a dot may
- * pause: its lanes can be parked in memory between column chunks and
- * resumed. So rows go MM_ROWS at a time, tokens MM_TOKENS at a time and
- * columns MM_COLS at a time:
+/* k3_matmul for more than the table's row_tokens tokens. The contract fixes
+ * the order inside each dot (16 lanes, ascending elements) but neither the
+ * order of the (row, token) pairs nor where a dot may pause: its lanes can
+ * be parked in memory between column chunks and resumed. So rows go MM_ROWS
+ * at a time, tokens MM_TOKENS at a time and columns MM_COLS at a time:
  *   panel  MM_ROWS x MM_COLS decoded weights (768 KB, L2), decoded once per
  *          token block and then read by every register tile;
  *   lanes  MM_ROWS x MM_TOKENS x 16 parked accumulators (144 KB, L2);

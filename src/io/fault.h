@@ -2,7 +2,8 @@
  *
  * Compiled in only with -DK3_FAULT_INJECTION (tests/gates/72-fault-sweep.sh
  * builds such a bin/k3; POSIX only, it takes a pthread mutex); otherwise
- * every call says "no fault" and costs a return. The plan comes from the environment variable K3_FAULT, read once:
+ * every call says "no fault" and costs a return. The plan comes from the
+ * environment variable K3_FAULT, read once:
  *   read:N:MODE[:COUNT]  weight-read attempts N .. N+COUNT-1 (COUNT defaults
  *                        to 1) misbehave: MODE fail (EIO), short (fewer bytes
  *                        than needed), corrupt (every byte read is inverted),

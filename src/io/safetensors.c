@@ -214,8 +214,9 @@ static int load_shard(k3_st_index *ix, uint32_t shard, k3_err *e)
         for (size_t d = 0; d < sh->count; d++) {
             const k3_json *x = &sh->items[d];
             if (x->type != K3J_NUMBER || !x->is_int || x->integer < 0) {
-                rc = k3_fail(e, K3_EINPUT, "%s: tensor %s: shape entry %zu is not a non-negative integer",
-                             path, key, d);
+                rc = k3_fail(e, K3_EINPUT,
+                             "%s: tensor %s: shape entry %zu is not a non-negative integer", path,
+                             key, d);
                 goto out;
             }
             t->shape[d] = x->integer;
@@ -229,20 +230,24 @@ static int load_shard(k3_st_index *ix, uint32_t shard, k3_err *e)
             off->items[0].type != K3J_NUMBER || !off->items[0].is_int ||
             off->items[1].type != K3J_NUMBER || !off->items[1].is_int ||
             off->items[0].integer < 0 || off->items[1].integer < off->items[0].integer) {
-            rc = k3_fail(e, K3_EINPUT, "%s: tensor %s: data_offsets must be [begin, end] with 0 <= begin <= end",
+            rc = k3_fail(e, K3_EINPUT,
+                         "%s: tensor %s: data_offsets must be [begin, end] with 0 <= begin <= end",
                          path, key);
             goto out;
         }
         uint64_t b = (uint64_t)off->items[0].integer, en = (uint64_t)off->items[1].integer;
         size_t es = k3_dtype_size(t->dtype);
         if (elems > UINT64_MAX / es || elems * es != en - b) {
-            rc = k3_fail(e, K3_EINPUT, "%s: tensor %s: data_offsets span %llu bytes but %s shape needs %llu",
+            rc = k3_fail(e, K3_EINPUT,
+                         "%s: tensor %s: data_offsets span %llu bytes but %s shape needs %llu",
                          path, key, (unsigned long long)(en - b), k3_dtype_name(t->dtype),
                          (unsigned long long)(elems > UINT64_MAX / es ? UINT64_MAX : elems * es));
             goto out;
         }
         if (en > data_size) {
-            rc = k3_fail(e, K3_EINPUT, "%s: truncated or lying header: tensor %s ends at data byte %llu but the data section has %llu bytes",
+            rc = k3_fail(e, K3_EINPUT,
+                         "%s: truncated or lying header: tensor %s ends at data byte %llu but the "
+                         "data section has %llu bytes",
                          path, key, (unsigned long long)en, (unsigned long long)data_size);
             goto out;
         }
@@ -368,7 +373,8 @@ int k3_st_open(k3_st_index **out, const char *dir, k3_err *e)
         for (size_t i = 0; i < wm->count; i++) {
             const k3_json *f = &wm->items[i];
             if (f->type != K3J_STRING || !plain_file_name(f->str)) {
-                k3_fail(e, K3_EINPUT, "%s: weight_map entry %s must name a shard file in the model directory",
+                k3_fail(e, K3_EINPUT,
+                        "%s: weight_map entry %s must name a shard file in the model directory",
                         ipath, wm->keys[i]);
                 goto fail;
             }
@@ -382,7 +388,8 @@ int k3_st_open(k3_st_index **out, const char *dir, k3_err *e)
         if (s < 0)
             goto fail;
         if (stat(ix->shard_paths[0], &st) != 0) {
-            k3_fail(e, K3_EINPUT, "%s: no model.safetensors.index.json and no model.safetensors", dir);
+            k3_fail(e, K3_EINPUT, "%s: no model.safetensors.index.json and no model.safetensors",
+                    dir);
             goto fail;
         }
     }
@@ -403,8 +410,9 @@ int k3_st_open(k3_st_index **out, const char *dir, k3_err *e)
         for (size_t i = 0; i < wm->count; i++) {
             const k3_tensor_info *t = k3_st_find(ix, wm->keys[i]);
             if (!t) {
-                k3_fail(e, K3_EINPUT, "index names tensor %s in %s but that shard's header lacks it",
-                        wm->keys[i], ix->shard_paths[map_shard[i]]);
+                k3_fail(e, K3_EINPUT,
+                        "index names tensor %s in %s but that shard's header lacks it", wm->keys[i],
+                        ix->shard_paths[map_shard[i]]);
                 goto fail;
             }
             if (t->shard != map_shard[i]) {

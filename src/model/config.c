@@ -144,7 +144,8 @@ static int read_fields(k3_config *c, const k3_json *top, problems *p, k3_err *e)
     need_str(p, t, "", "hidden_act", "situ");
     need_str(p, t, "", "moe_router_activation_func", "sigmoid");
     if (k3_json_get(t, "mla_use_nope") && !need_bool(p, t, "", "mla_use_nope"))
-        note(p->bad, sizeof p->bad, "", "mla_use_nope", "only true is implemented: K3's MLA keys are unrotated");
+        note(p->bad, sizeof p->bad, "", "mla_use_nope",
+             "only true is implemented: K3's MLA keys are unrotated");
     else if (!k3_json_get(t, "mla_use_nope"))
         note(p->missing, sizeof p->missing, "", "mla_use_nope", NULL);
     if (k3_json_get(t, "mla_use_output_gate") && !need_bool(p, t, "", "mla_use_output_gate"))
@@ -154,7 +155,8 @@ static int read_fields(k3_config *c, const k3_json *top, problems *p, k3_err *e)
     if (need_int(p, t, "", "moe_layer_freq", 1) > 1)
         note(p->bad, sizeof p->bad, "", "moe_layer_freq", "only 1 is implemented");
     if (need_int(p, t, "", "num_expert_group", 1) > 1)
-        note(p->bad, sizeof p->bad, "", "num_expert_group", "grouped top-k is not implemented; 1 expected");
+        note(p->bad, sizeof p->bad, "", "num_expert_group",
+             "grouped top-k is not implemented; 1 expected");
     if (need_int(p, t, "", "topk_group", 1) > 1)
         note(p->bad, sizeof p->bad, "", "topk_group", "1 expected");
 
@@ -166,7 +168,8 @@ static int read_fields(k3_config *c, const k3_json *top, problems *p, k3_err *e)
         c->eos_ids[c->n_eos++] = eos->integer;
     } else if (eos->type == K3J_ARRAY && eos->count >= 1 && eos->count <= 4) {
         for (size_t i = 0; i < eos->count; i++) {
-            if (eos->items[i].type != K3J_NUMBER || !eos->items[i].is_int || eos->items[i].integer < 0) {
+            if (eos->items[i].type != K3J_NUMBER || !eos->items[i].is_int ||
+                eos->items[i].integer < 0) {
                 note(p->bad, sizeof p->bad, "", "eos_token_id", "wrong type");
                 break;
             }
@@ -180,11 +183,13 @@ static int read_fields(k3_config *c, const k3_json *top, problems *p, k3_err *e)
     if (lac) {
         c->kda_head_dim = need_int(p, lac, "linear_attn_config.", "head_dim", 1);
         c->kda_num_heads = need_int(p, lac, "linear_attn_config.", "num_heads", 1);
-        c->short_conv_kernel_size = need_int(p, lac, "linear_attn_config.", "short_conv_kernel_size", 1);
+        c->short_conv_kernel_size =
+            need_int(p, lac, "linear_attn_config.", "short_conv_kernel_size", 1);
         c->gate_lower_bound = need_num(p, lac, "linear_attn_config.", "gate_lower_bound");
         if (k3_json_get(lac, "use_full_rank_gate") &&
             !need_bool(p, lac, "linear_attn_config.", "use_full_rank_gate"))
-            note(p->bad, sizeof p->bad, "linear_attn_config.", "use_full_rank_gate", "only true is implemented");
+            note(p->bad, sizeof p->bad, "linear_attn_config.", "use_full_rank_gate",
+                 "only true is implemented");
         else if (!k3_json_get(lac, "use_full_rank_gate"))
             note(p->missing, sizeof p->missing, "linear_attn_config.", "use_full_rank_gate", NULL);
         int64_t L = c->num_hidden_layers;
@@ -322,7 +327,8 @@ static void check_ranges(k3_config *c, problems *p)
     if (c->num_experts_per_token > c->num_experts)
         note(p->bad, sizeof p->bad, "", "num_experts_per_token", "exceeds num_experts");
     if (c->routed_expert_hidden_size % 32)
-        note(p->bad, sizeof p->bad, "", "routed_expert_hidden_size", "MXFP4 needs a multiple of 32");
+        note(p->bad, sizeof p->bad, "", "routed_expert_hidden_size",
+             "MXFP4 needs a multiple of 32");
     if (c->moe_intermediate_size % 32)
         note(p->bad, sizeof p->bad, "", "moe_intermediate_size", "MXFP4 needs a multiple of 32");
     if (c->kda_num_heads > c->kda_head_dim)

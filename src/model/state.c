@@ -7,7 +7,8 @@
 
 size_t k3_state_conv_floats(const k3_config *c)
 {
-    return 3 * (size_t)(c->short_conv_kernel_size - 1) * (size_t)(c->kda_num_heads * c->kda_head_dim);
+    return 3 * (size_t)(c->short_conv_kernel_size - 1) *
+           (size_t)(c->kda_num_heads * c->kda_head_dim);
 }
 
 size_t k3_state_s_floats(const k3_config *c)
@@ -33,8 +34,10 @@ int k3_state_new(k3_state **out, const k3_model *m, k3_err *e)
     s->kv = k3_calloc(e, (size_t)L, sizeof *s->kv, "state");
     for (int i = 0; i < L && !e->code; i++)
         if (m->w.layers[i].kind == K3_LAYER_KDA) {
-            s->conv[i] = k3_calloc(e, k3_state_conv_floats(&m->cfg), sizeof(float), "KDA conv state");
-            s->S[i] = k3_calloc(e, k3_state_s_floats(&m->cfg), sizeof(float), "KDA recurrent state");
+            s->conv[i] =
+                k3_calloc(e, k3_state_conv_floats(&m->cfg), sizeof(float), "KDA conv state");
+            s->S[i] =
+                k3_calloc(e, k3_state_s_floats(&m->cfg), sizeof(float), "KDA recurrent state");
         }
     s->last = k3_calloc(e, (size_t)m->cfg.vocab_size, sizeof *s->last, "state logits");
     if (!e->code)
@@ -60,7 +63,8 @@ int k3_state_reserve(k3_state *s, int64_t need, k3_err *e)
             continue;
         float *n = realloc(s->kv[i], (size_t)cap * w * sizeof *n);
         if (!n)
-            return k3_fail(e, K3_ERUNTIME, "out of memory growing the MLA KV cache to %lld positions",
+            return k3_fail(e, K3_ERUNTIME,
+                           "out of memory growing the MLA KV cache to %lld positions",
                            (long long)cap);
         s->kv[i] = n;
     }

@@ -239,7 +239,8 @@ static int read_identity(reader *r, const identity *want, k3_err *e)
             return e->code;
         same_kinds &= kind == want->kinds[i];
     }
-    if (v[0] != want->config_hash || !same_kinds || v[2] != want->vocab || v[3] != want->conv || v[4] != want->rec || v[5] != want->kvw)
+    if (v[0] != want->config_hash || !same_kinds || v[2] != want->vocab || v[3] != want->conv ||
+        v[4] != want->rec || v[5] != want->kvw)
         return k3_fail(e, K3_EINPUT, "%s: saved by another model (its configuration, layer map "
                                      "or dimensions differ)", r->path);
     if (v[1] != want->weights_hash)

@@ -12,7 +12,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "tok.h"
+#include "tokenizer/tok.h"
 #include "util/error.h"
 #include "util/file.h"
 
@@ -190,8 +190,8 @@ static int index_specials(k3_tokenizer *t, const char *path, k3_err *e)
         uint32_t n = t->off[id + 1] - t->off[id];
         uint32_t dup = k3_bytemap_add(&t->specials, id);
         if (dup != K3_BYTEMAP_NONE)
-            return k3_fail(e, K3_EINPUT, "%s: special tokens %u and %u are both \"%.*s\"", path, dup,
-                           id, (int)n, (const char *)name);
+            return k3_fail(e, K3_EINPUT, "%s: special tokens %u and %u are both \"%.*s\"", path,
+                           dup, id, (int)n, (const char *)name);
         t->special_lead[name[0]] = 1;
         size_t k = 0;
         while (k < t->nspecial_len && t->special_len[k] > n)

@@ -57,7 +57,7 @@ void k3_progress_end(k3_progress *p)
         return;
     double dt = k3_seconds() - p->start;
     fprintf(p->out, "%s%s: %.*f %s in %.2f s (%.2f %s/s)%s\n", p->tty ? "\r" : "", p->what,
-            p->scale > 1 ? 2 : 0, p->done / p->scale, p->unit, dt, dt > 0 ? p->done / dt / p->scale : 0.0, p->unit,
-            p->tty ? "                    " : "");
+            p->scale > 1 ? 2 : 0, p->done / p->scale, p->unit, dt,
+            dt > 0 ? p->done / dt / p->scale : 0.0, p->unit, p->tty ? "                    " : "");
     fflush(p->out);
 }

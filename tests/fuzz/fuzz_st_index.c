@@ -22,8 +22,10 @@
 static const struct { const char *file, *header; size_t data; } SHARDS[] = {
     { "model-00001-of-000003.safetensors",
       "{\"__metadata__\":{\"format\":\"pt\"},"
-      "\"language_model.model.embed_tokens.weight\":{\"dtype\":\"BF16\",\"shape\":[2,2],\"data_offsets\":[0,8]},"
-      "\"language_model.model.norm.weight\":{\"dtype\":\"F32\",\"shape\":[3],\"data_offsets\":[8,20]}}",
+      "\"language_model.model.embed_tokens.weight\":"
+      "{\"dtype\":\"BF16\",\"shape\":[2,2],\"data_offsets\":[0,8]},"
+      "\"language_model.model.norm.weight\":"
+      "{\"dtype\":\"F32\",\"shape\":[3],\"data_offsets\":[8,20]}}",
       20 },
     { "model-00002-of-000003.safetensors",
       "{\"language_model.model.layers.0.block_sparse_moe.experts.0.w1.weight_packed\":"
@@ -32,7 +34,8 @@ static const struct { const char *file, *header; size_t data; } SHARDS[] = {
       "{\"dtype\":\"U8\",\"shape\":[2,1],\"data_offsets\":[6,8]}}",
       8 },
     { "model-00003-of-000003.safetensors",
-      "{\"language_model.lm_head.weight\":{\"dtype\":\"BF16\",\"shape\":[1,2],\"data_offsets\":[0,4]},"
+      "{\"language_model.lm_head.weight\":"
+      "{\"dtype\":\"BF16\",\"shape\":[1,2],\"data_offsets\":[0,4]},"
       "\"vision_tower.x\":{\"dtype\":\"F16\",\"shape\":[],\"data_offsets\":[4,6]}}",
       6 },
 };

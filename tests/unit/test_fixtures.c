@@ -81,14 +81,16 @@ static void test_decode(void)
     const char *names[2] = { "mxfp4_decode", "mxfp4_nibble_order" };
     for (int k = 0; k < 2; k++) {
         f = fx(names[k]);
-        const k3_json *shape = k3_json_get(k3_json_get(k3_json_get(f, "outputs"), "value"), "shape");
+        const k3_json *shape =
+            k3_json_get(k3_json_get(k3_json_get(f, "outputs"), "value"), "shape");
         int64_t rows = shape->items[0].integer, cols = shape->items[1].integer;
         uint8_t *packed = bytes(f, "packed"), *scale = bytes(f, "scale");
         float *val = arr(f, "outputs", "value", NULL);
         int bad = 0;
         for (int64_t r = 0; r < rows; r++)
             for (int64_t i = 0; i < cols; i++)
-                bad += k3_mxfp4_value(packed + r * cols / 2, scale + r * cols / 32, i) != val[r * cols + i];
+                bad += k3_mxfp4_value(packed + r * cols / 2, scale + r * cols / 32, i) !=
+                       val[r * cols + i];
         CHECK(bad == 0, "%s: %d elements differ", names[k], bad);
         free(packed);
         free(scale);
@@ -183,7 +185,8 @@ static void test_kda(void)
     float *b = arr(f, "inputs", "beta_logits", NULL), *want = arr(f, "outputs", "o", NULL);
     float *Swant = arr(f, "outputs", "S_final", NULL);
     float *hist = calloc((size_t)(3 * (K - 1) * C), sizeof *hist);
-    float *S = calloc((size_t)(NH * D * D), sizeof *S), o[4 * 16], *scratch = malloc(64 * sizeof(float));
+    float *S = calloc((size_t)(NH * D * D), sizeof *S), o[4 * 16],
+          *scratch = malloc(64 * sizeof(float));
     for (int t = 0; t < T; t++)
         k3_kda_step(&c, &w, hist, S, q + t * C, k + t * C, v + t * C, g + t * C, b + t * NH,
                     o + t * C, scratch);
@@ -283,7 +286,8 @@ static void test_moe(void)
 
 int main(void)
 {
-    const char *path = getenv("K3_FIXTURES") ? getenv("K3_FIXTURES") : "tests/fixtures/kernels.json";
+    const char *path =
+        getenv("K3_FIXTURES") ? getenv("K3_FIXTURES") : "tests/fixtures/kernels.json";
     k3_err e = { 0, "" };
     size_t len;
     char *text = k3_read_small_file(&e, path, 64u << 20, &len);

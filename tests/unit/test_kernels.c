@@ -76,7 +76,8 @@ static void test_mathfn(void)
     CHECK(worst_exp <= 2.0, "expf worst %.2f ulp", worst_exp);
     CHECK(worst_tanh <= 3.0, "tanhf worst %.2f ulp", worst_tanh);
     CHECK(worst_tanh_abs <= 1.2e-7, "tanhf worst abs %.3g", worst_tanh_abs);
-    CHECK(k3_expf(-200.0f) == 0.0f && isinf(k3_expf(100.0f)) && k3_expf(0.0f) == 1.0f, "exp limits");
+    CHECK(k3_expf(-200.0f) == 0.0f && isinf(k3_expf(100.0f)) && k3_expf(0.0f) == 1.0f,
+          "exp limits");
     CHECK(k3_sigmoidf(-200.0f) == 0.0f && k3_sigmoidf(200.0f) == 1.0f, "sigmoid limits");
     CHECK(k3_tanhf(-20.0f) == -1.0f && k3_tanhf(0.0f) == 0.0f, "tanh limits");
     /* SiTU's caps: the gate saturates at b1 * sigmoid, the up branch at b2. */

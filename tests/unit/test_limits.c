@@ -88,9 +88,10 @@ static void test_safetensors(void)
         return;
     at += (size_t)snprintf(h + at, cap - at, "{");
     for (size_t i = 0; i < n; i++)
-        at += (size_t)snprintf(h + at, cap - at,
-                               "%s\"w%zu\":{\"dtype\":\"U8\",\"shape\":[1],\"data_offsets\":[%zu,%zu]}",
-                               i ? "," : "", i, i, i + 1);
+        at += (size_t)snprintf(
+            h + at, cap - at,
+            "%s\"w%zu\":{\"dtype\":\"U8\",\"shape\":[1],\"data_offsets\":[%zu,%zu]}", i ? "," : "",
+            i, i, i + 1);
     snprintf(h + at, cap - at, "}");
     write_shard(0, h, n);
     k3_st_index *ix = NULL;

@@ -18,8 +18,8 @@ static int parses(const char *s)
 static void test_json(void)
 {
     char err[256];
-    const char *ok[] = { "{}", "[]", "0", "-0.5e+3", "\"\\u00e9\\ud83d\\ude00\"", "[true,false,null]",
-                         "{\"a\":{\"b\":[1,2,{\"c\":\"d\"}]}}", " \t\r\n1 " };
+    const char *ok[] = { "{}", "[]", "0", "-0.5e+3", "\"\\u00e9\\ud83d\\ude00\"",
+                         "[true,false,null]", "{\"a\":{\"b\":[1,2,{\"c\":\"d\"}]}}", " \t\r\n1 " };
     const char *bad[] = { "", "{", "[1,]", "{\"a\":1,}", "01", "1.", ".5", "NaN", "\"\\x\"",
                           "\"\\ud800\"", "\"\\udc00\"", "{\"a\":1,\"a\":2}", "[1] 2", "'a'",
                           "\"\x01\"", "\"\xc3\x28\"", "\"\xed\xa0\x80\"", "1e999", "{1:2}", "tru" };
@@ -34,7 +34,8 @@ static void test_json(void)
     CHECK(d != NULL, "%s", err);
     if (d) {
         const k3_json *r = k3_json_root(d);
-        const k3_json *n = k3_json_get(r, "n"), *str = k3_json_get(r, "s"), *f = k3_json_get(r, "f");
+        const k3_json *n = k3_json_get(r, "n"), *str = k3_json_get(r, "s"),
+                      *f = k3_json_get(r, "f");
         CHECK(n && n->is_int && n->integer == 9007199254740993LL, "big integer");
         CHECK(str && str->len == 4 && !memcmp(str->str, "a\0b\n", 4), "escapes");
         CHECK(f && !f->is_int && f->number == 1.5, "float");
@@ -48,8 +49,9 @@ static void test_json(void)
     CHECK(d != NULL, "%s", err);
     if (d) {
         const k3_json *r = k3_json_root(d);
-        CHECK(r->count == 5 && !strcmp(r->items[0].str, "a\"b") && !strcmp(r->items[1].str, "c\\") &&
-                  !strcmp(r->items[2].str, "\\\""), "escaped quotes");
+        CHECK(r->count == 5 && !strcmp(r->items[0].str, "a\"b") &&
+                  !strcmp(r->items[1].str, "c\\") && !strcmp(r->items[2].str, "\\\""),
+              "escaped quotes");
         CHECK(r->items[3].is_int && r->items[3].integer == -12345678901234567LL &&
                   r->items[3].number == strtod("-12345678901234567", NULL), "negative integer");
         CHECK(!r->items[4].is_int && r->items[4].number == strtod("18446744073709551615", NULL),
@@ -59,7 +61,8 @@ static void test_json(void)
     CHECK(!parses("[\"a\\\"]"), "an escaped quote does not close a string");
 
     /* Error messages name the byte offset. */
-    CHECK(!k3_json_parse("[1,2,x]", 7, err, sizeof err) && strstr(err, "byte 5"), "offset: %s", err);
+    CHECK(!k3_json_parse("[1,2,x]", 7, err, sizeof err) && strstr(err, "byte 5"), "offset: %s",
+          err);
 
     /* Deep nesting is refused, not a stack overflow. */
     size_t depth = 100000;
@@ -83,13 +86,17 @@ static const char *GOOD =
     "\"qk_nope_head_dim\":16,\"qk_rope_head_dim\":8,\"v_head_dim\":16,\"mla_use_nope\":true,"
     "\"mla_use_output_gate\":true,\"hidden_act\":\"situ\",\"activation_situ_beta\":4.0,"
     "\"activation_situ_linear_beta\":25.0,\"rms_norm_eps\":1e-5,\"attn_res_block_size\":2,"
-    "\"first_k_dense_replace\":1,\"moe_layer_freq\":1,\"num_experts\":8,\"num_experts_per_token\":2,"
+    "\"first_k_dense_replace\":1,\"moe_layer_freq\":1,\"num_experts\":8,"
+    "\"num_experts_per_token\":2,"
     "\"num_shared_experts\":1,\"moe_intermediate_size\":32,\"routed_expert_hidden_size\":64,"
-    "\"latent_moe_use_norm\":true,\"moe_renormalize\":true,\"moe_router_activation_func\":\"sigmoid\","
-    "\"routed_scaling_factor\":1.0,\"num_expert_group\":1,\"topk_group\":1,\"tie_word_embeddings\":false,"
+    "\"latent_moe_use_norm\":true,\"moe_renormalize\":true,"
+    "\"moe_router_activation_func\":\"sigmoid\","
+    "\"routed_scaling_factor\":1.0,\"num_expert_group\":1,\"topk_group\":1,"
+    "\"tie_word_embeddings\":false,"
     "\"bos_token_id\":256,\"eos_token_id\":258,\"pad_token_id\":511,"
     "\"linear_attn_config\":{\"head_dim\":16,\"num_heads\":2,\"short_conv_kernel_size\":4,"
-    "\"gate_lower_bound\":-5.0,\"use_full_rank_gate\":true,\"kda_layers\":[1,2],\"full_attn_layers\":[3]},"
+    "\"gate_lower_bound\":-5.0,\"use_full_rank_gate\":true,\"kda_layers\":[1,2],"
+    "\"full_attn_layers\":[3]},"
     "\"quantization_config\":{\"format\":\"mxfp4-pack-quantized\",\"config_groups\":{\"group_0\":"
     "{\"weights\":{\"group_size\":32,\"num_bits\":4}}}}}}";
 
@@ -116,7 +123,8 @@ static void test_config(void)
     k3_config c;
     memset(&e, 0, sizeof e);
     if (k3_config_parse(&c, GOOD, strlen(GOOD), "config.json", &e) == K3_OK) {
-        CHECK(c.layer_kind[0] == K3_LAYER_KDA && c.layer_kind[2] == K3_LAYER_MLA, "one-based layer lists");
+        CHECK(c.layer_kind[0] == K3_LAYER_KDA && c.layer_kind[2] == K3_LAYER_MLA,
+              "one-based layer lists");
         CHECK(c.n_eos == 1 && c.eos_ids[0] == 258, "eos");
         k3_config_free(&c);
     }
@@ -132,10 +140,14 @@ static void test_config(void)
           "layer in both lists: %s", e.msg);
     CHECK(parse_edited("\"kda_layers\":[1,2]", "\"kda_layers\":[1]", &e) == K3_EINPUT,
           "layer in neither list: %s", e.msg);
-    CHECK(parse_edited("\"num_experts_per_token\":2", "\"num_experts_per_token\":9", &e) == K3_EINPUT &&
-              strstr(e.msg, "num_experts_per_token"), "top-k > experts: %s", e.msg);
-    CHECK(parse_edited("\"moe_intermediate_size\":32", "\"moe_intermediate_size\":40", &e) == K3_EINPUT &&
-              strstr(e.msg, "32"), "MXFP4 width: %s", e.msg);
+    CHECK(parse_edited("\"num_experts_per_token\":2", "\"num_experts_per_token\":9", &e) ==
+                  K3_EINPUT &&
+              strstr(e.msg, "num_experts_per_token"),
+          "top-k > experts: %s", e.msg);
+    CHECK(parse_edited("\"moe_intermediate_size\":32", "\"moe_intermediate_size\":40", &e) ==
+                  K3_EINPUT &&
+              strstr(e.msg, "32"),
+          "MXFP4 width: %s", e.msg);
     CHECK(parse_edited("\"sigmoid\"", "\"softmax\"", &e) == K3_EINPUT &&
               strstr(e.msg, "moe_router_activation_func"), "router activation: %s", e.msg);
     CHECK(parse_edited("\"quantization_config\"", "\"quantization_confi\"", &e) == K3_EINPUT &&
@@ -144,12 +156,18 @@ static void test_config(void)
      * double but 0 as a float; 1e300 is finite as a double only. */
     CHECK(parse_edited("\"rms_norm_eps\":1e-5", "\"rms_norm_eps\":1e-300", &e) == K3_EINPUT &&
               strstr(e.msg, "rms_norm_eps"), "eps underflows a float: %s", e.msg);
-    CHECK(parse_edited("\"activation_situ_linear_beta\":25.0", "\"activation_situ_linear_beta\":1e300",
-                       &e) == K3_EINPUT && strstr(e.msg, "activation_situ"), "beta overflows: %s", e.msg);
+    CHECK(parse_edited("\"activation_situ_linear_beta\":25.0",
+                       "\"activation_situ_linear_beta\":1e300", &e) == K3_EINPUT &&
+              strstr(e.msg, "activation_situ"),
+          "beta overflows: %s", e.msg);
     CHECK(parse_edited("\"routed_scaling_factor\":1.0", "\"routed_scaling_factor\":1e39", &e) ==
-                  K3_EINPUT && strstr(e.msg, "routed_scaling_factor"), "scaling overflows: %s", e.msg);
-    CHECK(parse_edited("\"gate_lower_bound\":-5.0", "\"gate_lower_bound\":-1e39", &e) == K3_EINPUT &&
-              strstr(e.msg, "gate_lower_bound"), "gate bound overflows: %s", e.msg);
+                  K3_EINPUT &&
+              strstr(e.msg, "routed_scaling_factor"),
+          "scaling overflows: %s", e.msg);
+    CHECK(parse_edited("\"gate_lower_bound\":-5.0", "\"gate_lower_bound\":-1e39", &e) ==
+                  K3_EINPUT &&
+              strstr(e.msg, "gate_lower_bound"),
+          "gate bound overflows: %s", e.msg);
     /* Flat configs are accepted. */
     char flat[4096];
     const char *inner = strchr(GOOD + 1, '{');

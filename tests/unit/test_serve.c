@@ -231,7 +231,8 @@ static void test_api(void)
     }
 
     k3_api_request_free(&r);
-    const char *compl = "{\"prompt\":\"The capital\",\"max_tokens\":3,\"echo\":false,\"suffix\":null}";
+    const char *compl =
+        "{\"prompt\":\"The capital\",\"max_tokens\":3,\"echo\":false,\"suffix\":null}";
     CHECK(k3_api_parse_completion_request(compl, strlen(compl), &api_lim, &r, &err) == 0 &&
               r.kind == K3_API_COMPLETION && r.prompt_len == 11 && !strcmp(r.prompt, "The capital"),
           "completion: %s", err.message);

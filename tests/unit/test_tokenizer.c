@@ -40,8 +40,8 @@ static void test_utf8(void)
         uint32_t cp = 0;
         size_t n = strlen(cases[i].s);
         size_t got = k3_utf8_decode((const unsigned char *)cases[i].s, n, &cp);
-        CHECK(got == cases[i].len && (got == 0 || cp == cases[i].cp), "utf8 case %zu: len %zu cp %X",
-              i, got, cp);
+        CHECK(got == cases[i].len && (got == 0 || cp == cases[i].cp),
+              "utf8 case %zu: len %zu cp %X", i, got, cp);
     }
 }
 
@@ -72,8 +72,8 @@ static void stream_case(const char *s, const size_t *sizes, size_t nsizes)
 static void test_utf8_stream(void)
 {
     static const size_t ones[] = {1}, twos[] = {2}, mixed[] = {3, 1, 2, 5};
-    const char *texts[] = {"h\xC3\xA9llo", "\xF0\x9F\x98\x80\xF0\x9F\x98\x80x", "\xE4\xB8\xAD\xE6\x96\x87",
-                           "abc"};
+    const char *texts[] = {"h\xC3\xA9llo", "\xF0\x9F\x98\x80\xF0\x9F\x98\x80x",
+                           "\xE4\xB8\xAD\xE6\x96\x87", "abc"};
     for (size_t i = 0; i < sizeof texts / sizeof *texts; i++) {
         stream_case(texts[i], ones, 1);
         stream_case(texts[i], twos, 1);
@@ -83,10 +83,12 @@ static void test_utf8_stream(void)
      * not UTF-8 pass straight through. */
     k3_utf8_stream st = {{0}, 0};
     unsigned char out[16];
-    CHECK(k3_utf8_stream_push(&st, (const unsigned char *)"a\xF0\x9F", 3, out) == 1 && st.nheld == 2,
+    CHECK(k3_utf8_stream_push(&st, (const unsigned char *)"a\xF0\x9F", 3, out) == 1 &&
+              st.nheld == 2,
           "holds an incomplete 4-byte character");
     CHECK(k3_utf8_stream_flush(&st, out) == 2 && out[0] == 0xF0 && st.nheld == 0, "flush");
-    CHECK(k3_utf8_stream_push(&st, (const unsigned char *)"\xFF\x80\x80", 3, out) == 3 && st.nheld == 0,
+    CHECK(k3_utf8_stream_push(&st, (const unsigned char *)"\xFF\x80\x80", 3, out) == 3 &&
+              st.nheld == 0,
           "garbage is not held");
 }
 
@@ -98,9 +100,10 @@ static void test_unicode(void)
         uint32_t cp;
         unsigned props;
     } cases[] = {
-        {'A', K3_UC_LU}, {'z', K3_UC_LL}, {0x01C5, K3_UC_LT}, {0x02B0, K3_UC_LM}, {0x05D0, K3_UC_LO},
-        {0x0301, K3_UC_M}, {'5', K3_UC_N}, {0x00BD, K3_UC_N}, {0x2167, K3_UC_N},
-        {0x4E2D, K3_UC_LO | K3_UC_HAN}, {0x3007, K3_UC_N | K3_UC_HAN}, {0x3005, K3_UC_LM | K3_UC_HAN},
+        {'A', K3_UC_LU}, {'z', K3_UC_LL}, {0x01C5, K3_UC_LT}, {0x02B0, K3_UC_LM},
+        {0x05D0, K3_UC_LO}, {0x0301, K3_UC_M}, {'5', K3_UC_N}, {0x00BD, K3_UC_N}, {0x2167, K3_UC_N},
+        {0x4E2D, K3_UC_LO | K3_UC_HAN}, {0x3007, K3_UC_N | K3_UC_HAN},
+        {0x3005, K3_UC_LM | K3_UC_HAN},
         {0x2E80, K3_UC_HAN}, {0x20000, K3_UC_LO | K3_UC_HAN}, {0x3400, K3_UC_LO | K3_UC_HAN},
         {0x30A2, K3_UC_LO}, {0xAC00, K3_UC_LO}, /* katakana, Hangul: not Han */
         {' ', K3_UC_WHITE_SPACE | K3_UC_PY_SPACE}, {0x3000, K3_UC_WHITE_SPACE | K3_UC_PY_SPACE},
@@ -112,8 +115,8 @@ static void test_unicode(void)
         {0x1C89, K3_UC_LU}, /* CYRILLIC CAPITAL LETTER TJE, new in Unicode 16 */
     };
     for (size_t i = 0; i < sizeof cases / sizeof *cases; i++)
-        CHECK(k3_uc_props(cases[i].cp) == cases[i].props, "props of U+%04X: %#x, want %#x", cases[i].cp,
-              k3_uc_props(cases[i].cp), cases[i].props);
+        CHECK(k3_uc_props(cases[i].cp) == cases[i].props, "props of U+%04X: %#x, want %#x",
+              cases[i].cp, k3_uc_props(cases[i].cp), cases[i].props);
     CHECK(k3_uc_fold_az('S') == 's' && k3_uc_fold_az('s') == 's' && k3_uc_fold_az(0x017F) == 's',
           "S, s and long s fold to s");
     CHECK(k3_uc_fold_az(0x212A) == 'k' && k3_uc_fold_az('L') == 'l', "Kelvin sign, L");
@@ -159,7 +162,8 @@ static void test_pretok(void)
 {
     pieces_case("Hello world", "Hello| world");
     pieces_case("  hello", " | hello");
-    pieces_case("don't DON'T We'LL I'\xC5\xBF", "don't| DON'T| We'LL| I'\xC5\xBF"); /* 'ſ folds to 's */
+    pieces_case("don't DON'T We'LL I'\xC5\xBF",
+                "don't| DON'T| We'LL| I'\xC5\xBF"); /* 'ſ folds to 's */
     pieces_case("it'sx they'rer", "it's|x| they're|r");
     pieces_case("a  \n\n b", "a|  \n\n| b");
     pieces_case("abc   ", "abc|   ");      /* \s+(?!\S) at the end takes the whole run */
@@ -266,7 +270,8 @@ static void encode_case(const k3_tokenizer *tok, const char *text, size_t len, i
             g += (size_t)snprintf(got + g, sizeof got - g, i ? ",%u" : "%u", ids[i]);
     else
         snprintf(got, sizeof got, "error: %.200s", e.msg);
-    CHECK(strcmp(got, want) == 0, "encode \"%.40s\" (special %d): %s, want %s", text, special, got, want);
+    CHECK(strcmp(got, want) == 0, "encode \"%.40s\" (special %d): %s, want %s", text, special, got,
+          want);
     free(ids);
 }
 
@@ -310,7 +315,8 @@ static void test_small_vocab(void)
     encode_case(tok, "<s>y", 4, 1, want);
     snprintf(want, sizeof want, "%d,%d,%d,%d,%d", B('['), B('E'), B('O'), B('S'), B(']'));
     encode_case(tok, "[EOS]", 5, 0, want);
-    CHECK(k3_tok_special_id(tok, "[EOS]") == 261 && k3_tok_special_id(tok, "<|reserved_token_262|>") == 262 &&
+    CHECK(k3_tok_special_id(tok, "[EOS]") == 261 &&
+              k3_tok_special_id(tok, "<|reserved_token_262|>") == 262 &&
               k3_tok_special_id(tok, "[EOT]") == -1 && k3_tok_special_id(tok, "aa") == -1,
           "special ids");
     encode_case(tok, "<|reserved_token_515|>", 22, 1, "515");
@@ -322,7 +328,8 @@ static void test_small_vocab(void)
           "piece 257");
     CHECK(k3_tok_piece(tok, B('q'), &bytes, &len, &e) == K3_OK && len == 1 && bytes[0] == 'q',
           "piece of a byte");
-    CHECK(k3_tok_piece(tok, 260, &bytes, &len, &e) == K3_OK && len == 5 && !memcmp(bytes, "[BOS]", 5),
+    CHECK(k3_tok_piece(tok, 260, &bytes, &len, &e) == K3_OK && len == 5 &&
+              !memcmp(bytes, "[BOS]", 5),
           "piece of a special");
     CHECK(k3_tok_piece(tok, 516, &bytes, &len, &e) == K3_EINPUT && strstr(e.msg, "516"),
           "id outside the vocabulary: %s", e.msg);
@@ -331,8 +338,8 @@ static void test_small_vocab(void)
     memset(&e, 0, sizeof e);
     uint32_t *ids = NULL;
     size_t n = 0;
-    CHECK(k3_tok_encode(tok, "ab\xC3(", 4, 0, &ids, &n, &e) == K3_EINPUT && strstr(e.msg, "byte offset 2") &&
-              ids == NULL,
+    CHECK(k3_tok_encode(tok, "ab\xC3(", 4, 0, &ids, &n, &e) == K3_EINPUT &&
+              strstr(e.msg, "byte offset 2") && ids == NULL,
           "invalid UTF-8: %s", e.msg);
 
     /* The 25,000-character run rule and the 400,000-character chunks:
@@ -358,7 +365,8 @@ static void test_small_vocab(void)
     k3_tok_encode(tok, text, big, 0, &whole, &nwhole, &e);
     k3_tok_encode(tok, text, 400000, 0, &part, &npart, &e);
     k3_tok_encode(tok, text + 400000, 2, 0, &tail, &ntail, &e);
-    CHECK(e.code == K3_OK && nwhole == npart + ntail && !memcmp(whole, part, npart * sizeof *part) &&
+    CHECK(e.code == K3_OK && nwhole == npart + ntail &&
+              !memcmp(whole, part, npart * sizeof *part) &&
               !memcmp(whole + npart, tail, ntail * sizeof *tail),
           "400,002 characters = 400,000 + 2");
     free(whole);
@@ -441,18 +449,21 @@ static void test_load_errors(void)
     free(m);
     load_fails("no final newline", K3_OK, "", NULL);
 
-    write_file("tokenizer_config.json", "{\"added_tokens_decoder\": {\"600\": {\"content\": \"x\"}}}");
+    write_file("tokenizer_config.json",
+               "{\"added_tokens_decoder\": {\"600\": {\"content\": \"x\"}}}");
     load_fails("id outside the special range", K3_EINPUT, "600", "special range");
     write_file("tokenizer_config.json", "{\"added_tokens_decoder\": {\"256\": {\"content\": 5}}}");
     load_fails("content not a string", K3_EINPUT, "256", "content");
-    write_file("tokenizer_config.json", "{\"added_tokens_decoder\": {\"256x\": {\"content\": \"a\"}}}");
+    write_file("tokenizer_config.json",
+               "{\"added_tokens_decoder\": {\"256x\": {\"content\": \"a\"}}}");
     load_fails("key not an id", K3_EINPUT, "256x", NULL);
-    write_file("tokenizer_config.json",
-               "{\"added_tokens_decoder\": {\"256\": {\"content\": \"a\"}, \"0257\": {\"content\": \"b\"},"
-               " \"257\": {\"content\": \"c\"}}}");
+    write_file(
+        "tokenizer_config.json",
+        "{\"added_tokens_decoder\": {\"256\": {\"content\": \"a\"}, \"0257\": {\"content\": \"b\"},"
+        " \"257\": {\"content\": \"c\"}}}");
     load_fails("id given twice", K3_EINPUT, "257", "twice");
-    write_file("tokenizer_config.json",
-               "{\"added_tokens_decoder\": {\"256\": {\"content\": \"a\"}, \"257\": {\"content\": \"a\"}}}");
+    write_file("tokenizer_config.json", "{\"added_tokens_decoder\": {\"256\": {\"content\": "
+                                        "\"a\"}, \"257\": {\"content\": \"a\"}}}");
     load_fails("duplicate special text", K3_EINPUT, "\"a\"", NULL);
     write_file("tokenizer_config.json",
                "{\"added_tokens_decoder\": {\"256\": {\"content\": \"<|reserved_token_300|>\"}}}");
@@ -489,7 +500,8 @@ static void test_release(void)
     encode_case(tok, "<|end_of_msg|> hi", 17, 0, "27,91,517,5118,14222,91,29,20910");
     CHECK(k3_tok_special_id(tok, "[BOS]") == 163584 && k3_tok_special_id(tok, "[EOS]") == 163585 &&
               k3_tok_special_id(tok, "<|end_of_msg|>") == 163586 &&
-              k3_tok_special_id(tok, "<|open|>") == 163587 && k3_tok_special_id(tok, "<|sep|>") == 163589 &&
+              k3_tok_special_id(tok, "<|open|>") == 163587 &&
+              k3_tok_special_id(tok, "<|sep|>") == 163589 &&
               k3_tok_special_id(tok, "<|reserved_token_163592|>") == 163592 &&
               k3_tok_special_id(tok, "[PAD]") == 163839,
           "release special ids");

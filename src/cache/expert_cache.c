@@ -138,7 +138,8 @@ static void plan_expert(const k3_tensor_info *const *t, ec_layout *L)
     for (int k = 0; k < EC_TENSORS; k++) {
         const k3_tensor_info *x = t[ord[k]];
         int r = L->nruns - 1;
-        if (r >= 0 && x->shard == L->shard[r] && x->offset - (L->off[r] + L->len[r]) < K3_IO_ALIGN) {
+        if (r >= 0 && x->shard == L->shard[r] &&
+            x->offset - (L->off[r] + L->len[r]) < K3_IO_ALIGN) {
             L->len[r] = x->offset + x->nbytes - L->off[r];
         } else {
             r = L->nruns++;
@@ -358,7 +359,8 @@ static int check_fetch(k3_expert_cache *ec, int layer, const int32_t *ids, size_
         return k3_fail(e, K3_ERUNTIME, "internal: layer %d has no routed experts", layer);
     if (n > ec->nslots)
         return k3_fail(e, K3_EBUDGET,
-                       "expert cache: a fetch of %zu experts exceeds its %zu slots (fetch in chunks)",
+                       "expert cache: a fetch of %zu experts exceeds its %zu slots"
+                       " (fetch in chunks)",
                        n, ec->nslots);
     if (++ec->stamp == 0) { /* wrapped: old stamps could collide */
         memset(ec->seen, 0, ec->nkeys * sizeof *ec->seen);
@@ -372,7 +374,8 @@ static int check_fetch(k3_expert_cache *ec, int layer, const int32_t *ids, size_
                            (int)ids[i], layer);
         size_t key = base + (size_t)ids[i];
         if (ec->seen[key] == ec->stamp)
-            return k3_fail(e, K3_ERUNTIME, "internal: expert %d of layer %d asked twice in one fetch",
+            return k3_fail(e, K3_ERUNTIME,
+                           "internal: expert %d of layer %d asked twice in one fetch",
                            (int)ids[i], layer);
         ec->seen[key] = ec->stamp;
         int32_t s = ec->where[key];

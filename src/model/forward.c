@@ -153,7 +153,8 @@ void k3_model_print_json(const k3_model *m, FILE *f, const char *in)
     const char *wait = getenv("OMP_WAIT_POLICY");
     fprintf(f, "%s\"kernels\": \"%s\",\n%s\"threads\": %d,\n%s\"omp_wait_policy\": \"%s\",\n",
             in, k3_kernels_name(), in, omp_get_max_threads(), in,
-            wait && strspn(wait, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ") == strlen(wait)
+            wait && strspn(wait, "abcdefghijklmnopqrstuvwxyz"
+                                 "ABCDEFGHIJKLMNOPQRSTUVWXYZ") == strlen(wait)
                 ? wait : "default");
     fprintf(f, "%s\"plan\": {\n", in);
     char deeper[32];

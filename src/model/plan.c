@@ -247,8 +247,9 @@ static int plan_layout(k3_plan *p, const k3_config *c, const k3_weights *w,
     uint64_t used = 0;
     for (int i = 0; i < L; i++) {
         p->trunk_total += w->runs[i].bytes;
-        int pin = o->trunk_layers >= 0 ? i < o->trunk_layers
-                                       : p->streamed_layers == 0 && used + w->runs[i].bytes <= budget;
+        int pin = o->trunk_layers >= 0
+                      ? i < o->trunk_layers
+                      : p->streamed_layers == 0 && used + w->runs[i].bytes <= budget;
         if (pin) {
             p->pinned[i] = 1;
             used += w->runs[i].bytes;
@@ -260,7 +261,9 @@ static int plan_layout(k3_plan *p, const k3_config *c, const k3_weights *w,
     p->lm_head_streamed = o->stream_lm_head;
     p->pinned[L] = !o->stream_lm_head;
     p->embed_streamed = o->stream_embed;
-    p->ring_slots = p->streamed_layers || p->lm_head_streamed ? (o->trunk_ring > 0 ? o->trunk_ring : 2) : 0;
+    p->ring_slots = p->streamed_layers || p->lm_head_streamed
+                        ? (o->trunk_ring > 0 ? o->trunk_ring : 2)
+                        : 0;
     uint64_t with_ring = k3_trunk_plan_bytes(w->runs, w->nruns, p->pinned, (size_t)p->ring_slots);
     p->lm_head = p->lm_head_streamed ? 0 : w->runs[L].bytes;
     p->pinned_trunk = used;
@@ -340,17 +343,21 @@ void k3_plan_print(const k3_plan *p, FILE *f)
     fprintf(f, "  trunk pinned     %9.3f GB  %d layers\n", p->pinned_trunk / GIB, p->pinned_layers);
     fprintf(f, "  trunk ring       %9.3f GB  %d slots for %d streamed layers%s\n", p->ring / GIB,
             p->ring_slots, p->streamed_layers, p->lm_head_streamed ? " and lm_head" : "");
-    fprintf(f, "  lm_head          %9.3f GB  %s\n", p->lm_head / GIB, p->lm_head_streamed ? "streamed" : "resident");
-    fprintf(f, "  embedding        %9.3f GB  %s\n", p->embed / GIB, p->embed_streamed ? "streamed (row reads)" : "resident");
+    fprintf(f, "  lm_head          %9.3f GB  %s\n", p->lm_head / GIB,
+            p->lm_head_streamed ? "streamed" : "resident");
+    fprintf(f, "  embedding        %9.3f GB  %s\n", p->embed / GIB,
+            p->embed_streamed ? "streamed (row reads)" : "resident");
     fprintf(f, "  norms, biases    %9.3f GB\n", p->small / GIB);
-    fprintf(f, "  expert cache     %9.3f GB  %llu of %llu experts, %.1f MB each\n", p->expert_cache / GIB,
-            (unsigned long long)p->expert_slots, (unsigned long long)p->experts_total,
-            p->expert_slot_bytes / 1e6);
+    fprintf(f, "  expert cache     %9.3f GB  %llu of %llu experts, %.1f MB each\n",
+            p->expert_cache / GIB, (unsigned long long)p->expert_slots,
+            (unsigned long long)p->experts_total, p->expert_slot_bytes / 1e6);
     fprintf(f, "  KDA state        %9.3f GB\n", p->kda_state / GIB);
-    fprintf(f, "  MLA KV cache     %9.3f GB  %lld positions\n", p->kv_cache / GIB, (long long)p->context);
+    fprintf(f, "  MLA KV cache     %9.3f GB  %lld positions\n", p->kv_cache / GIB,
+            (long long)p->context);
     fprintf(f, "  scratch          %9.3f GB\n", p->scratch / GIB);
     fprintf(f, "  total            %9.3f GB  of %.3f GB allowed%s\n", p->total / GIB,
-            (p->cgroup_limit && p->cgroup_limit < p->mem_available ? p->cgroup_limit : p->mem_available) / GIB,
+            (p->cgroup_limit && p->cgroup_limit < p->mem_available ? p->cgroup_limit
+                                                                    : p->mem_available) / GIB,
             p->cgroup_limit ? " (cgroup limit set)" : "");
 }
 

@@ -10,9 +10,9 @@
  * image laid out by binding (64-byte aligned offsets), and a layer's view is
  * made by pointing its k3_mats into the run's image once it is resident.
  * lm_head is a run of its own. The embedding is read whole when the plan
- * keeps it resident, else row by row as tokens need it. Routed experts are not bound here: the expert cache
- * (cache/expert_cache.h) resolves and streams them. vision_tower.* and
- * mm_projector.* are never touched. */
+ * keeps it resident, else row by row as tokens need it. Routed experts are
+ * not bound here: the expert cache (cache/expert_cache.h) resolves and
+ * streams them. vision_tower.* and mm_projector.* are never touched. */
 #ifndef K3_MODEL_WEIGHTS_H
 #define K3_MODEL_WEIGHTS_H
 

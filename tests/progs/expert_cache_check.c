@@ -642,7 +642,9 @@ static int mode_io(ctx *c)
             switch (r) { /* the edges first, then random spans */
             case 0: off = 0, len = 1; break;
             case 1: off = (uint64_t)size - 1, len = 1; break;
-            case 2: off = 0, len = (uint64_t)size < cap - K3_IO_ALIGN ? (uint64_t)size : 4096; break;
+            case 2:
+                off = 0, len = (uint64_t)size < cap - K3_IO_ALIGN ? (uint64_t)size : 4096;
+                break;
             case 3: off = K3_IO_ALIGN - 1, len = 2; break;
             default:
                 off = rnd() % (uint64_t)size;

@@ -90,12 +90,12 @@ static void tensor_shape(int64_t F, int64_t Z, int i, int64_t *rows, int64_t *co
     *cols = (down ? F : Z) / (scale ? 32 : 2);
 }
 
-uint64_t k3_ec_slot_bytes(const k3_config *c)
+uint64_t k3_ec_slot_bytes(const k3_ec_dims *d)
 {
     uint64_t bytes = 0;
     for (int i = 0; i < EC_TENSORS; i++) {
         int64_t r, k;
-        tensor_shape(c->moe_intermediate_size, c->routed_expert_hidden_size, i, &r, &k);
+        tensor_shape(d->inter, d->latent, i, &r, &k);
         bytes += (uint64_t)(r * k);
     }
     /* Each run of tensors is read as its aligned superset: see plan_expert. */
@@ -265,27 +265,27 @@ static int resolve(k3_expert_cache *ec, const k3_st_index *ix, int direct_io, k3
     return K3_OK;
 }
 
-int k3_ec_new(k3_expert_cache **out, const k3_st_index *ix, const k3_config *c, int n_layers,
-              size_t nslots, int direct_io, k3_err *e)
+int k3_ec_new(k3_expert_cache **out, const k3_st_index *ix, const k3_ec_dims *d, size_t nslots,
+              int direct_io, k3_err *e)
 {
     *out = NULL;
     if (nslots < 1)
         return k3_fail(e, K3_EBUDGET, "the expert cache needs at least one slot");
     if (nslots > INT32_MAX)
         nslots = INT32_MAX; /* slot indices are int32; no machine holds that many */
-    if (n_layers < 0 || n_layers > c->num_hidden_layers)
-        return k3_fail(e, K3_ERUNTIME, "internal: %d layers asked of a %lld-layer model",
-                       n_layers, (long long)c->num_hidden_layers);
+    if (d->n_layers < 0 || d->first_moe < 0 || d->experts < 0)
+        return k3_fail(e, K3_ERUNTIME, "internal: expert cache of layers [%d, %d), %lld experts",
+                       d->first_moe, d->n_layers, (long long)d->experts);
     k3_expert_cache *ec = k3_calloc(e, 1, sizeof *ec, "expert cache");
     if (!ec)
         return e->code;
-    ec->first = (int)c->first_k_dense_replace;
-    ec->nlayers = n_layers > ec->first ? n_layers - ec->first : 0;
-    ec->E = c->num_experts;
-    ec->F = c->moe_intermediate_size;
-    ec->Z = c->routed_expert_hidden_size;
+    ec->first = d->first_moe;
+    ec->nlayers = d->n_layers > ec->first ? d->n_layers - ec->first : 0;
+    ec->E = d->experts;
+    ec->F = d->inter;
+    ec->Z = d->latent;
     ec->nkeys = (size_t)ec->nlayers * (size_t)ec->E;
-    ec->slot_bytes = k3_ec_slot_bytes(c);
+    ec->slot_bytes = k3_ec_slot_bytes(d);
     /* Slots beyond one per expert could never be used. */
     ec->nslots = nslots < ec->nkeys ? nslots : ec->nkeys;
     ec->lru_head = ec->lru_tail = ec->free_top = -1;

@@ -28,9 +28,27 @@
 #include <stdint.h>
 #include <stdio.h>
 
+#include "core/kernels.h"
 #include "io/safetensors.h"
-#include "model/config.h"
-#include "model/weights.h"
+#include "k3/error.h"
+
+/* One routed expert: w1 gate and w3 up [inter, latent], w2 down
+ * [latent, inter], all MXFP4. Views the cache returns point into a slot
+ * and stay valid until released. */
+typedef struct k3_expert {
+    k3_mat w1, w3, w2;
+} k3_expert;
+
+/* The shape of the routed experts, all the cache knows of the model (the
+ * model fills it from its config). Expert x of layer l is the six tensors
+ * "language_model.model.layers.<l>.block_sparse_moe.experts.<x>.*". */
+typedef struct k3_ec_dims {
+    int first_moe;           /* first layer with routed experts */
+    int n_layers;            /* the cache serves layers [first_moe, n_layers) */
+    int64_t experts;         /* routed experts per MoE layer */
+    int64_t inter;           /* F: rows of w1 and w3, columns of w2 */
+    int64_t latent;          /* Z: columns of w1 and w3, rows of w2 */
+} k3_ec_dims;
 
 typedef struct k3_expert_cache k3_expert_cache;
 
@@ -40,16 +58,18 @@ typedef struct k3_ec_stats {
     double read_seconds;
 } k3_ec_stats;
 
-/* Bytes one slot holds for this config (packed + scales of w1, w3, w2, plus
- * alignment slack for direct I/O). Used by the memory plan. */
-uint64_t k3_ec_slot_bytes(const k3_config *c);
+/* Bytes one slot holds for experts of these widths (packed + scales of w1,
+ * w3, w2, plus alignment slack for direct I/O; only d->inter and d->latent
+ * matter). Used by the memory plan. */
+uint64_t k3_ec_slot_bytes(const k3_ec_dims *d);
 
-/* Resolves every expert tensor of layers [first_moe, n_layers) by name,
- * checking dtype and shape (K3_EINPUT naming the tensor otherwise), and
- * allocates nslots slots (nslots >= 1). direct_io asks for O_DIRECT reads
- * where the file system allows them (falling back to buffered reads). */
-int k3_ec_new(k3_expert_cache **out, const k3_st_index *ix, const k3_config *c, int n_layers,
-              size_t nslots, int direct_io, k3_err *e);
+/* Resolves every expert tensor of layers [d->first_moe, d->n_layers) in ix by
+ * name, checking dtype and shape (K3_EINPUT naming the tensor otherwise),
+ * and allocates nslots slots (nslots >= 1). direct_io asks for O_DIRECT
+ * reads where the file system allows them (falling back to buffered reads).
+ * The cache keeps a copy of *d and uses ix until k3_ec_free. */
+int k3_ec_new(k3_expert_cache **out, const k3_st_index *ix, const k3_ec_dims *d, size_t nslots,
+              int direct_io, k3_err *e);
 void k3_ec_free(k3_expert_cache *ec);
 
 size_t k3_ec_capacity(const k3_expert_cache *ec);

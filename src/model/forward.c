@@ -59,7 +59,7 @@ int k3_model_open(k3_model **out, const char *dir, const k3_model_opts *opts, k3
     /* The cache also binds (checks) every expert tensor, so a plan-only
      * open makes one with a single slot. */
     if (m->plan.experts_total &&
-        k3_ec_new(&m->experts, m->ix, &m->cfg, n,
+        k3_ec_new(&m->experts, m->ix, &m->plan.expert_dims,
                   opts->plan_only ? 1 : (size_t)m->plan.expert_slots, 1, e) != K3_OK)
         goto fail;
     if (opts->plan_only) {

@@ -274,7 +274,12 @@ static int plan_layout(k3_plan *p, const k3_config *c, const k3_weights *w,
     /* Experts: one slot per expert up to the budget, never fewer than one. */
     int moe_layers = L > c->first_k_dense_replace ? L - (int)c->first_k_dense_replace : 0;
     p->experts_total = (uint64_t)moe_layers * (uint64_t)c->num_experts;
-    p->expert_slot_bytes = k3_ec_slot_bytes(c);
+    p->expert_dims.first_moe = (int)c->first_k_dense_replace;
+    p->expert_dims.n_layers = L;
+    p->expert_dims.experts = c->num_experts;
+    p->expert_dims.inter = c->moe_intermediate_size;
+    p->expert_dims.latent = c->routed_expert_hidden_size;
+    p->expert_slot_bytes = k3_ec_slot_bytes(&p->expert_dims);
     if (o->cache_experts > 0)
         p->expert_slots = (uint64_t)o->cache_experts;
     else if (o->cache_gb < 0)

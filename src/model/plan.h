@@ -20,6 +20,7 @@
 #include <stdint.h>
 #include <stdio.h>
 
+#include "cache/expert_cache.h"
 #include "k3/k3.h"
 #include "model/config.h"
 #include "model/weights.h"
@@ -30,6 +31,7 @@ typedef struct k3_plan {
     int pinned_layers, streamed_layers, ring_slots;
     int embed_streamed, lm_head_streamed;
     uint64_t expert_slots, experts_total;
+    k3_ec_dims expert_dims;     /* the routed experts the cache is made for */
     /* bytes */
     uint64_t pinned_trunk, ring, embed, lm_head, small, expert_slot_bytes, expert_cache;
     uint64_t kda_state, kv_cache, scratch, total;

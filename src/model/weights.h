@@ -21,12 +21,6 @@
 #include "io/trunk.h"
 #include "model/config.h"
 
-/* One routed expert: w1 gate and w3 up [moe_inter, latent], w2 down
- * [latent, moe_inter], all MXFP4. */
-typedef struct k3_expert {
-    k3_mat w1, w3, w2;
-} k3_expert;
-
 typedef struct k3_kda_weights {
     k3_mat q, k, v, g, o, f_a, f_b, b;
     float *conv[3];          /* q, k, v taps [C][K] */

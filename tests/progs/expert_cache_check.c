@@ -64,6 +64,7 @@ typedef struct {
     int direct, steps, expect_code, expect_direct;
     uint64_t seed;
     k3_config cfg;
+    k3_ec_dims dims;         /* the cache's view of cfg */
     k3_st_index *ix;
     int first, nlayers, E, k;
     size_t nkeys, slots;
@@ -188,6 +189,11 @@ static void open_model(ctx *c)
     c->E = (int)c->cfg.num_experts;
     c->k = (int)c->cfg.num_experts_per_token;
     c->nkeys = (size_t)c->nlayers * (size_t)c->E;
+    c->dims.first_moe = c->first;
+    c->dims.n_layers = (int)c->cfg.num_hidden_layers;
+    c->dims.experts = c->cfg.num_experts;
+    c->dims.inter = c->cfg.moe_intermediate_size;
+    c->dims.latent = c->cfg.routed_expert_hidden_size;
     c->slots = parse_slots(c, c->slots_arg);
 }
 
@@ -195,8 +201,7 @@ static k3_expert_cache *new_cache(ctx *c, size_t slots)
 {
     k3_expert_cache *ec;
     k3_err e = { 0 };
-    if (k3_ec_new(&ec, c->ix, &c->cfg, (int)c->cfg.num_hidden_layers, slots, c->direct, &e) !=
-        K3_OK)
+    if (k3_ec_new(&ec, c->ix, &c->dims, slots, c->direct, &e) != K3_OK)
         k3_die(&e);
     return ec;
 }
@@ -735,7 +740,7 @@ static int mode_bench(ctx *c)
            st.misses ? (double)reads / (double)st.misses : 0.0,
            reads ? (double)rbytes / (double)reads : 0.0,
            (unsigned long long)expert_bytes(c),
-           (unsigned long long)k3_ec_slot_bytes(&c->cfg));
+           (unsigned long long)k3_ec_slot_bytes(&c->dims));
     k3_ec_free(ec);
 
     /* 2. All in memory: a whole layer per fetch (disk-adjacent experts

@@ -1,0 +1,179 @@
+/* model.c - a model's lifecycle and its accessors: opening (config, index,
+ * weights, plan, trunk and expert cache), closing, the I/O counters and the
+ * plan/I/O/JSON reports. The forward pass itself is forward.c. */
+#include <omp.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/kernels.h"
+#include "model/model.h"
+#include "util/error.h"
+
+void k3_model_opts_default(k3_model_opts *o)
+{
+    memset(o, 0, sizeof *o);
+    o->budget_gb = -1;
+    o->trunk_gb = -1;
+    o->trunk_layers = -1;
+    o->cache_gb = -1;
+}
+
+int k3_model_open(k3_model **out, const char *dir, const k3_model_opts *opts, k3_err *e)
+{
+    *out = NULL;
+    k3_model_opts def;
+    if (!opts) {
+        k3_model_opts_default(&def);
+        opts = &def;
+    }
+    k3_model *m = k3_calloc(e, 1, sizeof *m, "model");
+    if (!m)
+        return e->code;
+    if (k3_config_load(&m->cfg, dir, e) != K3_OK)
+        goto fail;
+    int n = (int)m->cfg.num_hidden_layers;
+    if (opts->n_layers) {
+        if (opts->n_layers < 0 || opts->n_layers > n) {
+            k3_fail(e, K3_EINPUT, "--layers %d: the model has %d layers", opts->n_layers, n);
+            goto fail;
+        }
+        n = opts->n_layers;
+    }
+    if (k3_st_open(&m->ix, dir, e) != K3_OK ||
+        k3_weights_bind(&m->w, &m->cfg, m->ix, n, e) != K3_OK ||
+        (opts->trunk_dir && k3_trunk_file_open(&m->trunk_file, opts->trunk_dir, dir, m->w.runs,
+                                               m->w.nruns, m->ix, m->w.embed_info, e) != K3_OK) ||
+        k3_plan_make(&m->plan, &m->cfg, &m->w, opts, e) != K3_OK)
+        goto fail;
+    /* The cache also binds (checks) every expert tensor, so a plan-only
+     * open makes one with a single slot. */
+    if (m->plan.experts_total &&
+        k3_ec_new(&m->experts, m->ix, &m->plan.expert_dims,
+                  opts->plan_only ? 1 : (size_t)m->plan.expert_slots, 1, e) != K3_OK)
+        goto fail;
+    if (opts->plan_only) {
+        *out = m;
+        return K3_OK;
+    }
+    if (!m->plan.embed_streamed && k3_weights_load_embed(&m->w, m->ix, e) != K3_OK)
+        goto fail;
+    if (k3_trunk_new(&m->trunk, m->w.runs, m->w.nruns, m->plan.pinned,
+                     (size_t)m->plan.ring_slots, e) != K3_OK)
+        goto fail;
+    *out = m;
+    return K3_OK;
+fail:
+    k3_model_close(m);
+    return e->code;
+}
+
+void k3_model_close(k3_model *m)
+{
+    if (!m)
+        return;
+    k3_ec_free(m->experts);
+    k3_trunk_free(m->trunk);
+    k3_trunk_file_close(m->trunk_file);
+    k3_plan_free(&m->plan);
+    k3_weights_free(&m->w);
+    k3_st_close(m->ix);
+    k3_config_free(&m->cfg);
+    free(m);
+}
+
+void k3_model_print_plan(const k3_model *m, FILE *f) { k3_plan_print(&m->plan, f); }
+
+void k3_model_set_trace(k3_model *m, FILE *trace)
+{
+    if (m->experts)
+        k3_ec_set_trace(m->experts, trace);
+}
+
+void k3_model_io(const k3_model *m, k3_io_counters *c)
+{
+    memset(c, 0, sizeof *c);
+    if (!m->trunk)
+        return;
+    k3_trunk_stats ts;
+    k3_trunk_stats_get(m->trunk, &ts);
+    c->trunk_bytes = ts.bytes_read;
+    c->io_wait_seconds = ts.wait_seconds;
+    if (m->experts) {
+        k3_ec_stats es;
+        k3_ec_stats_get(m->experts, &es);
+        c->expert_bytes = es.bytes_read;
+        c->expert_requests = es.requests;
+        c->expert_hits = es.hits;
+        c->io_wait_seconds += es.read_seconds; /* expert reads block the fetch */
+    }
+}
+
+void k3_model_print_io(const k3_model *m, FILE *f)
+{
+    if (!m->trunk)
+        return;
+    k3_trunk_stats ts;
+    k3_trunk_stats_get(m->trunk, &ts);
+    fprintf(f, "trunk: %d pinned layers, %d streamed through %d slots; read %.3f GB in %.3f s"
+               " (%.0f MB/s), checksums %.3f s; compute waited %.3f s for it\n",
+            m->plan.pinned_layers, m->plan.streamed_layers, m->plan.ring_slots,
+            ts.bytes_read / 1e9, ts.read_seconds,
+            ts.read_seconds > 0 ? ts.bytes_read / 1e6 / ts.read_seconds : 0.0,
+            ts.verify_seconds, ts.wait_seconds);
+    if (m->experts) {
+        k3_ec_stats es;
+        k3_ec_stats_get(m->experts, &es);
+        fprintf(f, "experts: %llu slots; %llu requests, %.1f%% hits, %llu evictions; read %.3f GB"
+                   " in %.3f s (%.0f MB/s)\n",
+                (unsigned long long)k3_ec_capacity(m->experts), (unsigned long long)es.requests,
+                es.requests ? 100.0 * (double)es.hits / (double)es.requests : 0.0,
+                (unsigned long long)es.evictions, es.bytes_read / 1e9, es.read_seconds,
+                es.read_seconds > 0 ? es.bytes_read / 1e6 / es.read_seconds : 0.0);
+    }
+}
+
+void k3_model_print_json(const k3_model *m, FILE *f, const char *in)
+{
+    k3_trunk_stats ts;
+    memset(&ts, 0, sizeof ts);
+    if (m->trunk)
+        k3_trunk_stats_get(m->trunk, &ts);
+    /* The kernel table and thread count: what a speed number was made with. */
+    const char *wait = getenv("OMP_WAIT_POLICY");
+    fprintf(f, "%s\"kernels\": \"%s\",\n%s\"threads\": %d,\n%s\"omp_wait_policy\": \"%s\",\n",
+            in, k3_kernels_name(), in, omp_get_max_threads(), in,
+            wait && strspn(wait, "abcdefghijklmnopqrstuvwxyz"
+                                 "ABCDEFGHIJKLMNOPQRSTUVWXYZ") == strlen(wait)
+                ? wait : "default");
+    fprintf(f, "%s\"plan\": {\n", in);
+    char deeper[32];
+    snprintf(deeper, sizeof deeper, "%s  ", in);
+    k3_plan_print_json(&m->plan, f, deeper);
+    fprintf(f, "\n%s},\n%s\"trunk\": {\"bytes_read\": %llu, \"runs_read\": %llu, "
+               "\"read_seconds\": %.6f, \"verify_seconds\": %.6f, \"wait_seconds\": %.6f}",
+            in, in, (unsigned long long)ts.bytes_read, (unsigned long long)ts.runs_read,
+            ts.read_seconds, ts.verify_seconds, ts.wait_seconds);
+    if (m->experts) {
+        k3_ec_stats es;
+        k3_ec_stats_get(m->experts, &es);
+        fprintf(f, ",\n%s\"experts\": {\"slots\": %llu, \"requests\": %llu, \"hits\": %llu, "
+                   "\"misses\": %llu, \"evictions\": %llu, \"bytes_read\": %llu, "
+                   "\"read_seconds\": %.6f}",
+                in, (unsigned long long)k3_ec_capacity(m->experts),
+                (unsigned long long)es.requests, (unsigned long long)es.hits,
+                (unsigned long long)es.misses, (unsigned long long)es.evictions,
+                (unsigned long long)es.bytes_read, es.read_seconds);
+    }
+}
+
+uint32_t k3_model_vocab(const k3_model *m) { return (uint32_t)m->cfg.vocab_size; }
+size_t k3_model_tensor_count(const k3_model *m) { return k3_st_count(m->ix); }
+int k3_model_n_layers(const k3_model *m) { return m->w.n_layers; }
+
+int k3_model_is_eos(const k3_model *m, uint32_t id)
+{
+    for (int i = 0; i < m->cfg.n_eos; i++)
+        if (m->cfg.eos_ids[i] == (int64_t)id)
+            return 1;
+    return 0;
+}

@@ -9,7 +9,9 @@
 #          oracle, serve gate client), curl (download and serve gates),
 #          valgrind (gate 75), ps (procps, gate 40), and for gate 60 the
 #          aarch64 cross compiler with its libc (gcc-aarch64-linux-gnu,
-#          libc6-dev-arm64-cross) and qemu-aarch64 (qemu-user)
+#          libc6-dev-arm64-cross) and qemu-aarch64 (qemu-user), and
+#          torch for /usr/bin/python3 (python3-torch, gate 14: k3-nano
+#          against the torch model it was trained as)
 #   plots: the demo's plus gnuplot (gnuplot-nox) for benchmarks/plots.sh;
 #          neither make test nor CI needs it
 # Each need is detected by using it (a compile and run of a small OpenMP
@@ -73,6 +75,7 @@ missing() {
         has curl || echo curl
         has valgrind || echo valgrind
         has ps || echo procps
+        /usr/bin/python3 -c 'import torch' >/dev/null 2>&1 || echo python3-torch
         has qemu-aarch64 || echo qemu-user
         # the cross compiler alone has no libc: no <stdio.h>, no libc.a
         has aarch64-linux-gnu-gcc || echo gcc-aarch64-linux-gnu

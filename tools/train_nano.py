@@ -2,7 +2,7 @@
 """train_nano: trains k3-nano, a small Kimi K3 text model, on the Python standard library.
 
   nice -n 10 /usr/bin/python3 tools/train_nano.py OUT_DIR --k3 BUILD/bin/k3
-      [--seed 0] [--steps 320] [--qat-steps 60] [--preset nano|micro] [--threads 1]
+      [--seed 0] [--steps 560] [--qat-steps 100] [--preset nano|micro] [--threads 1]
   /usr/bin/python3 tools/train_nano.py --eval MODEL_DIR --k3 BIN --file F
       [--max-tokens N] [--losses OUT]
 
@@ -645,8 +645,8 @@ def main(argv=None):
     ap.add_argument("out_dir", nargs="?")
     ap.add_argument("--k3", required=True, help="the k3 binary (its tokenizer encodes the data)")
     ap.add_argument("--seed", type=int, default=0)
-    ap.add_argument("--steps", type=int, default=320)
-    ap.add_argument("--qat-steps", type=int, default=60)
+    ap.add_argument("--steps", type=int, default=560)
+    ap.add_argument("--qat-steps", type=int, default=100)
     ap.add_argument("--preset", choices=sorted(PRESETS), default="nano")
     ap.add_argument("--threads", type=int, default=1)
     ap.add_argument("--eval", metavar="MODEL_DIR")

@@ -27,48 +27,7 @@ command -v curl >/dev/null || die "curl is needed"
 [ -f node_modules/openai/package.json ] || die "the openai npm package is missing: run npm ci"
 dir=$(model serve-tiny tiny-a --vocab 163840)
 
-pids="" # servers and background clients, all ended by the trap
-cleanup() {
-    for p in $pids; do kill "$p" 2>/dev/null || true; done
-    for p in $pids; do wait "$p" 2>/dev/null || true; done
-}
-trap cleanup EXIT
-trap 'exit 1' INT TERM
-
-# start_server NAME [options]: k3 serve on a free port; sets pid and port.
-start_server() {
-    name=$1
-    shift
-    : >"$work/$name.log" # exists before the background job opens it
-    "$K3_BIN" serve "$dir" --tok "$tokdir" --port 0 --exit-after 600 "$@" 2>>"$work/$name.log" &
-    pid=$!
-    pids="$pids $pid"
-    port=""
-    i=0
-    while [ -z "$port" ]; do
-        kill -0 "$pid" 2>/dev/null || die "$name: k3 serve exited: $(cat "$work/$name.log")"
-        [ $i -lt 600 ] || die "$name: k3 serve did not start listening"
-        port=$(sed -n 's/.*listening on http:\/\/127\.0\.0\.1:\([0-9]*\) .*/\1/p' "$work/$name.log")
-        [ -n "$port" ] || sleep 0.1
-        i=$((i + 1))
-    done
-}
-
-# stop_server PID NAME: SIGTERM, then it must exit 0 within 30 s.
-stop_server() {
-    kill -TERM "$1"
-    i=0
-    while kill -0 "$1" 2>/dev/null; do
-        [ $i -lt 300 ] || die "$2: still running 30 s after SIGTERM"
-        sleep 0.1
-        i=$((i + 1))
-    done
-    set +e
-    wait "$1"
-    rc=$?
-    set -e
-    [ "$rc" -eq 0 ] || die "$2: exit $rc after SIGTERM: $(tail -n 20 "$work/$2.log")"
-}
+. tests/gates/serve_lib.sh
 
 # req NAME STATUS URL-PATH [curl args]: the response body goes to $work/NAME.json.
 req() {
@@ -108,7 +67,8 @@ expect_exit 2 "not a numeric address" "$K3_BIN" serve "$dir" --tok "$tokdir" --p
 expect_exit 2 "unknown option --gen" "$K3_BIN" serve "$dir" --tok "$tokdir" --port 0 --gen 5
 
 echo "== server A: endpoints and refusals"
-start_server a --max-body 65536 --max-tokens 3000 --timeout 3 --max-queue 8
+start_server a "$K3_BIN" --max-body 65536 --max-tokens 3000 --timeout 3 --max-queue 8 ||
+    die "a: k3 serve exited: $(cat "$work/a.log")"
 a_pid=$pid
 req health 200 /health
 [ "$(json health 'r["status"]')" = ok ] || die "health: $(cat "$work/health.json")"
@@ -230,7 +190,8 @@ stop_server "$a_pid" a
 echo "ok server A stopped cleanly"
 
 echo "== server B: a full queue"
-start_server b --max-queue 0
+start_server b "$K3_BIN" --max-queue 0 ||
+    die "b: k3 serve exited: $(cat "$work/b.log")"
 b_pid=$pid
 curl -s -N --max-time 120 -o "$work/long-stream.txt" -d "$(chat 3000 false ',"stream":true')" \
     "http://127.0.0.1:$port/v1/chat/completions" &
@@ -257,7 +218,8 @@ echo "ok queue: 503 while full, served again once free"
 stop_server "$b_pid" b
 
 echo "== server C: --exit-after"
-start_server c --exit-after 1
+start_server c "$K3_BIN" --exit-after 1 ||
+    die "c: k3 serve exited: $(cat "$work/c.log")"
 c_pid=$pid
 i=0
 while kill -0 "$c_pid" 2>/dev/null; do

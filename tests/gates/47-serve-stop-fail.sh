@@ -21,49 +21,7 @@ mkdir -p "$work"
 command -v curl >/dev/null || die "curl is needed"
 dir=$(model serve-tiny tiny-a --vocab 163840)
 
-pids=""
-cleanup() {
-    for p in $pids; do kill "$p" 2>/dev/null || true; done
-    for p in $pids; do wait "$p" 2>/dev/null || true; done
-}
-trap cleanup EXIT
-trap 'exit 1' INT TERM
-
-# start_server NAME BIN [options]: k3 serve on a free port; sets pid and port.
-start_server() {
-    name=$1
-    bin=$2
-    shift 2
-    : >"$work/$name.log"
-    "$bin" serve "$dir" --tok "$tokdir" --port 0 --exit-after 300 "$@" 2>>"$work/$name.log" &
-    pid=$!
-    pids="$pids $pid"
-    port=""
-    i=0
-    while [ -z "$port" ]; do
-        kill -0 "$pid" 2>/dev/null || return 1
-        [ $i -lt 600 ] || die "$name: k3 serve did not start listening"
-        port=$(sed -n 's/.*listening on http:\/\/127\.0\.0\.1:\([0-9]*\) .*/\1/p' "$work/$name.log")
-        [ -n "$port" ] || sleep 0.1
-        i=$((i + 1))
-    done
-}
-
-# stop_server PID NAME WANT: SIGTERM, then it must exit WANT within 30 s.
-stop_server() {
-    kill -TERM "$1"
-    i=0
-    while kill -0 "$1" 2>/dev/null; do
-        [ $i -lt 300 ] || die "$2: still running 30 s after SIGTERM"
-        sleep 0.1
-        i=$((i + 1))
-    done
-    set +e
-    wait "$1"
-    rc=$?
-    set -e
-    [ "$rc" -eq "$3" ] || die "$2: exit $rc after SIGTERM, wanted $3: $(tail -n 5 "$work/$2.log")"
-}
+. tests/gates/serve_lib.sh
 
 # get NAME URL-PATH [curl args]: the status; the body goes to $work/NAME.json.
 get() {

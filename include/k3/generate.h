@@ -1,9 +1,10 @@
 /* k3/generate.h - the decode loop: sample, report, feed, until a stop.
  *
- * Shared by `k3 MODEL --prompt ...`, `k3 MODEL --chat` and the server, so
- * every front end stops, caps and samples the same way. Text is the
- * caller's business (see k3/tokenizer.h k3_utf8_stream and the reply
- * reader in k3/chat.h): the loop deals in ids. */
+ * The loop deals in ids and owns the end rule (k3_gen_is_end). Every
+ * front end reaches it through the turn driver (src/chat/turn.h), which
+ * adds the tokenizer's end ids and turns the ids into text, so `k3 MODEL
+ * --prompt ...`, `k3 MODEL --chat` and the server stop, cap and sample
+ * the same way. */
 #ifndef K3_GENERATE_H
 #define K3_GENERATE_H
 
@@ -16,7 +17,11 @@
 typedef struct k3_gen_params {
     size_t max_tokens;    /* ids to generate at most */
     int64_t max_context;  /* > 0: prompt + generated ids never exceed it */
-    int ignore_eos;       /* keep going past k3_model_is_eos ids */
+    int ignore_eos;       /* keep going past every end id (k3_gen_is_end) */
+    const uint32_t *end_ids; /* [n_end_ids]: ids that end the generation besides the
+                              * config's eos ids (k3_model_is_eos); the turn driver
+                              * adds the tokenizer's (chat/turn.h) */
+    size_t n_end_ids;
     size_t repeat_last_n; /* repeat-penalty window: the last n ids of the sequence */
     int recompute;        /* verification: refeed the whole sequence to a reset
                            * state every step (slow; must give the same ids) */
@@ -34,6 +39,10 @@ typedef enum {
  * Returns 0 to go on, nonzero to stop after this id. To abort, it fails e
  * (k3_fail): the loop then returns e's code. */
 typedef int (*k3_gen_fn)(void *user, uint32_t id, const float *logits, k3_err *e);
+
+/* Whether id ends a generation under p: an eos id of the config or one of
+ * p->end_ids, unless p->ignore_eos. The one end rule of every front end. */
+int k3_gen_is_end(const k3_model *m, const k3_gen_params *p, uint32_t id);
 
 /* Generates from the state's last logits (the caller fed the prompt:
  * K3_EINPUT when the state is empty). Each step samples the next id from

@@ -116,6 +116,10 @@ int64_t k3_state_mark_pos(const k3_state_mark *mark);
 int k3_state_rewind(k3_state *s, k3_state_mark *mark, k3_err *e);
 void k3_state_mark_free(k3_state_mark *mark);
 
+/* Prompt ids per k3_forward call when a front end feeds a long prompt (and
+ * the batch the plan budgets scratch for by default). */
+#define K3_PREFILL_CHUNK 512
+
 /* Brings the state to the sequence ids[0..n) at the least cost: when what
  * it consumed is a prefix of ids, it feeds only the rest; otherwise it
  * rewinds to `mark` (may be NULL) if the mark's position is within the

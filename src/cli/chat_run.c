@@ -18,11 +18,12 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "chat/jtext.h"
+#include "chat/turn.h"
+#include "chat/xtml.h"
 #include "cli/generate.h"
 #include "cli/history.h"
-#include "cli/textout.h"
 #include "k3/chat.h"
-#include "server/reply.h"
 #include "tokenizer/utf8.h"
 #include "util/clock.h"
 #include "util/error.h"
@@ -40,15 +41,24 @@ typedef struct chat {
     k3_sampler smp;
     k3_history hist;
     int thinking, dim;
-    int64_t end_ids[2];    /* <|end_of_msg|> and [EOS]: a reply ends at either */
-    int64_t markup[3];     /* <|open|> <|close|> <|sep|>, as K3_REPLY_OPEN.. */
+    FILE *report;          /* --out: the turns as JSON (NULL: none) */
+    int nreported;         /* turns written to it */
     /* The turn being generated. */
-    k3_reply reply;
-    k3_buf reasoning, content;
-    k3_textout thought, said; /* what is shown of each channel */
-    int thought_open;         /* the thinking display is open (dimmed) */
+    uint32_t *prompt;      /* [nprompt] the rendering the reply continues */
+    size_t nprompt, reused;
+    uint32_t *gen;         /* [max_tokens] the ids generated */
+    size_t ngen;
+    k3_buf reasoning, content; /* what was shown of each channel */
+    int thought_open;      /* the thinking display is open (dimmed) */
     double t_start, t_first;
 } chat;
+
+static int write_out(const char *s, size_t n, k3_err *e)
+{
+    if ((n && fwrite(s, 1, n, stdout) != n) || fflush(stdout) != 0)
+        return k3_fail(e, K3_ERUNTIME, "writing the reply: write error on stdout");
+    return K3_OK;
+}
 
 /* Ends the thinking display (if open) before the reply text or the end. */
 static int close_thought(chat *c, k3_err *e)
@@ -56,27 +66,24 @@ static int close_thought(chat *c, k3_err *e)
     if (!c->thought_open)
         return K3_OK;
     c->thought_open = 0;
-    if (k3_textout_end(&c->thought, e))
-        return e->code;
-    fputs(c->dim ? "\033[0m\n" : "\n", stdout);
-    return K3_OK;
+    return write_out(c->dim ? "\033[0m\n" : "\n", c->dim ? 5 : 1, e);
 }
 
-/* k3_reply's text sink: collects both channels and shows them. */
+/* The turn's text sink: collects both channels and shows them. */
 static int on_text(void *ctx, int channel, const char *s, size_t n, k3_err *e)
 {
     chat *c = ctx;
     if (channel == K3_REPLY_REASONING) {
         if (k3_buf_put(&c->reasoning, s, n, e) || !c->o->show_thinking)
             return e->code;
-        if (!c->thought_open && c->dim)
-            fputs("\033[2m", stdout);
+        if (!c->thought_open && c->dim && write_out("\033[2m", 4, e))
+            return e->code;
         c->thought_open = 1;
-        return k3_textout_put(&c->thought, s, n, e);
+        return write_out(s, n, e);
     }
     if (k3_buf_put(&c->content, s, n, e) || close_thought(c, e))
         return e->code;
-    return k3_textout_put(&c->said, s, n, e);
+    return write_out(s, n, e);
 }
 
 /* The CLI chat declares no tools: a call the model makes anyway is noted and dropped. */
@@ -92,122 +99,116 @@ static int on_call(void *ctx, const char *name, size_t nlen, const char *args, s
     return K3_OK;
 }
 
-/* The decode loop's callback: routes each id to the reply reader. */
-static int on_token(void *user, uint32_t id, const float *logits, k3_err *e)
+static int on_token(void *ctx, uint32_t id, const float *logits, int is_end, int *stop,
+                    k3_err *e)
 {
-    chat *c = user;
+    chat *c = ctx;
     (void)logits;
+    (void)is_end;
+    (void)stop;
+    (void)e;
     if (!c->t_first)
         c->t_first = k3_seconds();
-    if ((int64_t)id == c->end_ids[0] || (int64_t)id == c->end_ids[1] || k3_model_is_eos(c->m, id))
-        return 1;
-    for (int k = 0; k < 3; k++)
-        if ((int64_t)id == c->markup[k])
-            return k3_reply_markup(&c->reply, k, e) ? 1 : c->said.stopped;
-    const unsigned char *b;
-    size_t n;
-    if (k3_tok_piece(c->tok, id, &b, &n, e) || k3_reply_text(&c->reply, (const char *)b, n, e))
-        return 1;
-    return c->said.stopped;
-}
-
-/* s[0..n) as valid UTF-8: each byte that starts no valid character
- * becomes U+FFFD (a reply may end inside a character, or a random model
- * may emit anything; the renderer and the history accept only text). */
-static int valid_utf8(const char *s, size_t n, k3_buf *out, k3_err *e)
-{
-    out->len = 0;
-    if (k3_buf_put(out, "", 0, e))
-        return e->code;
-    for (size_t i = 0; i < n;) {
-        uint32_t cp;
-        size_t len = k3_utf8_decode((const unsigned char *)s + i, n - i, &cp);
-        if (k3_buf_put(out, len ? s + i : "\xEF\xBF\xBD", len ? len : 3, e))
-            return e->code;
-        i += len ? len : 1;
-    }
+    c->gen[c->ngen++] = id;
     return K3_OK;
 }
 
-/* Renders the conversation (with or without the generation prompt) and
- * brings the state to it, reporting what was reused on stderr. */
-static int sync_context(chat *c, const char *what, int gen_prompt, k3_err *e)
+/* Renders the conversation (with or without the generation prompt) into
+ * c->prompt and brings the state to it, reporting what was reused on
+ * stderr. *thinking: the rendering opened the think element. */
+static int sync_context(chat *c, const char *what, int gen_prompt, int *thinking, k3_err *e)
 {
     const k3_options *o = c->o;
-    k3_chat_segments segs = { 0 };
-    uint32_t *ids = NULL;
-    size_t n = 0, reused = 0;
+    size_t n = 0, common = 0;
+    int cancelled;
+    free(c->prompt);
+    c->prompt = NULL;
     k3_chat_set_generation_prompt(c->conv, gen_prompt);
-    if (k3_chat_render(c->conv, &segs, e) || k3_chat_encode(c->tok, &segs, &ids, &n, e))
-        goto done;
-    if ((long long)n > (long long)o->max_context) {
-        k3_fail(e, K3_EINPUT, "%s: the conversation is %zu tokens, more than --max-context %ld",
-                what, n, o->max_context);
-        goto done;
-    }
-    size_t had = (size_t)k3_state_pos(c->st), common = 0;
-    const uint32_t *old = k3_state_ids(c->st);
-    while (common < had && common < n && old[common] == ids[common])
-        common++;
+    if (k3_turn_chat_prompt(c->conv, c->tok, &c->prompt, &n, thinking, e))
+        return e->code;
+    c->nprompt = n;
+    if ((long long)n > (long long)o->max_context)
+        return k3_fail(e, K3_EINPUT,
+                       "%s: the conversation is %zu tokens, more than --max-context %ld", what,
+                       n, o->max_context);
+    size_t had = (size_t)k3_state_pos(c->st);
     if (o->no_reuse)
         k3_state_reset(c->st);
-    if (k3_state_sync(c->m, c->st, c->mark, ids, n, &reused, e))
-        goto done;
+    if (k3_turn_feed(c->m, c->st, c->mark, c->prompt, n, NULL, NULL, &common, &c->reused,
+                     &cancelled, e))
+        return e->code;
     if (common < had && !o->no_reuse && !o->quiet)
         fprintf(stderr, "chat: %s: the cached sequence (%zu tokens) departs from the rendering "
-                        "at token %zu; resumed from token %zu\n", what, had, common, reused);
+                        "at token %zu; resumed from token %zu\n", what, had, common, c->reused);
     if (!o->quiet)
-        fprintf(stderr, "%s: prefilled %zu new tokens, reused %zu\n", what, n - reused, reused);
-done:
-    free(ids);
-    k3_chat_segments_free(&segs);
-    return e->code;
+        fprintf(stderr, "%s: prefilled %zu new tokens, reused %zu\n", what, n - c->reused,
+                c->reused);
+    return K3_OK;
 }
 
-static const char *end_name(k3_gen_end end, const chat *c)
+static void report_ids(FILE *f, const char *key, const uint32_t *ids, size_t n)
 {
-    if (c->said.stopped)
-        return "stop string";
-    switch (end) {
-    case K3_GEN_EOS: case K3_GEN_CALLER: return "end of message";
-    case K3_GEN_CONTEXT: return "--max-context reached";
-    default: return "token limit";
-    }
+    fprintf(f, "\"%s\": [", key);
+    for (size_t i = 0; i < n; i++)
+        fprintf(f, "%s%u", i ? "," : "", ids[i]);
+    fputs("]", f);
+}
+
+/* --out: one turn's ids and end, as an element of the "turns" array. */
+static void report_turn(chat *c, const k3_turn_result *res)
+{
+    FILE *f = c->report;
+    if (!f)
+        return;
+    fprintf(f, "%s\n    {", c->nreported++ ? "," : "{\n  \"turns\": [");
+    report_ids(f, "prompt_ids", c->prompt, c->nprompt);
+    fputs(", ", f);
+    report_ids(f, "generated_ids", c->gen, c->ngen);
+    fprintf(f, ", \"reused\": %zu, \"end\": \"%s\", \"finish_reason\": \"%s\"}", c->reused,
+            k3_turn_end_name(res->end), k3_turn_finish_reason(res->end, res->ncalls));
 }
 
 /* Generates the reply to the user's line[0..len), shows it, and adds it
  * to the conversation and (with the line) to the history. */
-static int reply(chat *c, const char *what, const char *line, size_t len, k3_err *e)
+static int reply(chat *c, const char *what, int thinking, const char *line, size_t len,
+                 k3_err *e)
 {
     const k3_options *o = c->o;
-    k3_reply_sink sink = { c, on_text, on_call };
-    k3_gen_params gp;
-    k3_gen_end end;
-    size_t ngen = 0;
+    k3_turn_params tp;
+    k3_turn_result res;
     k3_buf text = { 0 }, thought = { 0 };
-    k3_cli_gen_params(&gp, o, o->gen_given ? (size_t)o->gen : DEFAULT_REPLY_TOKENS);
-    gp.ignore_eos = 0;
+    size_t max_tokens = o->gen_given ? (size_t)o->gen : DEFAULT_REPLY_TOKENS;
+    memset(&tp, 0, sizeof tp);
+    k3_cli_gen_params(&tp.gen, o, max_tokens);
+    tp.tok = c->tok;
+    tp.chat = 1;
+    tp.thinking = thinking;
+    tp.stop = o->stop;
+    tp.nstop = o->nstop;
+    k3_turn_sink sink = { c, on_text, on_call, on_token };
     c->reasoning.len = c->content.len = 0;
-    k3_reply_init(&c->reply, c->thinking, &sink);
-    k3_textout_init(&c->thought, stdout, NULL, 0);
-    k3_textout_init(&c->said, stdout, o->stop, o->nstop);
     c->t_first = 0;
-    if (k3_state_mark_take(c->st, &c->mark, e) ||
-        k3_generate(c->m, c->st, &c->smp, &gp, on_token, c, &end, &ngen, e) ||
-        close_thought(c, e) || k3_textout_end(&c->said, e))
+    c->ngen = 0;
+    free(c->gen);
+    if (!(c->gen = k3_malloc(e, (max_tokens + 1) * sizeof *c->gen, "generated ids")) ||
+        k3_state_mark_take(c->st, &c->mark, e) ||
+        k3_turn_generate(c->m, c->st, &c->smp, &tp, &sink, &res, e) || close_thought(c, e) ||
+        write_out("\n", 1, e))
         goto done;
-    fputc('\n', stdout);
-    fflush(stdout);
     if (!o->quiet) {
         double t = k3_seconds(), first = c->t_first ? c->t_first - c->t_start : 0;
         fprintf(stderr, "%s: generated %zu tokens (%s), first token after %.4f s, %.2f tok/s\n",
-                what, ngen, end_name(end, c), first,
-                ngen > 1 && t > c->t_first ? (double)(ngen - 1) / (t - c->t_first) : 0.0);
+                what, res.generated, k3_turn_end_name(res.end), first,
+                res.generated > 1 && t > c->t_first
+                    ? (double)(res.generated - 1) / (t - c->t_first)
+                    : 0.0);
     }
-    /* The message is what was shown: content up to a stop string. */
-    size_t clen = c->said.stopped ? c->said.released : c->content.len;
-    if (valid_utf8(c->content.data ? c->content.data : "", clen, &text, e) ||
-        valid_utf8(c->reasoning.data ? c->reasoning.data : "", c->reasoning.len, &thought, e) ||
+    report_turn(c, &res);
+    /* The message is what was shown, as text the renderer accepts. */
+    if (k3_buf_puts(&text, "", e) || k3_buf_puts(&thought, "", e) ||
+        k3_jtext_clean(c->content.data ? c->content.data : "", c->content.len, &text, e) ||
+        k3_jtext_clean(c->reasoning.data ? c->reasoning.data : "", c->reasoning.len, &thought,
+                       e) ||
         k3_chat_add_assistant(c->conv, text.data, text.len, c->thinking ? thought.data : NULL,
                               thought.len, e))
         goto done;
@@ -219,9 +220,6 @@ static int reply(chat *c, const char *what, const char *line, size_t len, k3_err
         k3_history_add(&c->hist, msgs, 2, e);
     }
 done:
-    k3_reply_free(&c->reply);
-    k3_textout_free(&c->thought);
-    k3_textout_free(&c->said);
     k3_buf_free(&text);
     k3_buf_free(&thought);
     return e->code;
@@ -239,10 +237,12 @@ static int turn(chat *c, int number, const char *line, size_t len, k3_err *e)
             return k3_fail(e, K3_EINPUT, "%s: the message is not valid UTF-8 (byte %zu)", what, i);
         i += n;
     }
+    int thinking;
     c->t_start = k3_seconds();
-    if (k3_chat_add_message(c->conv, "user", line, len, e) || sync_context(c, what, 1, e))
+    if (k3_chat_add_message(c->conv, "user", line, len, e) ||
+        sync_context(c, what, 1, &thinking, e))
         return e->code;
-    return reply(c, what, line, len, e);
+    return reply(c, what, thinking, line, len, e);
 }
 
 /* Reads user lines until "/exit" or the end of input. */
@@ -271,8 +271,11 @@ static int loop(chat *c, k3_err *e)
     return e->code;
 }
 
-int k3_run_chat(k3_model *m, const k3_options *o, const k3_tokenizer *tok, k3_err *e)
+int k3_run_chat(k3_model *m, const k3_options *o, const k3_tokenizer *tok, k3_outputs *out,
+                k3_err *e)
 {
+    static const char *const needed[] = { K3_XTML_OPEN, K3_XTML_CLOSE, K3_XTML_SEP,
+                                          K3_XTML_END_OF_MSG };
     chat c;
     memset(&c, 0, sizeof c);
     c.o = o;
@@ -280,17 +283,14 @@ int k3_run_chat(k3_model *m, const k3_options *o, const k3_tokenizer *tok, k3_er
     c.tok = tok;
     c.thinking = !o->no_thinking;
     c.dim = o->show_thinking && isatty(STDOUT_FILENO) && !getenv("NO_COLOR");
-    c.end_ids[0] = k3_tok_special_id(tok, "<|end_of_msg|>");
-    c.end_ids[1] = k3_tok_special_id(tok, "[EOS]");
-    c.markup[K3_REPLY_OPEN] = k3_tok_special_id(tok, "<|open|>");
-    c.markup[K3_REPLY_CLOSE] = k3_tok_special_id(tok, "<|close|>");
-    c.markup[K3_REPLY_SEP] = k3_tok_special_id(tok, "<|sep|>");
-    int have_sampler = 0;
-    if (c.markup[0] < 0 || c.markup[1] < 0 || c.markup[2] < 0 || c.end_ids[0] < 0) {
-        k3_fail(e, K3_EINPUT, "the tokenizer lacks the chat format's special tokens "
-                              "(<|open|> <|close|> <|sep|> <|end_of_msg|>): not a K3 tokenizer");
-        goto done;
-    }
+    c.report = out->report.f;
+    int have_sampler = 0, thinking;
+    for (size_t i = 0; i < sizeof needed / sizeof *needed; i++)
+        if (k3_tok_special_id(tok, needed[i]) < 0) {
+            k3_fail(e, K3_EINPUT, "the tokenizer has no %s token: not a K3 tokenizer",
+                    needed[i]);
+            goto done;
+        }
     if (k3_chat_new(&c.conv, e) ||
         k3_chat_set_thinking(c.conv, c.thinking,
                              c.thinking ? (o->effort ? o->effort : "max") : NULL, e) ||
@@ -300,10 +300,15 @@ int k3_run_chat(k3_model *m, const k3_options *o, const k3_tokenizer *tok, k3_er
         k3_cli_sampler(&c.smp, o, k3_model_vocab(m), e))
         goto done;
     have_sampler = 1;
-    if (sync_context(&c, "start", 0, e) || loop(&c, e))
+    if (sync_context(&c, "start", 0, &thinking, e) || loop(&c, e))
         goto done;
-    if (o->save_state && sync_context(&c, "saved state", 0, e) == K3_OK)
+    if (o->save_state && sync_context(&c, "saved state", 0, &thinking, e) == K3_OK)
         k3_state_save(c.st, o->save_state, e);
+    if (c.report && !e->code) {
+        fputs(c.nreported ? "\n  ]\n}\n" : "{\n  \"turns\": []\n}\n", c.report);
+        if (ferror(c.report))
+            k3_fail(e, K3_ERUNTIME, "%s: write failed", o->out_json);
+    }
 done:
     if (have_sampler)
         k3_sampler_free(&c.smp);
@@ -313,5 +318,7 @@ done:
     k3_chat_free(c.conv);
     k3_buf_free(&c.reasoning);
     k3_buf_free(&c.content);
+    free(c.prompt);
+    free(c.gen);
     return e->code;
 }

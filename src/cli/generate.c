@@ -13,7 +13,7 @@
 #include <string.h>
 #include <sys/resource.h>
 
-#include "cli/textout.h"
+#include "chat/turn.h"
 #include "util/clock.h"
 #include "util/error.h"
 #include "util/progress.h"
@@ -54,13 +54,15 @@ typedef struct {
 /* The --out report into f (committed by the caller with the other outputs). */
 static int write_report(FILE *f, const k3_options *o, const k3_model *m, const uint32_t *prompt,
                         size_t np, const uint32_t *gen, size_t ng, const step_cost *steps,
-                        double wall_s, const k3_io_counters *io, k3_err *e)
+                        double wall_s, const k3_io_counters *io, k3_turn_end end, k3_err *e)
 {
     fprintf(f, "{\n  \"prompt_ids\": [");
     write_id_list(f, prompt, np);
     fprintf(f, "],\n  \"generated_ids\": [");
     write_id_list(f, gen, ng);
-    fprintf(f, "],\n  \"step_seconds\": [");
+    fprintf(f, "],\n  \"end\": \"%s\",\n  \"finish_reason\": \"%s\"", k3_turn_end_name(end),
+            k3_turn_finish_reason(end, 0));
+    fprintf(f, ",\n  \"step_seconds\": [");
     for (size_t i = 0; i < ng; i++)
         fprintf(f, "%s%.6f", i ? ", " : "", steps[i].seconds);
     fprintf(f, "],\n  \"steps\": [");
@@ -113,14 +115,11 @@ typedef struct run {
     const k3_options *o;
     k3_model *m;
     const k3_tokenizer *tok;
-    int64_t eos_text;     /* [EOS]: MODEL.md §5.6 ends generation on it and on
-                           * the config's end ids; only the tokenizer knows it */
     uint32_t *gen;        /* the generated ids */
     size_t ngen;
     step_cost *steps;     /* [gen] */
     FILE *dump;           /* --dump-logits (a temporary file until the run succeeds) */
     FILE *dump_prompt;    /* --dump-prompt-logits (likewise) */
-    k3_textout text;
     double t_prev;        /* when the previous step ended */
     k3_io_counters io_prev;
 } run;
@@ -139,11 +138,25 @@ static void print_step(const run *r, size_t i)
             (double)sc->bytes_read / 1e9, sc->seconds > 0 ? 1.0 / sc->seconds : 0.0);
 }
 
-static int on_token(void *user, uint32_t id, const float *logits, k3_err *e)
+/* The turn's text sink: stdout, as the text becomes certain. */
+static int on_text(void *ctx, int channel, const char *s, size_t n, k3_err *e)
 {
-    run *r = user;
+    (void)ctx;
+    (void)channel;
+    if ((n && fwrite(s, 1, n, stdout) != n) || fflush(stdout) != 0)
+        return k3_fail(e, K3_ERUNTIME, "writing the generated text: %s", strerror(errno));
+    return K3_OK;
+}
+
+/* After each id: its cost, the logits dump, the table line. */
+static int on_token(void *ctx, uint32_t id, const float *logits, int is_end, int *stop,
+                    k3_err *e)
+{
+    run *r = ctx;
     const k3_options *o = r->o;
     k3_io_counters io;
+    (void)is_end;
+    (void)stop;
     k3_model_io(r->m, &io);
     step_cost *sc = &r->steps[r->ngen];
     sc->seconds = k3_seconds() - r->t_prev;
@@ -153,27 +166,15 @@ static int on_token(void *user, uint32_t id, const float *logits, k3_err *e)
     sc->hits = io.expert_hits - r->io_prev.expert_hits;
     r->gen[r->ngen++] = id;
     if (r->dump && write_floats(r->dump, logits, k3_model_vocab(r->m), o->dump_logits, e))
-        return 1;
+        return e->code;
     /* With text on stdout the table waits for the end, so the two do not
      * interleave on a terminal; ids are printed at the end anyway. */
     if (!o->quiet && !r->tok)
         print_step(r, r->ngen - 1);
-    int end = !o->ignore_eos && (k3_model_is_eos(r->m, id) || (int64_t)id == r->eos_text);
-    if (r->tok && !end) {
-        const unsigned char *bytes;
-        size_t len;
-        if (k3_tok_piece(r->tok, id, &bytes, &len, e) ||
-            k3_textout_put(&r->text, bytes, len, e))
-            return 1;
-    }
     r->io_prev = io;
     r->t_prev = k3_seconds();
-    return r->text.stopped || end;
+    return K3_OK;
 }
-
-/* Prompts longer than this are fed in chunks of it, with a progress line:
- * feeding a prompt in pieces gives bit-identical logits (k3_forward). */
-#define PREFILL_CHUNK 256
 
 /* Feeds the prompt (dumping every position's logits when asked). */
 static int prefill(run *r, k3_state *st, const uint32_t *prompt, size_t np, k3_err *e)
@@ -187,10 +188,10 @@ static int prefill(run *r, k3_state *st, const uint32_t *prompt, size_t np, k3_e
     size_t rows = o->dump_prompt_logits ? np : 1;
     float *logits = k3_malloc(e, rows * V * sizeof *logits, "logits");
     k3_progress pr;
-    k3_progress_start_count(&pr, !o->quiet && np > PREFILL_CHUNK ? stderr : NULL, "prompt",
+    k3_progress_start_count(&pr, !o->quiet && np > K3_PREFILL_CHUNK ? stderr : NULL, "prompt",
                             np, "tokens");
-    for (size_t t0 = 0; logits && t0 < np; t0 += PREFILL_CHUNK) {
-        size_t n = np - t0 < PREFILL_CHUNK ? np - t0 : PREFILL_CHUNK;
+    for (size_t t0 = 0; logits && t0 < np; t0 += K3_PREFILL_CHUNK) {
+        size_t n = np - t0 < K3_PREFILL_CHUNK ? np - t0 : K3_PREFILL_CHUNK;
         float *out = rows > 1 ? logits + t0 * V : logits;
         if (k3_forward(r->m, st, prompt + t0, n, out, rows > 1, e) != K3_OK)
             goto done;
@@ -236,14 +237,11 @@ int k3_run_generate(k3_model *m, const k3_options *o, const uint32_t *prompt, si
     r.o = o;
     r.m = m;
     r.tok = tok;
-    r.eos_text = tok ? k3_tok_special_id(tok, "[EOS]") : -1;
-    k3_textout_init(&r.text, stdout, o->stop, o->nstop);
     k3_sampler smp;
     int have_sampler = 0;
     k3_state *st = NULL;
-    k3_gen_params gp;
-    k3_gen_end end;
-    size_t ngen = 0;
+    k3_turn_params tp;
+    k3_turn_result res;
     double wall0 = k3_seconds();
     r.gen = k3_malloc(e, ((size_t)o->gen + 1) * sizeof *r.gen, "token sequence");
     r.steps = k3_calloc(e, (size_t)o->gen + 1, sizeof *r.steps, "timings");
@@ -265,15 +263,16 @@ int k3_run_generate(k3_model *m, const k3_options *o, const uint32_t *prompt, si
     k3_model_io(m, &r.io_prev);
     if (prefill(&r, st, prompt, np, e) != K3_OK)
         goto done;
-    k3_cli_gen_params(&gp, o, (size_t)o->gen);
-    if (k3_generate(m, st, &smp, &gp, on_token, &r, &end, &ngen, e) != K3_OK)
+    memset(&tp, 0, sizeof tp);
+    k3_cli_gen_params(&tp.gen, o, (size_t)o->gen);
+    tp.tok = tok;
+    tp.stop = o->stop;
+    tp.nstop = o->nstop;
+    k3_turn_sink sink = { &r, on_text, NULL, on_token };
+    if (k3_turn_generate(m, st, &smp, &tp, &sink, &res, e) != K3_OK)
         goto done;
-    if (tok) {
-        if (k3_textout_end(&r.text, e))
-            goto done;
-    } else {
+    if (!tok)
         write_id_list(stdout, r.gen, r.ngen);
-    }
     fputc('\n', stdout);
     if (o->save_state && save_state(&r, st, e) != K3_OK)
         goto done;
@@ -293,11 +292,11 @@ int k3_run_generate(k3_model *m, const k3_options *o, const uint32_t *prompt, si
                 (double)peak_rss_bytes() / (1024.0 * 1024.0 * 1024.0));
     }
     if (out->report.f)
-        write_report(out->report.f, o, m, prompt, np, r.gen, r.ngen, r.steps, wall, &io, e);
+        write_report(out->report.f, o, m, prompt, np, r.gen, r.ngen, r.steps, wall, &io, res.end,
+                     e);
 done:
     if (have_sampler)
         k3_sampler_free(&smp);
-    k3_textout_free(&r.text);
     k3_state_free(st);
     free(r.gen);
     free(r.steps);

@@ -151,7 +151,7 @@ static int chat(const k3_options *o, k3_err *e)
         return e->code;
     if (k3_tok_load(&tok, o->tok_dir ? o->tok_dir : o->model_dir, e) == K3_OK &&
         open_model(o, 0, tok, &m, out.trace.f, e) == K3_OK)
-        k3_run_chat(m, o, tok, e);
+        k3_run_chat(m, o, tok, &out, e);
     k3_model_close(m);
     k3_tok_free(tok);
     if (e->code)

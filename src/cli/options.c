@@ -169,11 +169,9 @@ static int check_combinations(const k3_options *o, k3_err *e)
                      o->no_reuse))
         return k3_fail(e, K3_EINPUT, "--system, --history, --no-thinking, --effort, "
                                      "--show-thinking and --no-reuse go with --chat");
-    if (o->chat && (o->ignore_eos || o->dump_logits || o->dump_prompt_logits ||
-                    o->out_json))
-        return k3_fail(e, K3_EINPUT, "--chat replies end at the end of a message and print "
-                                     "text: --ignore-eos, --dump-logits, --dump-prompt-logits "
-                                     "and --out do not apply");
+    if (o->chat && (o->dump_logits || o->dump_prompt_logits))
+        return k3_fail(e, K3_EINPUT, "--chat prints text: --dump-logits and "
+                                     "--dump-prompt-logits do not apply");
     if (o->effort && strcmp(o->effort, "low") && strcmp(o->effort, "high") &&
         strcmp(o->effort, "max"))
         return k3_fail(e, K3_EINPUT, "--effort %s: expected low, high or max", o->effort);

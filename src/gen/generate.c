@@ -23,6 +23,16 @@ static int refeed(k3_model *m, k3_state *s, uint32_t next, float *logits, k3_err
     return e->code;
 }
 
+int k3_gen_is_end(const k3_model *m, const k3_gen_params *p, uint32_t id)
+{
+    if (p->ignore_eos)
+        return 0;
+    for (size_t i = 0; i < p->n_end_ids; i++)
+        if (p->end_ids[i] == id)
+            return 1;
+    return k3_model_is_eos(m, id);
+}
+
 int k3_generate(k3_model *m, k3_state *s, k3_sampler *smp, const k3_gen_params *p,
                 k3_gen_fn fn, void *user, k3_gen_end *end, size_t *ngen, k3_err *e)
 {
@@ -49,7 +59,7 @@ int k3_generate(k3_model *m, k3_state *s, k3_sampler *smp, const k3_gen_params *
             *end = K3_GEN_CALLER;
             break;
         }
-        if (!p->ignore_eos && k3_model_is_eos(m, id)) {
+        if (k3_gen_is_end(m, p, id)) {
             *end = K3_GEN_EOS;
             break;
         }

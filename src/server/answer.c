@@ -1,45 +1,34 @@
 /* answer.c - see answer.h.
  *
- * The decode loop is the engine's shared one (k3/generate.h); this file
- * routes each generated id: the chat markup ids to the reply reader
- * (reply.h), everything else as bytes, which then pass the stop strings
- * (content only), a UTF-8 holdback (so no event splits a character) and
- * the emitter (emit.h). Output is published after every id, so a stream
- * carries each piece of text as soon as it is certain. */
+ * A request is one turn of the engine's turn driver (chat/turn.h), which
+ * owns the end rules, the stop strings and the UTF-8 holdback; this file
+ * is its sink: text and tool calls go to the emitter (emit.h), and what
+ * they made is published after every id, so a stream carries each piece
+ * of text as soon as it is certain. */
 #include "server/answer.h"
 
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
 
-#include "gen/stop.h"
+#include "chat/turn.h"
+#include "chat/xtml.h"
 #include "k3/chat.h"
-#include "k3/generate.h"
 #include "server/emit.h"
-#include "server/reply.h"
 #include "util/error.h"
-
-/* Prompt ids sent through one k3_state_sync call between cancellation
- * checks. */
-#define PREFILL_CHUNK 512
 
 int k3_answerer_init(k3_answerer *a, k3_model *m, const k3_tokenizer *tok, int64_t context,
                      k3_err *e)
 {
-    const char *markup[3] = { "<|open|>", "<|close|>", "<|sep|>" };
-    int64_t id[3];
+    const char *markup[3] = { K3_XTML_OPEN, K3_XTML_CLOSE, K3_XTML_SEP };
     memset(a, 0, sizeof *a);
     a->model = m;
     a->tok = tok;
     a->context = context;
     for (int i = 0; i < 3; i++)
-        if ((id[i] = k3_tok_special_id(tok, markup[i])) < 0)
+        if (k3_tok_special_id(tok, markup[i]) < 0)
             return k3_fail(e, K3_EINPUT, "the tokenizer has no %s token: not a K3 tokenizer",
                            markup[i]);
-    a->open = (uint32_t)id[0];
-    a->close = (uint32_t)id[1];
-    a->sep = (uint32_t)id[2];
-    a->eos_text = k3_tok_special_id(tok, "[EOS]");
     struct timespec ts;
     clock_gettime(CLOCK_REALTIME, &ts);
     a->seeds = (uint64_t)ts.tv_sec * 1000000007u ^ (uint64_t)ts.tv_nsec;
@@ -57,13 +46,6 @@ void k3_answerer_free(k3_answerer *a)
     memset(a, 0, sizeof *a);
 }
 
-/* Whether the rendered prompt ends by opening the think element. */
-static int opens_think(const k3_chat_segments *s)
-{
-    return s->n >= 2 && s->seg[s->n - 2].len == 5 && !memcmp(s->text + s->seg[s->n - 2].off,
-                                                             "think", 5);
-}
-
 int k3_answer_prompt(const k3_tokenizer *tok, const k3_api_request *req, int64_t context,
                      long limit, k3_answer_job *job, k3_api_error *err)
 {
@@ -74,12 +56,7 @@ int k3_answer_prompt(const k3_tokenizer *tok, const k3_api_request *req, int64_t
     job->n = 0;
     job->thinking = 0;
     if (req->kind == K3_API_CHAT) {
-        k3_chat_segments segs;
-        memset(&segs, 0, sizeof segs);
-        if (k3_chat_render(req->chat, &segs, &e) == K3_OK &&
-            k3_chat_encode(tok, &segs, &job->ids, n, &e) == K3_OK)
-            job->thinking = opens_think(&segs);
-        k3_chat_segments_free(&segs);
+        k3_turn_chat_prompt(req->chat, tok, &job->ids, n, &job->thinking, &e);
     } else {
         k3_tok_encode(tok, req->prompt, req->prompt_len, 0, &job->ids, n, &e);
     }
@@ -107,55 +84,17 @@ int k3_answer_prompt(const k3_tokenizer *tok, const k3_api_request *req, int64_t
     return 0;
 }
 
-/* One answer in progress. */
+/* One answer in progress: the turn driver's sink. */
 typedef struct {
     k3_answerer *a;
     const k3_answer_job *job;
     const k3_answer_io *io;
     k3_emit em;
-    k3_reply reply;
-    k3_stop stop;
-    k3_utf8_stream utf8[2]; /* per channel: K3_REPLY_REASONING, K3_REPLY_CONTENT */
     k3_buf out;             /* bytes ready to publish */
-    k3_buf scratch;
-    int stopped;            /* a stop string or [EOS] ended the answer */
+    uint32_t *ids;          /* [job->max_tokens] the generated ids (for return_token_ids) */
+    size_t nids;
     int cancelled;
 } answer;
-
-/* Text that passed the stop strings: through the channel's UTF-8 holdback
- * to the emitter. */
-static int emit_text(answer *w, int channel, const char *s, size_t n, k3_err *e)
-{
-    if (n == 0)
-        return K3_OK;
-    unsigned char *tmp = k3_malloc(e, n + 4, "text");
-    if (!tmp)
-        return e->code;
-    size_t m = k3_utf8_stream_push(&w->utf8[channel], (const unsigned char *)s, n, tmp);
-    k3_emit_text(&w->em, channel, (const char *)tmp, m, &w->out, e);
-    free(tmp);
-    return e->code;
-}
-
-/* Reply text (the reply reader's sink): content meets the stop strings. */
-static int on_text(void *ctx, int channel, const char *s, size_t n, k3_err *e)
-{
-    answer *w = ctx;
-    if (w->stopped)
-        return K3_OK;
-    if (channel != K3_REPLY_CONTENT)
-        return emit_text(w, channel, s, n, e);
-    w->scratch.len = 0;
-    if (k3_stop_push(&w->stop, s, n, &w->scratch, &w->stopped, e))
-        return e->code;
-    return emit_text(w, channel, w->scratch.data, w->scratch.len, e);
-}
-
-static int on_call(void *ctx, const char *name, size_t nl, const char *args, size_t al, k3_err *e)
-{
-    answer *w = ctx;
-    return w->stopped ? K3_OK : k3_emit_call(&w->em, name, nl, args, al, &w->out, e);
-}
 
 static int publish(answer *w, k3_err *e)
 {
@@ -165,60 +104,37 @@ static int publish(answer *w, k3_err *e)
     return K3_OK;
 }
 
-/* The decode loop's callback: one generated id. */
-static int on_token(void *user, uint32_t id, const float *logits, k3_err *e)
+static int on_text(void *ctx, int channel, const char *s, size_t n, k3_err *e)
 {
-    answer *w = user;
-    k3_answerer *a = w->a;
-    (void)logits;
-    if (w->io->cancelled(w->io->ctx))
-        return w->cancelled = 1;
-    if (k3_model_is_eos(a->model, id))
-        return 0; /* the loop ends here by itself */
-    if ((int64_t)id == a->eos_text)
-        return w->stopped = 1;
-    int rc;
-    if (w->job->req->kind == K3_API_CHAT && (id == a->open || id == a->close || id == a->sep)) {
-        rc = k3_reply_markup(&w->reply, id == a->open    ? K3_REPLY_OPEN
-                                        : id == a->close ? K3_REPLY_CLOSE
-                                                         : K3_REPLY_SEP, e);
-    } else {
-        const unsigned char *bytes;
-        size_t len;
-        rc = k3_tok_piece(a->tok, id, &bytes, &len, e);
-        if (rc == K3_OK)
-            rc = w->job->req->kind == K3_API_CHAT
-                     ? k3_reply_text(&w->reply, (const char *)bytes, len, e)
-                     : on_text(w, K3_REPLY_CONTENT, (const char *)bytes, len, e);
-    }
-    if (rc || publish(w, e))
-        return 1;
-    return w->stopped;
+    answer *w = ctx;
+    return k3_emit_text(&w->em, channel, s, n, &w->out, e);
 }
 
-/* Feeds the prompt, with a cancellation check between chunks. The first
- * call reaches past the part the state shares with the prompt, so it makes
- * the same reuse decision one call for the whole prompt would. */
-static int prefill(answer *w, size_t *reused, k3_err *e)
+static int on_call(void *ctx, const char *name, size_t nl, const char *args, size_t al, k3_err *e)
 {
-    k3_answerer *a = w->a;
-    const uint32_t *ids = w->job->ids, *have = k3_state_ids(a->state);
-    size_t n = w->job->n, pos = (size_t)k3_state_pos(a->state), common = 0, done;
-    while (common < pos && common < n && have[common] == ids[common])
-        common++;
-    for (size_t to = common + PREFILL_CHUNK;; to += PREFILL_CHUNK) {
-        if (k3_state_sync(a->model, a->state, a->mark, ids, to < n ? to : n, &done, e))
-            return e->code;
-        if (to == common + PREFILL_CHUNK)
-            *reused = done;
-        if (to >= n)
-            break;
-        if (w->io->cancelled(w->io->ctx)) {
-            w->cancelled = 1;
-            return K3_OK;
-        }
-    }
-    return k3_state_mark_take(a->state, &a->mark, e);
+    answer *w = ctx;
+    return k3_emit_call(&w->em, name, nl, args, al, &w->out, e);
+}
+
+/* After each id: what it made is published at once; a client that went
+ * away ends the answer. */
+static int on_token(void *ctx, uint32_t id, const float *logits, int is_end, int *stop,
+                    k3_err *e)
+{
+    answer *w = ctx;
+    (void)logits;
+    (void)is_end;
+    if (w->nids < w->job->max_tokens)
+        w->ids[w->nids++] = id;
+    if (w->io->cancelled(w->io->ctx))
+        *stop = w->cancelled = 1;
+    return publish(w, e);
+}
+
+static int io_cancelled(void *ctx)
+{
+    answer *w = ctx;
+    return w->io->cancelled(w->io->ctx);
 }
 
 /* Sampler settings of the request. */
@@ -234,22 +150,31 @@ static int set_sampler(k3_answerer *a, const k3_api_request *r, k3_err *e)
     return k3_sampler_check(s, e);
 }
 
-/* The end of the answer: what is held back, then the finish. */
-static int finish(answer *w, const char *reason, const k3_usage *u, k3_err *e)
+/* Feeds the prompt (reusing what the state holds) and generates. */
+static int run_turn(answer *w, k3_turn_result *res, size_t *reused, k3_err *e)
 {
-    w->scratch.len = 0;
-    if (k3_stop_flush(&w->stop, &w->scratch, e) ||
-        emit_text(w, K3_REPLY_CONTENT, w->scratch.data, w->scratch.len, e))
+    k3_answerer *a = w->a;
+    const k3_answer_job *job = w->job;
+    const k3_api_request *r = job->req;
+    size_t common;
+    if (set_sampler(a, r, e) ||
+        k3_turn_feed(a->model, a->state, a->mark, job->ids, job->n, io_cancelled, w, &common,
+                     reused, &w->cancelled, e) ||
+        w->cancelled || k3_state_mark_take(a->state, &a->mark, e))
         return e->code;
-    for (int ch = 0; ch < 2; ch++) {
-        unsigned char tail[8];
-        size_t m = k3_utf8_stream_flush(&w->utf8[ch], tail);
-        if (k3_emit_text(&w->em, ch, (const char *)tail, m, &w->out, e))
-            return e->code;
-    }
-    if (k3_emit_finish(&w->em, reason, u, &w->out, e))
-        return e->code;
-    return publish(w, e);
+    k3_turn_params tp;
+    memset(&tp, 0, sizeof tp);
+    tp.gen.max_tokens = job->max_tokens;
+    tp.gen.max_context = a->context;
+    tp.gen.repeat_last_n = 64;
+    tp.gen.ignore_eos = r->ignore_eos;
+    tp.tok = a->tok;
+    tp.chat = r->kind == K3_API_CHAT;
+    tp.thinking = job->thinking;
+    tp.stop = (const char *const *)r->stop;
+    tp.nstop = r->nstop;
+    k3_turn_sink sink = { w, on_text, on_call, on_token };
+    return k3_turn_generate(a->model, a->state, &a->sampler, &tp, &sink, res, e);
 }
 
 int k3_answer_run(k3_answerer *a, const k3_answer_job *job, const k3_answer_io *io,
@@ -265,21 +190,14 @@ int k3_answer_run(k3_answerer *a, const k3_answer_job *job, const k3_answer_io *
     w.io = io;
     k3_emit_init(&w.em, r->kind == K3_API_CHAT, r->stream, r->include_usage, job->id,
                  job->created, job->model_name);
-    k3_reply_sink sink = { &w, on_text, on_call };
-    k3_reply_init(&w.reply, job->thinking, &sink);
-    k3_stop_init(&w.stop, (const char *const *)r->stop, r->nstop);
-    k3_gen_params gp;
-    memset(&gp, 0, sizeof gp);
-    gp.max_tokens = job->max_tokens;
-    gp.max_context = a->context;
-    gp.repeat_last_n = 64;
-    k3_gen_end end = K3_GEN_LENGTH;
+    k3_turn_result res;
+    memset(&res, 0, sizeof res);
     int status = 200;
-    if (set_sampler(a, r, &e) == K3_OK && prefill(&w, &st->reused, &e) == K3_OK &&
-        !w.cancelled)
-        k3_generate(a->model, a->state, &a->sampler, &gp, on_token, &w, &end, &st->generated,
-                    &e);
-    k3_usage u = { job->n, st->generated, st->reused };
+    w.ids = k3_malloc(&e, (job->max_tokens + 1) * sizeof *w.ids, "generated ids");
+    if (w.ids)
+        run_turn(&w, &res, &st->reused, &e);
+    st->generated = res.generated;
+    k3_usage u = { job->n, res.generated, st->reused };
     if (w.cancelled) {
         st->finish = "cancelled";
     } else if (e.code) {
@@ -295,18 +213,17 @@ int k3_answer_run(k3_answerer *a, const k3_answer_job *job, const k3_answer_io *
         st->finish = "error";
         status = 500;
     } else {
-        st->finish = w.stopped || end == K3_GEN_EOS
-                         ? (w.em.ncalls ? "tool_calls" : "stop")
-                         : "length";
-        if (finish(&w, st->finish, &u, &e)) {
+        st->finish = k3_turn_finish_reason(res.end, res.ncalls);
+        const k3_emit_ids ids = { job->ids, job->n, w.ids, w.nids };
+        if (k3_emit_finish(&w.em, st->finish, &u, r->return_token_ids ? &ids : NULL, &w.out,
+                           &e) ||
+            publish(&w, &e)) {
             st->finish = "error";
             status = 500;
         }
     }
-    k3_reply_free(&w.reply);
-    k3_stop_free(&w.stop);
     k3_emit_free(&w.em);
     k3_buf_free(&w.out);
-    k3_buf_free(&w.scratch);
+    free(w.ids);
     return status;
 }

@@ -27,8 +27,6 @@ typedef struct k3_answerer {
     k3_state *state;
     k3_state_mark *mark;
     k3_sampler sampler;
-    uint32_t open, close, sep; /* the chat markup ids */
-    int64_t eos_text;          /* [EOS]: also ends an answer (MODEL.md §5.6), or -1 */
     uint64_t seeds;            /* answers without a seed get fresh ones from here */
 } k3_answerer;
 
@@ -75,7 +73,7 @@ typedef struct k3_answer_stats {
     k3_err error;       /* finish "error": the engine's failure (K3_EINVALID: run invalid) */
 } k3_answer_stats;
 
-/* Generates the answer to job and publishes it. Returns the HTTP status
+/* Generates the answer to job (one turn of chat/turn.h) and publishes it. Returns the HTTP status
  * of what was published: 200, or 500 after a failure of the engine (the
  * body, or the last SSE event, is then an error object). */
 int k3_answer_run(k3_answerer *a, const k3_answer_job *job, const k3_answer_io *io,

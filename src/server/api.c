@@ -111,6 +111,22 @@ static int f_stream(parse *p, const char *name, const k3_json *v)
     return 0;
 }
 
+static int f_ignore_eos(parse *p, const char *name, const k3_json *v)
+{
+    if (want(p, name, v, K3J_BOOL, "a boolean"))
+        return p->err->status;
+    p->out->ignore_eos = v->boolean;
+    return 0;
+}
+
+static int f_return_token_ids(parse *p, const char *name, const k3_json *v)
+{
+    if (want(p, name, v, K3J_BOOL, "a boolean"))
+        return p->err->status;
+    p->out->return_token_ids = v->boolean;
+    return 0;
+}
+
 static int f_stream_options(parse *p, const char *name, const k3_json *v)
 {
     if (want(p, name, v, K3J_OBJECT, "an object"))
@@ -361,6 +377,8 @@ static const field fields[] = {
     { "top_k", BOTH, f_top_k },
     { "min_p", BOTH, f_min_p },
     { "repetition_penalty", BOTH, f_repetition_penalty },
+    { "ignore_eos", BOTH, f_ignore_eos },
+    { "return_token_ids", BOTH, f_return_token_ids },
     { "user", BOTH, f_string },
     { "service_tier", CHAT, f_string },
     { "store", CHAT, f_bool },

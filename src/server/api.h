@@ -19,7 +19,9 @@
  *                               up to 4 non-empty strings; matched in the reply text, not
  *                               in reasoning or tool calls), stream, stream_options
  *                               {include_usage}
- *   extensions: top_k (>= 0), min_p [0, 1], repetition_penalty (0, 10]; (chat)
+ *   extensions: top_k (>= 0), min_p [0, 1], repetition_penalty (0, 10], ignore_eos
+ *     (bool: generate past the end ids, as `k3 --ignore-eos`), return_token_ids (bool:
+ *     the answer carries prompt_token_ids and the choice token_ids, as vLLM's); (chat)
  *     thinking (bool, default true) and reasoning_effort: "none" turns thinking off,
  *     "minimal" and "low" ask for low effort, "medium" adds no effort notice (the
  *     release's encoder knows no medium level), "high" and "max" ask for those.
@@ -74,6 +76,8 @@ typedef struct k3_api_request {
     int top_k;
     int has_seed;
     uint64_t seed;
+    int ignore_eos;       /* generate past the end ids */
+    int return_token_ids; /* the answer carries its prompt's and its own ids */
     char *stop[K3_API_MAX_STOP]; /* NUL-terminated, non-empty */
     size_t nstop;
 } k3_api_request;

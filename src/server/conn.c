@@ -21,7 +21,7 @@
 #include "server/api.h"
 #include "server/emit.h"
 #include "server/http.h"
-#include "server/jtext.h"
+#include "chat/jtext.h"
 #include "util/clock.h"
 #include "util/error.h"
 

@@ -4,7 +4,7 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "server/jtext.h"
+#include "chat/jtext.h"
 #include "util/json_write.h"
 
 /* A rewrite in progress: the conversation and where errors go. */

@@ -5,8 +5,8 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "server/jtext.h"
-#include "server/reply.h"
+#include "chat/jtext.h"
+#include "chat/reply.h"
 #include "util/error.h"
 
 void k3_emit_init(k3_emit *em, int chat, int stream, int include_usage, const char *id,
@@ -71,17 +71,33 @@ static int finish_reason(const char *reason, k3_buf *b, k3_err *e)
     return k3_jtext_put(b, reason, strlen(reason), e);
 }
 
+/* ,"KEY":[id,...] */
+static int id_list(const char *key, const uint32_t *ids, size_t n, k3_buf *b, k3_err *e)
+{
+    if (putf(b, e, ",\"%s\":[", key))
+        return e->code;
+    for (size_t i = 0; i < n; i++)
+        if (putf(b, e, "%s%lu", i ? "," : "", (unsigned long)ids[i]))
+            return e->code;
+    return k3_buf_puts(b, "]", e);
+}
+
 /* One streamed chunk: choices holds one choice whose body (after "index")
- * is `delta` (already JSON: `"delta":{...}` or `"text":"..."`). */
-static int chunk(const k3_emit *em, const char *delta, size_t n, const char *reason, k3_buf *out,
-                 k3_err *e)
+ * is `delta` (already JSON: `"delta":{...}` or `"text":"..."`), then the
+ * generated ids when given (the last chunk); the prompt's ids follow the
+ * choices. */
+static int chunk(const k3_emit *em, const char *delta, size_t n, const char *reason,
+                 const k3_emit_ids *ids, k3_buf *out, k3_err *e)
 {
     if (k3_buf_puts(out, "data: ", e) ||
         head(em, em->chat ? "chat.completion.chunk" : "text_completion", out, e) ||
         k3_buf_puts(out, "{\"index\":0,", e) || k3_buf_put(out, delta, n, e) ||
-        k3_buf_puts(out, ",\"logprobs\":null", e) || finish_reason(reason, out, e))
+        k3_buf_puts(out, ",\"logprobs\":null", e) || finish_reason(reason, out, e) ||
+        (ids && id_list("token_ids", ids->generated, ids->ngenerated, out, e)) ||
+        k3_buf_puts(out, "}]", e) ||
+        (ids && id_list("prompt_token_ids", ids->prompt, ids->nprompt, out, e)))
         return e->code;
-    return k3_buf_puts(out, "}]}\n\n", e);
+    return k3_buf_puts(out, "}\n\n", e);
 }
 
 /* Streaming chat: the first chunk names the role. */
@@ -91,7 +107,7 @@ static int begin(k3_emit *em, k3_buf *out, k3_err *e)
     if (!em->stream || !em->chat || em->started)
         return K3_OK;
     em->started = 1;
-    return chunk(em, role, sizeof role - 1, NULL, out, e);
+    return chunk(em, role, sizeof role - 1, NULL, NULL, out, e);
 }
 
 int k3_emit_text(k3_emit *em, int channel, const char *s, size_t n, k3_buf *out, k3_err *e)
@@ -108,7 +124,7 @@ int k3_emit_text(k3_emit *em, int channel, const char *s, size_t n, k3_buf *out,
             k3_buf_puts(&d, channel == K3_REPLY_REASONING ? "\"delta\":{\"reasoning_content\":"
                                                           : "\"delta\":{\"content\":", e);
         if (!e->code && !k3_jtext_put(&d, s, n, e) && (!em->chat || !k3_buf_puts(&d, "}", e)))
-            chunk(em, d.data, d.len, NULL, out, e);
+            chunk(em, d.data, d.len, NULL, NULL, out, e);
     }
     k3_buf_free(&d);
     return e->code;
@@ -144,7 +160,7 @@ int k3_emit_call(k3_emit *em, const char *name, size_t name_len, const char *arg
     k3_buf d = { 0 };
     if (!begin(em, out, e) && !k3_buf_puts(&d, "\"delta\":{\"tool_calls\":[", e) &&
         !call_json(em, name, name_len, args, args_len, &d, e) && !k3_buf_puts(&d, "]}", e))
-        chunk(em, d.data, d.len, NULL, out, e);
+        chunk(em, d.data, d.len, NULL, NULL, out, e);
     k3_buf_free(&d);
     em->ncalls++;
     return e->code;
@@ -169,13 +185,14 @@ static int message(const k3_emit *em, k3_buf *b, k3_err *e)
     return k3_buf_puts(b, "}", e);
 }
 
-int k3_emit_finish(k3_emit *em, const char *reason, const k3_usage *u, k3_buf *out, k3_err *e)
+int k3_emit_finish(k3_emit *em, const char *reason, const k3_usage *u, const k3_emit_ids *ids,
+                   k3_buf *out, k3_err *e)
 {
     if (em->stream) {
         static const char empty[] = "\"delta\":{}", no_text[] = "\"text\":\"\"";
         if (begin(em, out, e) ||
-            (em->chat ? chunk(em, empty, sizeof empty - 1, reason, out, e)
-                      : chunk(em, no_text, sizeof no_text - 1, reason, out, e)))
+            (em->chat ? chunk(em, empty, sizeof empty - 1, reason, ids, out, e)
+                      : chunk(em, no_text, sizeof no_text - 1, reason, ids, out, e)))
             return e->code;
         if (em->include_usage &&
             (k3_buf_puts(out, "data: ", e) ||
@@ -193,7 +210,9 @@ int k3_emit_finish(k3_emit *em, const char *reason, const k3_usage *u, k3_buf *o
                                  e)))
         return e->code;
     if (k3_buf_puts(out, ",\"logprobs\":null", e) || finish_reason(reason, out, e) ||
-        k3_buf_puts(out, "}],", e) || usage(u, out, e))
+        (ids && id_list("token_ids", ids->generated, ids->ngenerated, out, e)) ||
+        k3_buf_puts(out, "}],", e) || usage(u, out, e) ||
+        (ids && id_list("prompt_token_ids", ids->prompt, ids->nprompt, out, e)))
         return e->code;
     return k3_buf_puts(out, "}", e);
 }

@@ -12,6 +12,7 @@
 #define K3_SERVER_EMIT_H
 
 #include <stddef.h>
+#include <stdint.h>
 
 #include "k3/error.h"
 #include "server/api.h"
@@ -48,8 +49,21 @@ int k3_emit_text(k3_emit *em, int channel, const char *s, size_t n, k3_buf *out,
 int k3_emit_call(k3_emit *em, const char *name, size_t name_len, const char *args,
                  size_t args_len, k3_buf *out, k3_err *e);
 
-/* The end: finish_reason "stop", "length" or "tool_calls", and the usage. */
-int k3_emit_finish(k3_emit *em, const char *reason, const k3_usage *u, k3_buf *out, k3_err *e);
+/* The ids of an answer, for requests with return_token_ids (vLLM's
+ * extension): the choice gets "token_ids" (the generated ids, an end id
+ * included) and the response "prompt_token_ids"; streaming, both ride on
+ * the last chunk (the one with finish_reason). */
+typedef struct k3_emit_ids {
+    const uint32_t *prompt;
+    size_t nprompt;
+    const uint32_t *generated;
+    size_t ngenerated;
+} k3_emit_ids;
+
+/* The end: finish_reason "stop", "length" or "tool_calls", the usage, and
+ * the ids when ids is not NULL. */
+int k3_emit_finish(k3_emit *em, const char *reason, const k3_usage *u, const k3_emit_ids *ids,
+                   k3_buf *out, k3_err *e);
 
 /* {"error": {"message", "type", "param", "code"}}; as an SSE event when sse. */
 int k3_emit_error(const k3_api_error *err, int sse, k3_buf *out, k3_err *e);

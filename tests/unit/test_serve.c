@@ -26,8 +26,8 @@
 #include "server/clients.h"
 #include "server/emit.h"
 #include "server/http.h"
-#include "server/jtext.h"
-#include "server/reply.h"
+#include "chat/jtext.h"
+#include "chat/reply.h"
 #include "util/json.h"
 
 static const k3_http_limits lim = { 1024, 8, 64, 100 };
@@ -398,7 +398,7 @@ static void test_emit(void)
     k3_emit_text(&em, K3_REPLY_CONTENT, "bad \xff\xc3 utf8 \xe2\x82\xac", 15, &out, &e);
     k3_emit_call(&em, "f", 1, "{\"a\": 1}", 8, &out, &e);
     CHECK(out.len == 0, "nothing before the end when not streaming");
-    k3_emit_finish(&em, "tool_calls", &u, &out, &e);
+    k3_emit_finish(&em, "tool_calls", &u, NULL, &out, &e);
     CHECK(!e.code && is_json(out.data, out.len), "chat completion is JSON");
     CHECK(strstr(out.data, "\"content\":\"bad \xef\xbf\xbd\xef\xbf\xbd utf8 \xe2\x82\xac\"") &&
               strstr(out.data, "\"reasoning_content\":\"think\"") &&
@@ -410,7 +410,7 @@ static void test_emit(void)
     out.len = 0;
     k3_emit_init(&em, 1, 1, 1, "chatcmpl-2", 7, "m");
     k3_emit_text(&em, K3_REPLY_CONTENT, "x", 1, &out, &e);
-    k3_emit_finish(&em, "stop", &u, &out, &e);
+    k3_emit_finish(&em, "stop", &u, NULL, &out, &e);
     /* Every event is "data: JSON\n\n"; the last is [DONE]. */
     size_t events = 0;
     for (char *p = out.data; p && *p && !e.code; events++) {

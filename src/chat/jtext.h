@@ -1,13 +1,14 @@
 /* jtext.h - JSON strings from bytes a model produced.
  *
  * Generated text is whatever bytes the sampled tokens carry: a byte-level
- * BPE can produce invalid UTF-8, which JSON cannot hold. Every string the
- * server writes goes through k3_jtext_put, which replaces each byte that
+ * BPE can produce invalid UTF-8, which JSON (and the chat renderer) cannot
+ * hold. Every generated string the server writes goes through k3_jtext_put,
+ * and every reply a chat keeps through k3_jtext_clean, which replace each byte that
  * does not start a valid UTF-8 character with U+FFFD (one per byte, so
  * text cut at character boundaries gives the same result piece by piece as
  * whole). */
-#ifndef K3_SERVER_JTEXT_H
-#define K3_SERVER_JTEXT_H
+#ifndef K3_CHAT_JTEXT_H
+#define K3_CHAT_JTEXT_H
 
 #include <stddef.h>
 

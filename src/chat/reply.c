@@ -1,9 +1,9 @@
 /* reply.c - see reply.h. */
-#include "server/reply.h"
+#include "chat/reply.h"
 
 #include <string.h>
 
-#include "server/jtext.h"
+#include "chat/jtext.h"
 #include "util/json.h"
 
 enum { BODY, OPEN_TAG, CLOSE_TAG };

@@ -1,5 +1,5 @@
 /* jtext.c - see jtext.h. */
-#include "server/jtext.h"
+#include "chat/jtext.h"
 
 #include <string.h>
 

@@ -23,8 +23,8 @@
  * JSON) or, for a json element, that element's text verbatim. Malformed
  * markup never fails: a close tag matching nothing open is ignored, an
  * unclosed call is never reported. */
-#ifndef K3_SERVER_REPLY_H
-#define K3_SERVER_REPLY_H
+#ifndef K3_CHAT_REPLY_H
+#define K3_CHAT_REPLY_H
 
 #include <stddef.h>
 

@@ -1,0 +1,235 @@
+/* turn.c - see turn.h.
+ *
+ * One k3_turn_generate call owns a `turn`: the reply reader, the stop
+ * matcher and one UTF-8 holdback per channel. Text flows through them in
+ * the order the ids arrive, so a front end's output depends only on the
+ * ids, never on how it batches its writes. */
+#include "chat/turn.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#include "chat/xtml.h"
+#include "util/error.h"
+
+const char *k3_turn_end_name(k3_turn_end end)
+{
+    switch (end) {
+    case K3_TURN_END_ID: return "end id";
+    case K3_TURN_STOP_STRING: return "stop string";
+    case K3_TURN_CONTEXT: return "context";
+    case K3_TURN_CALLER: return "caller";
+    default: return "length";
+    }
+}
+
+const char *k3_turn_finish_reason(k3_turn_end end, size_t ncalls)
+{
+    switch (end) {
+    case K3_TURN_END_ID: case K3_TURN_STOP_STRING: return ncalls ? "tool_calls" : "stop";
+    case K3_TURN_CALLER: return "cancelled";
+    default: return "length";
+    }
+}
+
+void k3_turn_end_ids(const k3_tokenizer *tok, int chat, uint32_t ids[K3_TURN_MAX_END_IDS],
+                     size_t *n)
+{
+    const char *names[K3_TURN_MAX_END_IDS] = { "[EOS]", K3_XTML_END_OF_MSG };
+    *n = 0;
+    for (int i = 0; tok && i < (chat ? 2 : 1); i++) {
+        int64_t id = k3_tok_special_id(tok, names[i]);
+        if (id >= 0)
+            ids[(*n)++] = (uint32_t)id;
+    }
+}
+
+/* Whether the rendered prompt ends by opening the think element:
+ * ... <|open|> "think" <|sep|>. */
+static int opens_think(const k3_chat_segments *s)
+{
+    return s->n >= 2 && s->seg[s->n - 2].len == 5 &&
+           !memcmp(s->text + s->seg[s->n - 2].off, "think", 5);
+}
+
+int k3_turn_chat_prompt(const k3_chat *c, const k3_tokenizer *tok, uint32_t **ids, size_t *n,
+                        int *thinking, k3_err *e)
+{
+    k3_chat_segments segs;
+    memset(&segs, 0, sizeof segs);
+    *ids = NULL;
+    *n = 0;
+    *thinking = 0;
+    if (k3_chat_render(c, &segs, e) == K3_OK && k3_chat_encode(tok, &segs, ids, n, e) == K3_OK)
+        *thinking = opens_think(&segs);
+    k3_chat_segments_free(&segs);
+    return e->code;
+}
+
+int k3_turn_feed(k3_model *m, k3_state *s, k3_state_mark *mark, const uint32_t *ids, size_t n,
+                 int (*cancelled)(void *ctx), void *ctx, size_t *common, size_t *reused,
+                 int *was_cancelled, k3_err *e)
+{
+    const uint32_t *have = k3_state_ids(s);
+    size_t pos = (size_t)k3_state_pos(s), same = 0, kept = 0;
+    while (same < pos && same < n && have[same] == ids[same])
+        same++;
+    *common = same;
+    *reused = 0;
+    *was_cancelled = 0;
+    for (size_t to = same + K3_PREFILL_CHUNK;; to += K3_PREFILL_CHUNK) {
+        if (k3_state_sync(m, s, mark, ids, to < n ? to : n, &kept, e))
+            return e->code;
+        if (to == same + K3_PREFILL_CHUNK)
+            *reused = kept;
+        if (to >= n)
+            return K3_OK;
+        if (cancelled && cancelled(ctx)) {
+            *was_cancelled = 1;
+            return K3_OK;
+        }
+    }
+}
+
+/* One turn in progress. */
+typedef struct turn {
+    const k3_turn_params *p;
+    const k3_turn_sink *sink;
+    k3_model *m;
+    k3_reply reply;          /* chat only */
+    int64_t markup[3];       /* <|open|> <|close|> <|sep|> as K3_REPLY_OPEN.., or -1 */
+    k3_stop stop;
+    k3_utf8_stream utf8[2];  /* per channel: K3_REPLY_REASONING, K3_REPLY_CONTENT */
+    int last_channel;        /* the channel text last went to, or -1 */
+    k3_buf released;         /* scratch: what the stop matcher released */
+    unsigned char *out;      /* scratch: what a UTF-8 holdback released */
+    size_t out_cap;
+    int stopped;             /* a stop string was completed: nothing more is shown */
+    size_t ncalls;
+} turn;
+
+/* Releases the complete characters of s[0..n) on channel ch to the sink;
+ * at the end (flush) also the held incomplete tail. */
+static int show(turn *t, int ch, const char *s, size_t n, int flush, k3_err *e)
+{
+    size_t need = n + 8; /* push may add 4 held bytes, flush 4 more */
+    if (need > t->out_cap) {
+        unsigned char *p = realloc(t->out, need);
+        if (!p)
+            return k3_fail(e, K3_ERUNTIME, "out of memory routing the generated text");
+        t->out = p;
+        t->out_cap = need;
+    }
+    size_t m = k3_utf8_stream_push(&t->utf8[ch], (const unsigned char *)s, n, t->out);
+    if (flush)
+        m += k3_utf8_stream_flush(&t->utf8[ch], t->out + m);
+    if (m && t->sink->text)
+        return t->sink->text(t->sink->ctx, ch, (const char *)t->out, m, e);
+    return K3_OK;
+}
+
+/* Text of one channel from the reader (or, outside chat, every id's
+ * bytes as content). The other channel's holdback is flushed first: its
+ * element has ended, so a character it holds in part will not complete. */
+static int on_text(void *ctx, int ch, const char *s, size_t n, k3_err *e)
+{
+    turn *t = ctx;
+    if (t->stopped || n == 0)
+        return K3_OK;
+    if (t->last_channel >= 0 && t->last_channel != ch && show(t, t->last_channel, "", 0, 1, e))
+        return e->code;
+    t->last_channel = ch;
+    if (ch != K3_REPLY_CONTENT)
+        return show(t, ch, s, n, 0, e);
+    t->released.len = 0;
+    if (k3_stop_push(&t->stop, s, n, &t->released, &t->stopped, e))
+        return e->code;
+    return show(t, ch, t->released.data, t->released.len, 0, e);
+}
+
+static int on_call(void *ctx, const char *name, size_t nl, const char *args, size_t al, k3_err *e)
+{
+    turn *t = ctx;
+    if (t->stopped)
+        return K3_OK;
+    t->ncalls++;
+    return t->sink->call ? t->sink->call(t->sink->ctx, name, nl, args, al, e) : K3_OK;
+}
+
+/* The decode loop's callback: routes one generated id. */
+static int on_id(void *user, uint32_t id, const float *logits, k3_err *e)
+{
+    turn *t = user;
+    const k3_turn_params *p = t->p;
+    int is_end = k3_gen_is_end(t->m, &p->gen, id), stop = 0;
+    if (!is_end && p->tok) {
+        int k = 0;
+        while (k < 3 && t->markup[k] != (int64_t)id)
+            k++;
+        if (k < 3) {
+            if (k3_reply_markup(&t->reply, k, e))
+                return 1;
+        } else {
+            const unsigned char *b;
+            size_t n;
+            if (k3_tok_piece(p->tok, id, &b, &n, e) ||
+                (p->chat ? k3_reply_text(&t->reply, (const char *)b, n, e)
+                         : on_text(t, K3_REPLY_CONTENT, (const char *)b, n, e)))
+                return 1;
+        }
+    }
+    if (t->sink->token && t->sink->token(t->sink->ctx, id, logits, is_end, &stop, e))
+        return 1;
+    return t->stopped || stop;
+}
+
+/* The end of the text: what the stop matcher holds, then both holdbacks. */
+static int flush_text(turn *t, k3_err *e)
+{
+    t->released.len = 0;
+    if (!t->stopped && k3_stop_flush(&t->stop, &t->released, e))
+        return e->code;
+    if (show(t, K3_REPLY_CONTENT, t->released.data ? t->released.data : "", t->released.len, 1,
+             e))
+        return e->code;
+    return show(t, K3_REPLY_REASONING, "", 0, 1, e);
+}
+
+int k3_turn_generate(k3_model *m, k3_state *s, k3_sampler *smp, const k3_turn_params *p,
+                     const k3_turn_sink *sink, k3_turn_result *res, k3_err *e)
+{
+    turn t;
+    memset(&t, 0, sizeof t);
+    memset(res, 0, sizeof *res);
+    t.p = p;
+    t.sink = sink;
+    t.m = m;
+    t.last_channel = -1;
+    const char *markup[3] = { K3_XTML_OPEN, K3_XTML_CLOSE, K3_XTML_SEP };
+    for (int k = 0; k < 3; k++)
+        t.markup[k] = p->chat && p->tok ? k3_tok_special_id(p->tok, markup[k]) : -1;
+    if (p->chat && (!p->tok || t.markup[0] < 0 || t.markup[1] < 0 || t.markup[2] < 0))
+        return k3_fail(e, K3_EINPUT, "the tokenizer lacks the chat format's special tokens "
+                                     "(<|open|> <|close|> <|sep|>): not a K3 tokenizer");
+    k3_reply_sink rs = { &t, on_text, on_call };
+    k3_reply_init(&t.reply, p->thinking, &rs);
+    k3_stop_init(&t.stop, p->stop, p->nstop);
+    uint32_t end_ids[K3_TURN_MAX_END_IDS];
+    k3_gen_params gp = p->gen;
+    k3_turn_end_ids(p->tok, p->chat, end_ids, &gp.n_end_ids);
+    gp.end_ids = end_ids;
+    k3_gen_end end = K3_GEN_LENGTH;
+    if (k3_generate(m, s, smp, &gp, on_id, &t, &end, &res->generated, e) == K3_OK)
+        flush_text(&t, e);
+    res->ncalls = t.ncalls;
+    res->end = end == K3_GEN_EOS       ? K3_TURN_END_ID
+               : end == K3_GEN_CONTEXT ? K3_TURN_CONTEXT
+               : end != K3_GEN_CALLER  ? K3_TURN_LENGTH
+               : t.stopped             ? K3_TURN_STOP_STRING
+                                       : K3_TURN_CALLER;
+    k3_reply_free(&t.reply);
+    k3_stop_free(&t.stop);
+    k3_buf_free(&t.released);
+    free(t.out);
+    return e->code;
+}

@@ -1,0 +1,116 @@
+/* turn.h - one turn of generation, the same for every front end.
+ *
+ * `k3 MODEL --prompt`, `k3 MODEL --chat`, POST /v1/completions and POST
+ * /v1/chat/completions all run a turn the same way:
+ *
+ *   prompt ids (k3_turn_chat_prompt renders and encodes a conversation)
+ *     -> k3_turn_feed: the state brought to the prompt, reusing what it holds
+ *     -> k3_turn_generate: the decode loop (k3/generate.h) with one list of
+ *        end ids (k3_turn_end_ids), each id routed:
+ *          an end id                  -> nothing shown (reported, not fed)
+ *          chat markup ids            -> the reply reader (chat/reply.h)
+ *          every other id's bytes     -> chat: the reply reader; else content
+ *        content text -> the stop strings (gen/stop.h) -> a UTF-8 holdback
+ *        reasoning text ------------------------------> a UTF-8 holdback
+ *        -> the sink (text per channel, tool calls, then the id itself)
+ *
+ * so every front end ends a turn at the same id for the same reason; it
+ * differs only in its sink (a terminal, a JSON report, SSE events). */
+#ifndef K3_CHAT_TURN_H
+#define K3_CHAT_TURN_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "chat/reply.h"
+#include "gen/stop.h"
+#include "k3/chat.h"
+#include "k3/generate.h"
+#include "k3/k3.h"
+#include "k3/sample.h"
+#include "k3/tokenizer.h"
+
+/* The tokenizer's end ids (at most this many). */
+#define K3_TURN_MAX_END_IDS 2
+
+/* Why a turn ended. */
+typedef enum {
+    K3_TURN_END_ID = 1,  /* an end id was generated (k3_gen_is_end) */
+    K3_TURN_STOP_STRING, /* a stop string was completed in the content */
+    K3_TURN_LENGTH,      /* max_tokens ids were generated */
+    K3_TURN_CONTEXT,     /* the sequence reached max_context */
+    K3_TURN_CALLER       /* the sink's token callback asked to stop */
+} k3_turn_end;
+
+/* "end id", "stop string", "length", "context" or "caller". */
+const char *k3_turn_end_name(k3_turn_end end);
+
+/* OpenAI's finish_reason: "stop" (an end id or a stop string; "tool_calls"
+ * when the reply made calls), "length" (max_tokens or the context) or
+ * "cancelled" (the caller). */
+const char *k3_turn_finish_reason(k3_turn_end end, size_t ncalls);
+
+/* Where a turn's output goes. Any callback may be NULL. Each returns a k3
+ * status; a failure ends the turn with that error. */
+typedef struct k3_turn_sink {
+    void *ctx;
+    /* Text to show, channel K3_REPLY_REASONING or K3_REPLY_CONTENT: content
+     * has passed the stop strings, and no call splits a UTF-8 character
+     * (an incomplete character is released only at the end, as it is). */
+    int (*text)(void *ctx, int channel, const char *s, size_t n, k3_err *e);
+    /* Chat: a complete tool call; its arguments are one JSON object text. */
+    int (*call)(void *ctx, const char *name, size_t name_len, const char *args,
+                size_t args_len, k3_err *e);
+    /* Each generated id, after its text went to text/call, with the logits
+     * row it was drawn from ([vocab]) and whether it ends the turn. Sets
+     * *stop to end the turn after this id (K3_TURN_CALLER). */
+    int (*token)(void *ctx, uint32_t id, const float *logits, int is_end, int *stop,
+                 k3_err *e);
+} k3_turn_sink;
+
+typedef struct k3_turn_params {
+    k3_gen_params gen;        /* caps, sampling window, ignore_eos, recompute;
+                               * end_ids are filled by k3_turn_generate */
+    const k3_tokenizer *tok;  /* NULL: ids only (no text, no tokenizer end ids) */
+    int chat;                 /* the prompt is a chat generation prompt: markup ids
+                               * go to the reply reader, <|end_of_msg|> ends */
+    int thinking;             /* chat: the prompt opened the think element */
+    const char *const *stop;  /* [nstop] stop strings, matched in the content */
+    size_t nstop;
+} k3_turn_params;
+
+typedef struct k3_turn_result {
+    k3_turn_end end;
+    size_t generated;         /* ids reported, an end id included */
+    size_t ncalls;            /* tool calls reported */
+} k3_turn_result;
+
+/* The tokenizer's ids that end a turn: [EOS] always, and <|end_of_msg|>
+ * when chat (the config's eos ids end every turn by themselves, see
+ * k3_gen_is_end). Fills ids[0..*n); none without a tokenizer. */
+void k3_turn_end_ids(const k3_tokenizer *tok, int chat, uint32_t ids[K3_TURN_MAX_END_IDS],
+                     size_t *n);
+
+/* Renders conversation c and encodes it: *ids (malloc'd, caller frees),
+ * *n, and *thinking = the rendering ends by opening the think element. */
+int k3_turn_chat_prompt(const k3_chat *c, const k3_tokenizer *tok, uint32_t **ids, size_t *n,
+                        int *thinking, k3_err *e);
+
+/* Brings state s to the sequence ids[0..n) (k3_state_sync, rewinding to
+ * mark or 0 where it departs), K3_PREFILL_CHUNK ids per call. cancelled
+ * (may be NULL) is asked between calls; when it says yes the feed stops
+ * early with K3_OK and *was_cancelled = 1. *common: ids the state shared
+ * with ids before; *reused: ids it kept (common, or the mark's position
+ * when it had to rewind). The first call reaches past the shared part, so
+ * the reuse decision is that of one call for the whole sequence. */
+int k3_turn_feed(k3_model *m, k3_state *s, k3_state_mark *mark, const uint32_t *ids,
+                 size_t n, int (*cancelled)(void *ctx), void *ctx, size_t *common,
+                 size_t *reused, int *was_cancelled, k3_err *e);
+
+/* Generates one turn from s's last logits (the caller fed the prompt) and
+ * routes it to sink, as the header says. On return s holds the sequence
+ * minus the last id reported (k3_generate). */
+int k3_turn_generate(k3_model *m, k3_state *s, k3_sampler *smp, const k3_turn_params *p,
+                     const k3_turn_sink *sink, k3_turn_result *res, k3_err *e);
+
+#endif

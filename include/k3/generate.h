@@ -44,6 +44,22 @@ typedef int (*k3_gen_fn)(void *user, uint32_t id, const float *logits, k3_err *e
  * p->end_ids, unless p->ignore_eos. The one end rule of every front end. */
 int k3_gen_is_end(const k3_model *m, const k3_gen_params *p, uint32_t id);
 
+/* The pieces of the loop below, for drivers that run it themselves (the
+ * turn driver; later, several sequences in one forward call):
+ * k3_gen_sample draws the next id from logits[0..vocab of m) with the
+ * state's last repeat_last_n ids as the penalty window; k3_gen_ends_after
+ * says whether the generation ends once id, its ngen-th id, is reported
+ * with the state at position pos (id not yet fed): K3_GEN_EOS, then
+ * K3_GEN_LENGTH, then K3_GEN_CONTEXT, or 0 to go on; k3_gen_feed feeds id
+ * (incrementally, or refeeding the whole sequence when p->recompute) and
+ * leaves the next logits in logits. */
+uint32_t k3_gen_sample(k3_sampler *smp, const k3_gen_params *p, const k3_model *m,
+                       const k3_state *s, const float *logits);
+int k3_gen_ends_after(const k3_model *m, const k3_gen_params *p, uint32_t id, size_t ngen,
+                      int64_t pos);
+int k3_gen_feed(k3_model *m, k3_state *s, const k3_gen_params *p, uint32_t id, float *logits,
+                k3_err *e);
+
 /* Generates from the state's last logits (the caller fed the prompt:
  * K3_EINPUT when the state is empty). Each step samples the next id from
  * the logits (repeat penalty over the sequence's last repeat_last_n ids),

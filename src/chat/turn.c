@@ -1,7 +1,7 @@
 /* turn.c - see turn.h.
  *
- * One k3_turn_generate call owns a `turn`: the reply reader, the stop
- * matcher and one UTF-8 holdback per channel. Text flows through them in
+ * A k3_turn owns the reply reader, the stop matcher and one UTF-8
+ * holdback per channel. Text flows through them in
  * the order the ids arrive, so a front end's output depends only on the
  * ids, never on how it batches its writes. */
 #include "chat/turn.h"
@@ -91,22 +91,7 @@ int k3_turn_feed(k3_model *m, k3_state *s, k3_state_mark *mark, const uint32_t *
     }
 }
 
-/* One turn in progress. */
-typedef struct turn {
-    const k3_turn_params *p;
-    const k3_turn_sink *sink;
-    k3_model *m;
-    k3_reply reply;          /* chat only */
-    int64_t markup[3];       /* <|open|> <|close|> <|sep|> as K3_REPLY_OPEN.., or -1 */
-    k3_stop stop;
-    k3_utf8_stream utf8[2];  /* per channel: K3_REPLY_REASONING, K3_REPLY_CONTENT */
-    int last_channel;        /* the channel text last went to, or -1 */
-    k3_buf released;         /* scratch: what the stop matcher released */
-    unsigned char *out;      /* scratch: what a UTF-8 holdback released */
-    size_t out_cap;
-    int stopped;             /* a stop string was completed: nothing more is shown */
-    size_t ncalls;
-} turn;
+typedef k3_turn turn;
 
 /* Releases the complete characters of s[0..n) on channel ch to the sink;
  * at the end (flush) also the held incomplete tail. */
@@ -152,35 +137,46 @@ static int on_call(void *ctx, const char *name, size_t nl, const char *args, siz
     turn *t = ctx;
     if (t->stopped)
         return K3_OK;
-    t->ncalls++;
+    t->res.ncalls++;
     return t->sink->call ? t->sink->call(t->sink->ctx, name, nl, args, al, e) : K3_OK;
 }
 
-/* The decode loop's callback: routes one generated id. */
-static int on_id(void *user, uint32_t id, const float *logits, k3_err *e)
+int k3_turn_step(k3_turn *t, uint32_t id, const float *logits, int *done, k3_err *e)
 {
-    turn *t = user;
     const k3_turn_params *p = t->p;
-    int is_end = k3_gen_is_end(t->m, &p->gen, id), stop = 0;
+    int is_end = k3_gen_is_end(t->m, &t->gen, id), stop = 0;
+    *done = 1;
+    t->res.generated++;
     if (!is_end && p->tok) {
         int k = 0;
         while (k < 3 && t->markup[k] != (int64_t)id)
             k++;
         if (k < 3) {
             if (k3_reply_markup(&t->reply, k, e))
-                return 1;
+                return e->code;
         } else {
             const unsigned char *b;
             size_t n;
             if (k3_tok_piece(p->tok, id, &b, &n, e) ||
                 (p->chat ? k3_reply_text(&t->reply, (const char *)b, n, e)
                          : on_text(t, K3_REPLY_CONTENT, (const char *)b, n, e)))
-                return 1;
+                return e->code;
         }
     }
     if (t->sink->token && t->sink->token(t->sink->ctx, id, logits, is_end, &stop, e))
-        return 1;
-    return t->stopped || stop;
+        return e->code;
+    int ends = k3_gen_ends_after(t->m, &t->gen, id, t->res.generated, k3_state_pos(t->s));
+    if (t->stopped)
+        t->res.end = K3_TURN_STOP_STRING;
+    else if (stop)
+        t->res.end = K3_TURN_CALLER;
+    else if (ends)
+        t->res.end = ends == K3_GEN_EOS      ? K3_TURN_END_ID
+                     : ends == K3_GEN_LENGTH ? K3_TURN_LENGTH
+                                             : K3_TURN_CONTEXT;
+    else
+        *done = 0;
+    return K3_OK;
 }
 
 /* The end of the text: what the stop matcher holds, then both holdbacks. */
@@ -195,41 +191,65 @@ static int flush_text(turn *t, k3_err *e)
     return show(t, K3_REPLY_REASONING, "", 0, 1, e);
 }
 
+int k3_turn_begin(k3_turn *t, const k3_model *m, const k3_state *s, const k3_turn_params *p,
+                  const k3_turn_sink *sink, k3_err *e)
+{
+    static const char *const markup[3] = { K3_XTML_OPEN, K3_XTML_CLOSE, K3_XTML_SEP };
+    memset(t, 0, sizeof *t);
+    t->p = p;
+    t->sink = sink;
+    t->m = m;
+    t->s = s;
+    t->last_channel = -1;
+    t->res.end = K3_TURN_LENGTH;
+    t->gen = p->gen;
+    k3_turn_end_ids(p->tok, p->chat, t->end_ids, &t->gen.n_end_ids);
+    t->gen.end_ids = t->end_ids;
+    for (int k = 0; k < 3; k++)
+        t->markup[k] = p->chat && p->tok ? k3_tok_special_id(p->tok, markup[k]) : -1;
+    k3_reply_sink rs = { t, on_text, on_call };
+    k3_reply_init(&t->reply, p->thinking, &rs);
+    k3_stop_init(&t->stop, p->stop, p->nstop);
+    if (p->chat && (!p->tok || t->markup[0] < 0 || t->markup[1] < 0 || t->markup[2] < 0))
+        return k3_fail(e, K3_EINPUT, "the tokenizer lacks the chat format's special tokens "
+                                     "(<|open|> <|close|> <|sep|>): not a K3 tokenizer");
+    return K3_OK;
+}
+
+int k3_turn_finish(k3_turn *t, k3_turn_result *res, k3_err *e)
+{
+    if (!e->code)
+        flush_text(t, e);
+    *res = t->res;
+    k3_reply_free(&t->reply);
+    k3_stop_free(&t->stop);
+    k3_buf_free(&t->released);
+    free(t->out);
+    t->out = NULL;
+    return e->code;
+}
+
 int k3_turn_generate(k3_model *m, k3_state *s, k3_sampler *smp, const k3_turn_params *p,
                      const k3_turn_sink *sink, k3_turn_result *res, k3_err *e)
 {
-    turn t;
-    memset(&t, 0, sizeof t);
-    memset(res, 0, sizeof *res);
-    t.p = p;
-    t.sink = sink;
-    t.m = m;
-    t.last_channel = -1;
-    const char *markup[3] = { K3_XTML_OPEN, K3_XTML_CLOSE, K3_XTML_SEP };
-    for (int k = 0; k < 3; k++)
-        t.markup[k] = p->chat && p->tok ? k3_tok_special_id(p->tok, markup[k]) : -1;
-    if (p->chat && (!p->tok || t.markup[0] < 0 || t.markup[1] < 0 || t.markup[2] < 0))
-        return k3_fail(e, K3_EINPUT, "the tokenizer lacks the chat format's special tokens "
-                                     "(<|open|> <|close|> <|sep|>): not a K3 tokenizer");
-    k3_reply_sink rs = { &t, on_text, on_call };
-    k3_reply_init(&t.reply, p->thinking, &rs);
-    k3_stop_init(&t.stop, p->stop, p->nstop);
-    uint32_t end_ids[K3_TURN_MAX_END_IDS];
-    k3_gen_params gp = p->gen;
-    k3_turn_end_ids(p->tok, p->chat, end_ids, &gp.n_end_ids);
-    gp.end_ids = end_ids;
-    k3_gen_end end = K3_GEN_LENGTH;
-    if (k3_generate(m, s, smp, &gp, on_id, &t, &end, &res->generated, e) == K3_OK)
-        flush_text(&t, e);
-    res->ncalls = t.ncalls;
-    res->end = end == K3_GEN_EOS       ? K3_TURN_END_ID
-               : end == K3_GEN_CONTEXT ? K3_TURN_CONTEXT
-               : end != K3_GEN_CALLER  ? K3_TURN_LENGTH
-               : t.stopped             ? K3_TURN_STOP_STRING
-                                       : K3_TURN_CALLER;
-    k3_reply_free(&t.reply);
-    k3_stop_free(&t.stop);
-    k3_buf_free(&t.released);
-    free(t.out);
-    return e->code;
+    k3_turn t;
+    float *logits = NULL;
+    size_t V = k3_model_vocab(m);
+    int done = p->gen.max_tokens == 0;
+    if (k3_turn_begin(&t, m, s, p, sink, e) || done)
+        return k3_turn_finish(&t, res, e);
+    if (!k3_state_logits(s)) {
+        k3_fail(e, K3_EINPUT, "nothing to continue from: the sequence is empty");
+        return k3_turn_finish(&t, res, e);
+    }
+    if ((logits = k3_malloc(e, V * sizeof *logits, "logits")))
+        memcpy(logits, k3_state_logits(s), V * sizeof *logits);
+    while (logits && !done) {
+        uint32_t id = k3_gen_sample(smp, &t.gen, m, s, logits);
+        if (k3_turn_step(&t, id, logits, &done, e) ||
+            (!done && k3_gen_feed(m, s, &t.gen, id, logits, e)))
+            break;
+    }
+    free(logits);
+    return k3_turn_finish(&t, res, e);
 }

@@ -107,9 +107,48 @@ int k3_turn_feed(k3_model *m, k3_state *s, k3_state_mark *mark, const uint32_t *
                  size_t n, int (*cancelled)(void *ctx), void *ctx, size_t *common,
                  size_t *reused, int *was_cancelled, k3_err *e);
 
-/* Generates one turn from s's last logits (the caller fed the prompt) and
- * routes it to sink, as the header says. On return s holds the sequence
- * minus the last id reported (k3_generate). */
+/* A turn in progress, for a driver that runs the loop itself (several
+ * sequences per forward call, or verified drafts): k3_turn_begin, then for
+ * each generated id k3_turn_step (which routes it and says whether the
+ * turn ends with it), feeding the id while the turn goes on, then
+ * k3_turn_finish. The fields are the driver's own; a k3_turn must not be
+ * copied or moved between begin and finish (gen points into it). */
+typedef struct k3_turn {
+    const k3_turn_params *p;
+    const k3_turn_sink *sink;
+    const k3_model *m;
+    const k3_state *s;        /* the sequence the turn extends */
+    k3_gen_params gen;        /* p->gen with the end ids */
+    uint32_t end_ids[K3_TURN_MAX_END_IDS];
+    k3_reply reply;           /* chat only */
+    int64_t markup[3];        /* <|open|> <|close|> <|sep|> as K3_REPLY_OPEN.., or -1 */
+    k3_stop stop;
+    k3_utf8_stream utf8[2];   /* per channel: K3_REPLY_REASONING, K3_REPLY_CONTENT */
+    int last_channel;         /* the channel text last went to, or -1 */
+    k3_buf released;          /* scratch: what the stop matcher released */
+    unsigned char *out;       /* scratch: what a UTF-8 holdback released */
+    size_t out_cap;
+    int stopped;              /* a stop string was completed: nothing more is shown */
+    k3_turn_result res;       /* so far */
+} k3_turn;
+
+/* Starts a turn extending s (which must hold the prompt). K3_EINPUT for a
+ * chat turn without the chat format's special tokens. */
+int k3_turn_begin(k3_turn *t, const k3_model *m, const k3_state *s, const k3_turn_params *p,
+                  const k3_turn_sink *sink, k3_err *e);
+
+/* The next generated id, drawn from logits with the state not yet fed:
+ * routes it to the sink and sets *done when the turn ends with it (then
+ * t->res.end says why). */
+int k3_turn_step(k3_turn *t, uint32_t id, const float *logits, int *done, k3_err *e);
+
+/* Ends the turn: on success (e clear) the held text goes to the sink;
+ * *res gets the result; everything the turn holds is freed. Returns e's code. */
+int k3_turn_finish(k3_turn *t, k3_turn_result *res, k3_err *e);
+
+/* Generates one turn from s's last logits (the caller fed the prompt): the
+ * loop of k3/generate.h over k3_turn_step. On return s holds the sequence
+ * minus the last id reported. */
 int k3_turn_generate(k3_model *m, k3_state *s, k3_sampler *smp, const k3_turn_params *p,
                      const k3_turn_sink *sink, k3_turn_result *res, k3_err *e);
 

@@ -33,6 +33,32 @@ int k3_gen_is_end(const k3_model *m, const k3_gen_params *p, uint32_t id)
     return k3_model_is_eos(m, id);
 }
 
+uint32_t k3_gen_sample(k3_sampler *smp, const k3_gen_params *p, const k3_model *m,
+                       const k3_state *s, const float *logits)
+{
+    size_t pos = (size_t)k3_state_pos(s);
+    size_t nrecent = pos < p->repeat_last_n ? pos : p->repeat_last_n;
+    return k3_sample(smp, logits, k3_model_vocab(m), k3_state_ids(s) + pos - nrecent, nrecent);
+}
+
+int k3_gen_ends_after(const k3_model *m, const k3_gen_params *p, uint32_t id, size_t ngen,
+                      int64_t pos)
+{
+    if (k3_gen_is_end(m, p, id))
+        return K3_GEN_EOS;
+    if (ngen >= p->max_tokens)
+        return K3_GEN_LENGTH;
+    if (p->max_context > 0 && pos + 1 >= p->max_context)
+        return K3_GEN_CONTEXT;
+    return 0;
+}
+
+int k3_gen_feed(k3_model *m, k3_state *s, const k3_gen_params *p, uint32_t id, float *logits,
+                k3_err *e)
+{
+    return p->recompute ? refeed(m, s, id, logits, e) : k3_forward(m, s, &id, 1, logits, 0, e);
+}
+
 int k3_generate(k3_model *m, k3_state *s, k3_sampler *smp, const k3_gen_params *p,
                 k3_gen_fn fn, void *user, k3_gen_end *end, size_t *ngen, k3_err *e)
 {
@@ -48,28 +74,20 @@ int k3_generate(k3_model *m, k3_state *s, k3_sampler *smp, const k3_gen_params *
         return e->code;
     memcpy(logits, k3_state_logits(s), V * sizeof *logits);
     for (;;) {
-        size_t pos = (size_t)k3_state_pos(s);
-        size_t nrecent = pos < p->repeat_last_n ? pos : p->repeat_last_n;
-        uint32_t id = k3_sample(smp, logits, V, k3_state_ids(s) + pos - nrecent, nrecent);
+        uint32_t id = k3_gen_sample(smp, p, m, s, logits);
         ++*ngen;
-        int rc = fn(user, id, logits, e);
+        int rc = fn(user, id, logits, e), ends;
         if (e->code)
             break;
         if (rc) {
             *end = K3_GEN_CALLER;
             break;
         }
-        if (k3_gen_is_end(m, p, id)) {
-            *end = K3_GEN_EOS;
+        if ((ends = k3_gen_ends_after(m, p, id, *ngen, k3_state_pos(s)))) {
+            *end = (k3_gen_end)ends;
             break;
         }
-        if (*ngen >= p->max_tokens)
-            break;
-        if (p->max_context > 0 && (int64_t)pos + 1 >= p->max_context) {
-            *end = K3_GEN_CONTEXT;
-            break;
-        }
-        if ((p->recompute ? refeed(m, s, id, logits, e) : k3_forward(m, s, &id, 1, logits, 0, e)))
+        if (k3_gen_feed(m, s, p, id, logits, e))
             break;
     }
     free(logits);

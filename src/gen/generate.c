@@ -50,7 +50,7 @@ int k3_generate(k3_model *m, k3_state *s, k3_sampler *smp, const k3_gen_params *
     for (;;) {
         size_t pos = (size_t)k3_state_pos(s);
         size_t nrecent = pos < p->repeat_last_n ? pos : p->repeat_last_n;
-        uint32_t id = k3_sample(smp, logits, V, k3_state_ids(s) + pos - nrecent, nrecent);
+        uint32_t id = k3_sample(smp, logits, V, k3_state_ids(s) + pos - nrecent, nrecent, pos);
         ++*ngen;
         int rc = fn(user, id, logits, e);
         if (e->code)

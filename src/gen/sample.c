@@ -38,7 +38,10 @@ double k3_sample_uniform(uint64_t seed, uint64_t position)
     return (double)(bits >> 11) * (1.0 / 9007199254740992.0);
 }
 
-void k3_sampler_seed(k3_sampler *s, uint64_t seed) { s->seed = seed; }
+void k3_sampler_seed(k3_sampler *s, uint64_t seed)
+{
+    s->seed = seed;
+}
 
 int k3_sampler_init(k3_sampler *s, size_t vocab, k3_err *e)
 {

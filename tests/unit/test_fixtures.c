@@ -301,8 +301,7 @@ static int64_t *ints(const k3_json *f, const char *group, const char *key, size_
     int64_t *v = malloc((d->count + 1) * sizeof *v);
     for (size_t i = 0; i < d->count; i++) {
         if (!d->items[i].is_int) {
-            fprintf(stderr, "fixture array %s.%s: element %zu is not an integer\n", group, key,
-                    i);
+            fprintf(stderr, "fixture array %s.%s: element %zu is not an integer\n", group, key, i);
             exit(1);
         }
         v[i] = d->items[i].integer;
@@ -328,12 +327,13 @@ static void sample_cases(k3_sampler *s, const int64_t *cases, const size_t *orde
         s->min_p = cf[3];
         s->repeat_penalty = cf[4];
         k3_sampler_seed(s, (uint64_t)c[2]);
-        uint32_t got = k3_sample(s, logits + (size_t)c[1] * V, V, recent, nrecent,
-                                 (uint64_t)c[3]);
+        uint32_t got = k3_sample(s, logits + (size_t)c[1] * V, V, recent, nrecent, (uint64_t)c[3]);
         if (got != (uint32_t)c[4] && bad++ < 5)
-            fprintf(stderr, "%s: case %zu (config %d, row %d, seed %lld, position %lld): "
-                    "got %u, want %lld\n", what, order[j], (int)c[0], (int)c[1],
-                    (long long)c[2], (long long)c[3], got, (long long)c[4]);
+            fprintf(stderr,
+                    "%s: case %zu (config %d, row %d, seed %lld, position %lld): "
+                    "got %u, want %lld\n",
+                    what, order[j], (int)c[0], (int)c[1], (long long)c[2], (long long)c[3], got,
+                    (long long)c[4]);
     }
     CHECK(bad == 0, "sample %s: %d of %zu cases differ", what, bad, n);
 }

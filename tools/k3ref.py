@@ -804,6 +804,61 @@ def greedy(logits):
     return int(np.argmax(logits))
 
 
+_M64 = (1 << 64) - 1
+_GOLDEN = 0x9E3779B97F4A7C15
+
+
+def _mix64(z):
+    """splitmix64's finalizer on a 64-bit integer."""
+    z = ((z ^ (z >> 30)) * 0xBF58476D1CE4E5B9) & _M64
+    z = ((z ^ (z >> 27)) * 0x94D049BB133111EB) & _M64
+    return z ^ (z >> 31)
+
+
+def sample_bits53(seed, position):
+    """The 53-bit integer k of the sampler's uniform u = k / 2^53 for (seed, position),
+    as include/k3/sample.h defines it: key = mix(seed + G), bits = mix(key +
+    (position + 1) G), k = bits >> 11, all modulo 2^64."""
+    key = _mix64((seed + _GOLDEN) & _M64)
+    return _mix64((key + (position + 1) * _GOLDEN) & _M64) >> 11
+
+
+def sample(logits, recent, seed, position, temperature, top_k=0, top_p=1.0, min_p=0.0,
+           repeat_penalty=1.0):
+    """The token include/k3/sample.h chooses, in float64 (k3 uses float weights summed
+    in double). Returns (token, margin): margin is the smallest relative distance of a
+    threshold decision (top-p mass, min-p ratio, the draw against a cumulative weight)
+    from its threshold, so the caller knows whether float rounding could flip it."""
+    x = np.array(logits, dtype=np.float64)
+    if repeat_penalty != 1.0:
+        for i in sorted(set(int(r) for r in recent if 0 <= r < len(x))):
+            x[i] = x[i] / repeat_penalty if x[i] > 0 else x[i] * repeat_penalty
+    if temperature == 0:
+        return greedy(x), np.inf
+    order = sorted(range(len(x)), key=lambda i: (-x[i], i))
+    n = len(order) if top_k <= 0 else min(top_k, len(order))
+    margin = np.inf
+    if top_p < 1.0:
+        w = np.exp(x[order[:n]] - x[order[0]])
+        mass, total = np.cumsum(w), np.sum(w)
+        cut = next((i + 1 for i in range(n) if mass[i] >= top_p * total), n)
+        margin = min(margin, np.min(np.abs(mass[:cut] - top_p * total)) / total)
+        n = cut
+    if min_p > 0.0:
+        ratio = np.exp(x[order[1:n]] - x[order[0]])
+        keep = 1 + next((i for i in range(n - 1) if ratio[i] < min_p), n - 1)
+        if n > 1:
+            margin = min(margin, np.min(np.abs(ratio[:keep] - min_p)))
+        n = keep
+    w = np.exp((x[order[:n]] - x[order[0]]) / temperature)
+    edges = np.cumsum(w)[:-1] / np.sum(w)
+    u = sample_bits53(seed, position) / 2.0 ** 53
+    pick = next((i for i in range(n - 1) if u < edges[i]), n - 1)
+    if n > 1:
+        margin = min(margin, np.min(np.abs(edges - u)))
+    return order[pick], margin
+
+
 def generate(model, prompt, n, full=False):
     """Greedy generation of n tokens. Returns (generated ids, prompt logits [T, V],
     generation logits [n, V] where row j chose generated token j)."""

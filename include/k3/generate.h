@@ -47,7 +47,9 @@ int k3_gen_is_end(const k3_model *m, const k3_gen_params *p, uint32_t id);
 /* The pieces of the loop below, for drivers that run it themselves (the
  * turn driver; later, several sequences in one forward call):
  * k3_gen_sample draws the next id from logits[0..vocab of m) with the
- * state's last repeat_last_n ids as the penalty window; k3_gen_ends_after
+ * state's last repeat_last_n ids as the penalty window, for sequence
+ * position k3_state_pos(s) (the draw depends only on the seed and that
+ * position, k3/sample.h); k3_gen_ends_after
  * says whether the generation ends once id, its ngen-th id, is reported
  * with the state at position pos (id not yet fed): K3_GEN_EOS, then
  * K3_GEN_LENGTH, then K3_GEN_CONTEXT, or 0 to go on; k3_gen_feed feeds id

@@ -38,7 +38,8 @@ uint32_t k3_gen_sample(k3_sampler *smp, const k3_gen_params *p, const k3_model *
 {
     size_t pos = (size_t)k3_state_pos(s);
     size_t nrecent = pos < p->repeat_last_n ? pos : p->repeat_last_n;
-    return k3_sample(smp, logits, k3_model_vocab(m), k3_state_ids(s) + pos - nrecent, nrecent);
+    return k3_sample(smp, logits, k3_model_vocab(m), k3_state_ids(s) + pos - nrecent, nrecent,
+                     pos);
 }
 
 int k3_gen_ends_after(const k3_model *m, const k3_gen_params *p, uint32_t id, size_t ngen,

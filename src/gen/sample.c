@@ -2,9 +2,10 @@
  *
  * Arithmetic choices, all for bit-reproducibility: probabilities are
  * k3_expf of (logit - max) in float, summed in double in candidate order;
- * the uniform draw is the top 53 bits of one xoshiro256** output scaled by
- * 2^-53 (exact in double). The build forbids FMA contraction, so every
- * step rounds the same way on every target. */
+ * the uniform draw (k3_sample_uniform) is the top 53 bits of a 64-bit
+ * hash of (seed, position) scaled by 2^-53 (exact in double). The build
+ * forbids FMA contraction, so every step rounds the same way on every
+ * target. */
 #include "k3/sample.h"
 
 #include <math.h>
@@ -20,44 +21,26 @@ typedef struct cand {
     float logit, w;
 } cand;
 
-static uint64_t splitmix64(uint64_t *x)
+#define GOLDEN 0x9E3779B97F4A7C15ull
+
+/* splitmix64's finalizer (Stafford's Mix13), a bijection on 64 bits. */
+static uint64_t mix(uint64_t z)
 {
-    uint64_t z = (*x += 0x9E3779B97F4A7C15ull);
     z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
     z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
     return z ^ (z >> 31);
 }
 
-static uint64_t rotl(uint64_t x, int k) { return (x << k) | (x >> (64 - k)); }
-
-/* xoshiro256** (Blackman and Vigna). */
-static uint64_t next_u64(uint64_t r[4])
+double k3_sample_uniform(uint64_t seed, uint64_t position)
 {
-    uint64_t out = rotl(r[1] * 5, 7) * 9, t = r[1] << 17;
-    r[2] ^= r[0];
-    r[3] ^= r[1];
-    r[1] ^= r[2];
-    r[0] ^= r[3];
-    r[2] ^= t;
-    r[3] = rotl(r[3], 45);
-    return out;
-}
-
-/* Uniform in [0, 1). */
-static double next_unit(k3_sampler *s)
-{
-    if (!s->rng_ready)
-        k3_sampler_seed(s, s->seed);
-    return (double)(next_u64(s->rng) >> 11) * (1.0 / 9007199254740992.0);
+    uint64_t key = mix(seed + GOLDEN);
+    uint64_t bits = mix(key + (position + 1) * GOLDEN);
+    return (double)(bits >> 11) * (1.0 / 9007199254740992.0);
 }
 
 void k3_sampler_seed(k3_sampler *s, uint64_t seed)
 {
-    uint64_t x = seed;
     s->seed = seed;
-    for (int i = 0; i < 4; i++)
-        s->rng[i] = splitmix64(&x);
-    s->rng_ready = 1;
 }
 
 int k3_sampler_init(k3_sampler *s, size_t vocab, k3_err *e)
@@ -159,7 +142,7 @@ static size_t top_p_prefix(const cand *c, size_t n, double total, float top_p)
 }
 
 uint32_t k3_sample(k3_sampler *s, const float *logits, size_t V, const uint32_t *recent,
-                   size_t nrecent)
+                   size_t nrecent, uint64_t position)
 {
     cand *c = s->cand;
     if (V > s->vocab) /* a caller's bug: never run past the scratch */
@@ -188,7 +171,7 @@ uint32_t k3_sample(k3_sampler *s, const float *logits, size_t V, const uint32_t 
             keep++;
         n = keep;
     }
-    double r = next_unit(s) * weigh(c, n, s->temperature), acc = 0.0;
+    double r = k3_sample_uniform(s->seed, position) * weigh(c, n, s->temperature), acc = 0.0;
     for (size_t i = 0; i + 1 < n; i++) {
         acc += (double)c[i].w;
         if (r < acc)

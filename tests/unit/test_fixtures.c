@@ -1,15 +1,18 @@
-/* test_fixtures.c - every kernel against the float64 reference's vectors in
- * tests/fixtures/kernels.json (made by tools/make_kernel_fixtures.py, which
- * CI re-runs to prove the committed file is what the reference computes).
+/* test_fixtures.c - every kernel and the sampler against the float64
+ * reference's vectors in tests/fixtures/kernels.json (made by
+ * tools/make_kernel_fixtures.py, which CI re-runs to prove the committed
+ * file is what the reference computes).
  *
- * Exact paths (BF16, MXFP4 decode, top-k picks) must match exactly; float
- * paths within 2e-6 of the output's largest magnitude (fp32 vs float64). */
+ * Exact paths (BF16, MXFP4 decode, top-k picks, the sampler's uniforms and
+ * tokens) must match exactly; float paths within 2e-6 of the output's
+ * largest magnitude (fp32 vs float64). */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "check.h"
 #include "core/kernels.h"
+#include "k3/sample.h"
 #include "model/model.h"
 #include "util/error.h"
 #include "util/file.h"
@@ -284,6 +287,105 @@ static void test_moe(void)
     free(p1), free(s1), free(p3), free(s3), free(p2), free(s2), free(x), free(want);
 }
 
+/* An {shape, data} array of JSON integers as int64 (malloc'd); rows and
+ * cols from its 2-D shape. */
+static int64_t *ints(const k3_json *f, const char *group, const char *key, size_t *rows,
+                     size_t *cols)
+{
+    const k3_json *a = k3_json_get(k3_json_get(f, group), key);
+    const k3_json *d = k3_json_get(a, "data"), *shape = k3_json_get(a, "shape");
+    if (!d || d->type != K3J_ARRAY || !shape || shape->count != 2) {
+        fprintf(stderr, "fixture array %s.%s missing\n", group, key);
+        exit(1);
+    }
+    int64_t *v = malloc((d->count + 1) * sizeof *v);
+    for (size_t i = 0; i < d->count; i++) {
+        if (!d->items[i].is_int) {
+            fprintf(stderr, "fixture array %s.%s: element %zu is not an integer\n", group, key, i);
+            exit(1);
+        }
+        v[i] = d->items[i].integer;
+    }
+    *rows = (size_t)shape->items[0].integer;
+    *cols = (size_t)shape->items[1].integer;
+    return v;
+}
+
+/* The tokens of the sampler fixture's cases[order[0..n)] (rows of 5:
+ * config, logits row, seed, position, token), each checked. */
+static void sample_cases(k3_sampler *s, const int64_t *cases, const size_t *order, size_t n,
+                         const float *configs, const float *logits, size_t V,
+                         const uint32_t *recent, size_t nrecent, const char *what)
+{
+    int bad = 0;
+    for (size_t j = 0; j < n; j++) {
+        const int64_t *c = cases + 5 * order[j];
+        const float *cf = configs + 5 * c[0];
+        s->temperature = cf[0];
+        s->top_k = (int)cf[1];
+        s->top_p = cf[2];
+        s->min_p = cf[3];
+        s->repeat_penalty = cf[4];
+        k3_sampler_seed(s, (uint64_t)c[2]);
+        uint32_t got = k3_sample(s, logits + (size_t)c[1] * V, V, recent, nrecent, (uint64_t)c[3]);
+        if (got != (uint32_t)c[4] && bad++ < 5)
+            fprintf(stderr,
+                    "%s: case %zu (config %d, row %d, seed %lld, position %lld): "
+                    "got %u, want %lld\n",
+                    what, order[j], (int)c[0], (int)c[1], (long long)c[2], (long long)c[3], got,
+                    (long long)c[4]);
+    }
+    CHECK(bad == 0, "sample %s: %d of %zu cases differ", what, bad, n);
+}
+
+/* The sampler against the reference: the uniform for each (seed,
+ * position), exactly; the token of every case, first in the fixture's
+ * order and then in a shuffled one (each case sampled after a different
+ * history), which must give the same tokens. */
+static void test_sample(void)
+{
+    const k3_json *f = fx("sample");
+    size_t nu, three;
+    int64_t *u = ints(f, "outputs", "uniform", &nu, &three);
+    int bad = 0;
+    for (size_t i = 0; i < nu; i++) {
+        double got = k3_sample_uniform((uint64_t)u[3 * i], (uint64_t)u[3 * i + 1]);
+        if (got * 9007199254740992.0 != (double)u[3 * i + 2] && bad++ < 5)
+            fprintf(stderr, "uniform(seed %lld, position %lld) = %.17g, want %lld / 2^53\n",
+                    (long long)u[3 * i], (long long)u[3 * i + 1], got, (long long)u[3 * i + 2]);
+    }
+    CHECK(three == 3 && bad == 0, "sample: %d of %zu uniforms differ", bad, nu);
+
+    size_t nlog, nrecent, ncases, five;
+    float *logits = arr(f, "inputs", "logits", &nlog), *configs = arr(f, "inputs", "configs", NULL);
+    float *rf = arr(f, "inputs", "recent", &nrecent);
+    int64_t *cases = ints(f, "outputs", "cases", &ncases, &five);
+    const k3_json *shape = k3_json_get(k3_json_get(k3_json_get(f, "inputs"), "logits"), "shape");
+    size_t V = (size_t)shape->items[1].integer;
+    uint32_t recent[8];
+    size_t *order = malloc((ncases + 1) * sizeof *order);
+    CHECK(five == 5 && nrecent <= 8 && ncases > 0, "sample fixture layout");
+    for (size_t i = 0; i < nrecent && i < 8; i++)
+        recent[i] = (uint32_t)rf[i];
+    for (size_t i = 0; i < ncases; i++)
+        order[i] = i;
+    k3_sampler s;
+    k3_err e = { 0, "" };
+    CHECK(k3_sampler_init(&s, V, &e) == K3_OK, "sampler init: %s", e.msg);
+    sample_cases(&s, cases, order, ncases, configs, logits, V, recent, nrecent, "in order");
+    /* Fisher-Yates with a fixed LCG: the same shuffle every run. */
+    uint64_t x = 12345;
+    for (size_t i = ncases - 1; i > 0; i--) {
+        x = x * 6364136223846793005ull + 1442695040888963407ull;
+        size_t j = (size_t)((x >> 33) % (i + 1)), t = order[i];
+        order[i] = order[j];
+        order[j] = t;
+    }
+    sample_cases(&s, cases, order, ncases, configs, logits, V, recent, nrecent, "shuffled");
+    k3_sampler_free(&s);
+    free(u), free(logits), free(configs), free(rf), free(cases), free(order);
+}
+
 int main(void)
 {
     const char *path =
@@ -304,6 +406,7 @@ int main(void)
     test_kda();
     test_mla();
     test_moe();
+    test_sample();
     k3_json_free(doc);
     free(text);
     return check_report("test_fixtures");

@@ -1,0 +1,65 @@
+/* draft.h - drafters for speculative decoding, and how many drafts a step
+ * should verify.
+ *
+ * A drafter guesses the ids that follow a sequence; the engine verifies
+ * the guesses in one forward call and keeps the longest prefix the exact
+ * model would have produced itself (the sampler's draw depends only on the
+ * seed and the position, k3/sample.h, so "would have produced" is a
+ * comparison of ids). A wrong guess costs work, never a different answer.
+ *
+ * One small interface so any drafter plugs in: the context-lookup drafter
+ * here, a cheaper run of the same checkpoint, or a separate small drafter
+ * model (it keeps its own state in step through observe). */
+#ifndef K3_GEN_DRAFT_H
+#define K3_GEN_DRAFT_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "k3/error.h"
+
+typedef struct k3_drafter {
+    const char *name;  /* "ngram", ... (reported) */
+    void *ctx;
+    /* Up to max ids guessed to follow seq[0..n) (the whole sequence so far:
+     * prompt and generated), into out; returns how many (0: no guess).
+     * Must be a pure function of seq and the drafter's state. */
+    size_t (*propose)(void *ctx, const uint32_t *seq, size_t n, uint32_t *out, size_t max,
+                      k3_err *e);
+    /* After verification: of `proposed` guesses the first `accepted`
+     * matched (NULL when the drafter keeps no state). */
+    void (*observe)(void *ctx, size_t proposed, size_t accepted);
+    void (*free)(void *ctx);
+} k3_drafter;
+
+/* The context-lookup ("prompt lookup", n-gram) drafter: finds the latest
+ * earlier occurrence of the sequence's last k ids, for k from max_n down
+ * to min_n (longest match first; 1 <= min_n <= max_n <= 16), and proposes
+ * the ids that followed it. Costs a scan of the sequence, no model. */
+int k3_drafter_ngram(k3_drafter *d, size_t min_n, size_t max_n, k3_err *e);
+
+void k3_drafter_free(k3_drafter *d);
+
+/* What verifying costs, in any one unit (bytes read or seconds), measured:
+ * per forward call whatever the rows (the trunk's share), and per row
+ * verified (its routed experts, its arithmetic). */
+typedef struct k3_spec_cost {
+    double per_call, per_row;
+} k3_spec_cost;
+
+/* Acceptance seen so far: drafts verified and drafts accepted. */
+typedef struct k3_spec_stats {
+    uint64_t drafted, accepted;
+} k3_spec_stats;
+
+/* How many drafts the next step should verify, 0..max: the n that
+ * maximises the expected ids emitted per unit of cost,
+ *   (1 - a^(n+1)) / (1 - a)  /  (per_call + (n+1) per_row),
+ * with a = the acceptance rate per draft (a prior of (1+accepted) /
+ * (2+drafted) so a new run still tries drafting), and n > 0 chosen only when
+ * it beats n = 0 by more than `margin` (e.g. 0.03: speculation is never
+ * chosen on an estimate that it pays less than 3%). Pure. */
+size_t k3_spec_choose(const k3_spec_stats *st, const k3_spec_cost *cost, size_t max,
+                      double margin);
+
+#endif

@@ -15,6 +15,7 @@
 #include "chat/xtml.h"
 #include "k3/chat.h"
 #include "server/emit.h"
+#include "util/clock.h"
 #include "util/error.h"
 
 int k3_answerer_init(k3_answerer *a, k3_model *m, const k3_tokenizer *tok, int64_t context,
@@ -151,17 +152,20 @@ static int set_sampler(k3_answerer *a, const k3_api_request *r, k3_err *e)
 }
 
 /* Feeds the prompt (reusing what the state holds) and generates. */
-static int run_turn(answer *w, k3_turn_result *res, size_t *reused, k3_err *e)
+static int run_turn(answer *w, k3_turn_result *res, k3_answer_stats *st, k3_err *e)
 {
     k3_answerer *a = w->a;
     const k3_answer_job *job = w->job;
     const k3_api_request *r = job->req;
     size_t common;
+    double t0 = k3_seconds();
     if (set_sampler(a, r, e) ||
         k3_turn_feed(a->model, a->state, a->mark, job->ids, job->n, io_cancelled, w, &common,
-                     reused, &w->cancelled, e) ||
+                     &st->reused, &w->cancelled, e) ||
         w->cancelled || k3_state_mark_take(a->state, &a->mark, e))
         return e->code;
+    double t1 = k3_seconds();
+    st->prompt_seconds = t1 - t0;
     k3_turn_params tp;
     memset(&tp, 0, sizeof tp);
     tp.gen.max_tokens = job->max_tokens;
@@ -174,7 +178,9 @@ static int run_turn(answer *w, k3_turn_result *res, size_t *reused, k3_err *e)
     tp.stop = (const char *const *)r->stop;
     tp.nstop = r->nstop;
     k3_turn_sink sink = { w, on_text, on_call, on_token };
-    return k3_turn_generate(a->model, a->state, &a->sampler, &tp, &sink, res, e);
+    k3_turn_generate(a->model, a->state, &a->sampler, &tp, &sink, res, e);
+    st->gen_seconds = k3_seconds() - t1;
+    return e->code;
 }
 
 int k3_answer_run(k3_answerer *a, const k3_answer_job *job, const k3_answer_io *io,
@@ -195,9 +201,9 @@ int k3_answer_run(k3_answerer *a, const k3_answer_job *job, const k3_answer_io *
     int status = 200;
     w.ids = k3_malloc(&e, (job->max_tokens + 1) * sizeof *w.ids, "generated ids");
     if (w.ids)
-        run_turn(&w, &res, &st->reused, &e);
+        run_turn(&w, &res, st, &e);
     st->generated = res.generated;
-    k3_usage u = { job->n, res.generated, st->reused };
+    k3_usage u = { job->n, res.generated, st->reused, st->prompt_seconds, st->gen_seconds };
     if (w.cancelled) {
         st->finish = "cancelled";
     } else if (e.code) {

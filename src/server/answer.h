@@ -70,6 +70,8 @@ typedef struct k3_answer_stats {
     size_t reused;      /* prompt ids the state already held */
     size_t generated;   /* ids generated (the end id included) */
     const char *finish; /* "stop", "length", "tool_calls", "cancelled" or "error" */
+    double prompt_seconds; /* feeding the prompt ids the state did not hold */
+    double gen_seconds;    /* generating, from the end of the prompt to the last id */
     k3_err error;       /* finish "error": the engine's failure (K3_EINVALID: run invalid) */
 } k3_answer_stats;
 

@@ -21,6 +21,7 @@
 #include "server/api.h"
 #include "server/emit.h"
 #include "server/http.h"
+#include "server/tokenize.h"
 #include "chat/jtext.h"
 #include "util/clock.h"
 #include "util/error.h"
@@ -96,28 +97,36 @@ static int client_gone(int fd)
     return 0;
 }
 
-static int respond(int fd, int status, const char *type, const char *body, size_t n,
-                   const char *extra)
+/* The extra head lines of s's answers: the CORS line, then extra. */
+static const char *head_extra(const k3_server *s, const char *extra, char *buf, size_t cap)
 {
-    char head[512];
-    size_t hn = k3_http_head(head, sizeof head, status, type, (long long)n, extra);
+    snprintf(buf, cap, "%s%s", s ? s->cors : "", extra ? extra : "");
+    return buf;
+}
+
+static int respond(k3_server *s, int fd, int status, const char *type, const char *body,
+                   size_t n, const char *extra)
+{
+    char head[1024], more[640];
+    size_t hn = k3_http_head(head, sizeof head, status, type, (long long)n,
+                             head_extra(s, extra, more, sizeof more));
     return hn && !send_all(fd, head, hn) && !send_all(fd, body, n) ? 0 : -1;
 }
 
-static void respond_error(int fd, const k3_api_error *err, const char *extra)
+static void respond_error(k3_server *s, int fd, const k3_api_error *err, const char *extra)
 {
     k3_buf b = { 0 };
     k3_err e = { 0, "" };
     if (k3_emit_error(err, 0, &b, &e) == K3_OK)
-        respond(fd, err->status, "application/json", b.data, b.len, extra);
+        respond(s, fd, err->status, "application/json", b.data, b.len, extra);
     k3_buf_free(&b);
 }
 
-static void http_error(int fd, int status, const char *why, const char *extra)
+static void http_error(k3_server *s, int fd, int status, const char *why, const char *extra)
 {
     k3_api_error err;
     k3_api_fail(&err, status, NULL, NULL, "%s", why);
-    respond_error(fd, &err, extra);
+    respond_error(s, fd, &err, extra);
 }
 
 /* Ends the connection: no more output, then input dropped until the
@@ -203,15 +212,37 @@ static int read_request(k3_server *s, int fd, char **buf, size_t *len, size_t ca
     }
 }
 
+/* The endpoint a request is counted under (metrics.h). */
+static int endpoint_of(const k3_http_request *req)
+{
+    static const char *const paths[] = { "/v1/chat/completions", "/v1/completions", "/tokenize",
+                                         "/detokenize", "/v1/models", "/health", "/metrics" };
+    for (int i = 0; i < (int)(sizeof paths / sizeof *paths); i++)
+        if (strlen(paths[i]) <= req->path_len &&
+            !memcmp(req->path, paths[i], strlen(paths[i])) &&
+            (req->path_len == strlen(paths[i]) || req->path[strlen(paths[i])] == '/'))
+            return i;
+    return K3_EP_OTHER;
+}
+
+/* Counts the answered request and logs it (unless --quiet): method, path,
+ * status, and for a generation its tokens, finish and speeds. */
 static void log_line(k3_server *s, const k3_http_request *req, int status, const k3_job *job,
                      double t0)
 {
+    k3_metrics_request(&s->metrics, endpoint_of(req), status);
     if (s->cfg->quiet)
         return;
-    char what[160] = "";
-    if (job && job->stats.finish)
-        snprintf(what, sizeof what, " prompt=%zu reused=%zu generated=%zu finish=%s",
-                 job->answer.n, job->stats.reused, job->stats.generated, job->stats.finish);
+    char what[256] = "";
+    if (job && job->stats.finish) {
+        const k3_answer_stats *st = &job->stats;
+        size_t fed = job->answer.n - st->reused;
+        snprintf(what, sizeof what,
+                 " prompt=%zu reused=%zu generated=%zu finish=%s prompt_tok/s=%.2f gen_tok/s=%.2f",
+                 job->answer.n, st->reused, st->generated, st->finish,
+                 st->prompt_seconds > 0 ? (double)fed / st->prompt_seconds : 0.0,
+                 st->gen_seconds > 0 ? (double)st->generated / st->gen_seconds : 0.0);
+    }
     fprintf(stderr, "k3 serve: %.*s %.*s %d%s %.3f s\n", (int)req->method_len, req->method,
             (int)req->path_len, req->path, status, what, k3_seconds() - t0);
 }
@@ -245,8 +276,9 @@ static int pump(k3_server *s, int fd, k3_job *job, int stream)
     k3_err e = { 0, "" };
     int alive = 1;
     if (stream) {
-        char head[256];
-        size_t hn = k3_http_head(head, sizeof head, 200, "text/event-stream", -1, NULL);
+        char head[1024], more[640];
+        size_t hn = k3_http_head(head, sizeof head, 200, "text/event-stream", -1,
+                                 head_extra(s, NULL, more, sizeof more));
         alive = send_all(fd, head, hn) == 0;
     }
     for (;;) {
@@ -271,12 +303,13 @@ static int pump(k3_server *s, int fd, k3_job *job, int stream)
         k3_buf b = { 0 };
         refusal(s, &err);
         if (!stream)
-            respond_error(fd, &err, NULL);
+            respond_error(s, fd, &err, NULL);
         else if (k3_emit_error(&err, 1, &b, &e) == K3_OK)
             send_all(fd, b.data, b.len);
         k3_buf_free(&b);
     } else if (alive && !stream) {
-        respond(fd, job->status, "application/json", body.data ? body.data : "", body.len, NULL);
+        respond(s, fd, job->status, "application/json", body.data ? body.data : "", body.len,
+                NULL);
     }
     /* A stream that ends in an error event ends with [DONE] as well. */
     if (stream && alive && (cut || job->status != 200)) {
@@ -333,7 +366,7 @@ static void generate(k3_server *s, int fd, const k3_http_request *hreq, const ch
             status = pump(s, fd, job, req.stream);
     }
     if (!answered)
-        respond_error(fd, &err, NULL);
+        respond_error(s, fd, &err, NULL);
     log_line(s, hreq, status, job, t0);
     if (job) {
         k3_job_free(job);
@@ -358,10 +391,11 @@ int k3_conn_is_health(const k3_http_request *req)
 }
 
 /* Sends head and body in one send that never blocks: 0, or -1. */
-static int send_once(int fd, int status, const char *body, size_t n)
+static int send_once(const k3_server *s, int fd, int status, const char *body, size_t n)
 {
-    char msg[2048];
-    size_t hn = k3_http_head(msg, sizeof msg, status, "application/json", (long long)n, NULL);
+    char msg[2048], more[640];
+    size_t hn = k3_http_head(msg, sizeof msg, status, "application/json", (long long)n,
+                             head_extra(s, NULL, more, sizeof more));
     if (!hn || n > sizeof msg - hn)
         return -1;
     memcpy(msg + hn, body, n);
@@ -387,7 +421,7 @@ static void health(k3_server *s, int fd, const k3_http_request *req, double t0)
              failed ? "," : "{\"status\":\"ok\",", running, waiting);
     k3_buf_puts(&b, tail, &e);
     if (!e.code)
-        send_once(fd, failed ? 503 : 200, b.data, b.len);
+        send_once(s, fd, failed ? 503 : 200, b.data, b.len);
     k3_buf_free(&b);
     log_line(s, req, failed ? 503 : 200, NULL, t0);
 }
@@ -409,52 +443,126 @@ void k3_conn_health(k3_server *s, int fd, const k3_http_request *req, double t0)
     close(fd);
 }
 
-static void models(k3_server *s, int fd)
+/* GET /v1/models, or /v1/models/{id} (the served model, else 404). */
+static int models(k3_server *s, int fd, const k3_http_request *req)
 {
     k3_buf b = { 0 };
     k3_err e = { 0, "" };
-    if (k3_emit_models(s->cfg->model_name, s->started, &b, &e) == K3_OK)
-        respond(fd, 200, "application/json", b.data, b.len, NULL);
+    size_t base = strlen("/v1/models"), nl = strlen(s->cfg->model_name);
+    int one = req->path_len > base, status = 200;
+    if (one && !(req->path_len - base - 1 == nl &&
+                 !memcmp(req->path + base + 1, s->cfg->model_name, nl))) {
+        k3_api_error err;
+        k3_api_fail(&err, 404, "model_not_found", "model",
+                    "The model '%.*s' does not exist: this server serves '%s'.",
+                    (int)(req->path_len - base - 1), req->path + base + 1, s->cfg->model_name);
+        respond_error(s, fd, &err, NULL);
+        return 404;
+    }
+    if ((one ? k3_emit_model(s->cfg->model_name, s->started, &b, &e)
+             : k3_emit_models(s->cfg->model_name, s->started, &b, &e)) == K3_OK)
+        respond(s, fd, 200, "application/json", b.data, b.len, NULL);
     else
-        http_error(fd, 500, e.msg, NULL);
+        http_error(s, fd, status = 500, e.msg, NULL);
     k3_buf_free(&b);
+    return status;
 }
+
+/* POST /tokenize and /detokenize: answered on the connection's thread (the
+ * tokenizer is read-only and shared). */
+static int tokenize(k3_server *s, int fd, const k3_http_request *req, const char *body,
+                    int detokenize)
+{
+    k3_buf b = { 0 };
+    k3_api_error err;
+    int status = detokenize
+                     ? k3_detokenize_answer(s->tok, body, req->content_length, &b, &err)
+                     : k3_tokenize_answer(s->tok, body, req->content_length, &b, &err);
+    if (status)
+        respond_error(s, fd, &err, NULL);
+    else
+        respond(s, fd, 200, "application/json", b.data, b.len, NULL);
+    k3_buf_free(&b);
+    return status ? status : 200;
+}
+
+/* GET /metrics. */
+static int metrics(k3_server *s, int fd)
+{
+    k3_buf b = { 0 };
+    k3_err e = { 0, "" };
+    size_t waiting;
+    int running, status = 200;
+    k3_queue_load(&s->queue, &waiting, &running);
+    if (k3_metrics_text(&s->metrics, waiting, running, &b, &e) == K3_OK)
+        respond(s, fd, 200, "text/plain; version=0.0.4", b.data, b.len, NULL);
+    else
+        http_error(s, fd, status = 500, e.msg, NULL);
+    k3_buf_free(&b);
+    return status;
+}
+
+/* OPTIONS: a CORS preflight, answered for every path a route knows. */
+static void preflight(k3_server *s, int fd, const char *methods)
+{
+    char extra[256];
+    snprintf(extra, sizeof extra,
+             "Access-Control-Allow-Methods: %s, OPTIONS\r\n"
+             "Access-Control-Allow-Headers: Content-Type, Authorization\r\n"
+             "Access-Control-Max-Age: 86400\r\n",
+             methods);
+    respond(s, fd, 204, "text/plain", "", 0, s->cors[0] ? extra : NULL);
+}
+
+enum { R_CHAT, R_COMPLETIONS, R_MODELS, R_MODEL, R_HEALTH, R_TOKENIZE, R_DETOKENIZE, R_METRICS };
 
 /* Answers a complete request. */
 static void route(k3_server *s, int fd, const k3_http_request *req, const char *body, double t0)
 {
     static const struct {
         const char *path, *method;
-        int endpoint;
+        int endpoint, prefix; /* prefix: the path is "PATH/{id}" */
     } routes[] = {
-        { "/v1/chat/completions", "POST", 0 },
-        { "/v1/completions", "POST", 1 },
-        { "/v1/models", "GET", 2 },
-        { "/health", "GET", 3 },
+        { "/v1/chat/completions", "POST", R_CHAT, 0 },
+        { "/v1/completions", "POST", R_COMPLETIONS, 0 },
+        { "/v1/models", "GET", R_MODELS, 0 },
+        { "/v1/models/", "GET", R_MODEL, 1 },
+        { "/health", "GET", R_HEALTH, 0 },
+        { "/tokenize", "POST", R_TOKENIZE, 0 },
+        { "/detokenize", "POST", R_DETOKENIZE, 0 },
+        { "/metrics", "GET", R_METRICS, 0 },
     };
     for (size_t i = 0; i < sizeof routes / sizeof routes[0]; i++) {
-        if (!is_path(req, routes[i].path))
+        size_t pl = strlen(routes[i].path);
+        if (routes[i].prefix ? !(req->path_len > pl && !memcmp(req->path, routes[i].path, pl))
+                             : !is_path(req, routes[i].path))
             continue;
-        if (!is_method(req, routes[i].method)) {
-            char allow[32];
-            snprintf(allow, sizeof allow, "Allow: %s\r\n", routes[i].method);
-            http_error(fd, 405, "method not allowed on this path", allow);
-            log_line(s, req, 405, NULL, t0);
-            return;
+        int status = 200;
+        if (is_method(req, "OPTIONS")) {
+            preflight(s, fd, routes[i].method);
+            status = 204;
+        } else if (!is_method(req, routes[i].method)) {
+            char allow[40];
+            snprintf(allow, sizeof allow, "Allow: %s, OPTIONS\r\n", routes[i].method);
+            http_error(s, fd, 405, "method not allowed on this path", allow);
+            status = 405;
+        } else {
+            switch (routes[i].endpoint) {
+            case R_CHAT: generate(s, fd, req, body, K3_API_CHAT, t0); return;
+            case R_COMPLETIONS: generate(s, fd, req, body, K3_API_COMPLETION, t0); return;
+            case R_HEALTH: health(s, fd, req, t0); return;
+            case R_MODELS: case R_MODEL: status = models(s, fd, req); break;
+            case R_TOKENIZE: status = tokenize(s, fd, req, body, 0); break;
+            case R_DETOKENIZE: status = tokenize(s, fd, req, body, 1); break;
+            default: status = metrics(s, fd); break;
+            }
         }
-        switch (routes[i].endpoint) {
-        case 0: generate(s, fd, req, body, K3_API_CHAT, t0); return;
-        case 1: generate(s, fd, req, body, K3_API_COMPLETION, t0); return;
-        case 2: models(s, fd); break;
-        default:
-            health(s, fd, req, t0);
-            return;
-        }
-        log_line(s, req, 200, NULL, t0);
+        log_line(s, req, status, NULL, t0);
         return;
     }
-    http_error(fd, 404, "no such endpoint (POST /v1/chat/completions, POST /v1/completions, "
-                        "GET /v1/models, GET /health)", NULL);
+    http_error(s, fd, 404, "no such endpoint (POST /v1/chat/completions, POST /v1/completions, "
+                           "GET /v1/models, POST /tokenize, POST /detokenize, GET /metrics, "
+                           "GET /health)", NULL);
     log_line(s, req, 404, NULL, t0);
 }
 
@@ -470,7 +578,7 @@ void k3_conn_serve(k3_server *s, int fd, char *buf, size_t len, size_t cap, doub
     if (rc == K3_HTTP_OK)
         route(s, fd, &req, buf + req.head_len, t0);
     else if (rc > 0)
-        http_error(fd, rc, req.error, NULL);
+        http_error(s, fd, rc, req.error, NULL);
     free(buf);
     linger_close(fd);
 }
@@ -482,7 +590,7 @@ void k3_conn_refuse(int fd, int status, const char *code, const char *why)
     k3_err e = { 0, "" };
     k3_api_fail(&err, status, code, NULL, "%s", why);
     if (k3_emit_error(&err, 0, &b, &e) == K3_OK)
-        send_once(fd, status, b.data, b.len);
+        send_once(NULL, fd, status, b.data, b.len);
     k3_buf_free(&b);
     shutdown(fd, SHUT_WR);
     drain(fd);

@@ -36,8 +36,10 @@ static int putf(k3_buf *b, k3_err *e, const char *fmt, ...)
     char t[128];
     va_list ap;
     va_start(ap, fmt);
-    vsnprintf(t, sizeof t, fmt, ap);
+    int n = vsnprintf(t, sizeof t, fmt, ap);
     va_end(ap);
+    if (n < 0 || (size_t)n >= sizeof t) /* a caller's format outgrew t: never cut JSON */
+        return k3_fail(e, K3_ERUNTIME, "internal: a formatted piece of %d bytes", n);
     return k3_buf_puts(b, t, e);
 }
 
@@ -71,6 +73,20 @@ static int finish_reason(const char *reason, k3_buf *b, k3_err *e)
     return k3_jtext_put(b, reason, strlen(reason), e);
 }
 
+/* ,"timings":{...} (emit.h) */
+static int timings(const k3_usage *u, k3_buf *b, k3_err *e)
+{
+    size_t pn = u->prompt - u->cached, gn = u->completion;
+    double pms = u->prompt_seconds * 1e3, gms = u->gen_seconds * 1e3;
+    if (putf(b, e, ",\"timings\":{\"prompt_n\":%zu,\"prompt_ms\":%.3f,", pn, pms) ||
+        putf(b, e, "\"prompt_per_token_ms\":%.3f,\"prompt_per_second\":%.3f,",
+             pn ? pms / (double)pn : 0.0, pms > 0 ? (double)pn * 1e3 / pms : 0.0) ||
+        putf(b, e, "\"predicted_n\":%zu,\"predicted_ms\":%.3f,", gn, gms))
+        return e->code;
+    return putf(b, e, "\"predicted_per_token_ms\":%.3f,\"predicted_per_second\":%.3f}",
+                gn ? gms / (double)gn : 0.0, gms > 0 ? (double)gn * 1e3 / gms : 0.0);
+}
+
 /* ,"KEY":[id,...] */
 static int id_list(const char *key, const uint32_t *ids, size_t n, k3_buf *b, k3_err *e)
 {
@@ -87,7 +103,7 @@ static int id_list(const char *key, const uint32_t *ids, size_t n, k3_buf *b, k3
  * generated ids when given (the last chunk); the prompt's ids follow the
  * choices. */
 static int chunk(const k3_emit *em, const char *delta, size_t n, const char *reason,
-                 const k3_emit_ids *ids, k3_buf *out, k3_err *e)
+                 const k3_emit_ids *ids, const k3_usage *u, k3_buf *out, k3_err *e)
 {
     if (k3_buf_puts(out, "data: ", e) ||
         head(em, em->chat ? "chat.completion.chunk" : "text_completion", out, e) ||
@@ -95,7 +111,8 @@ static int chunk(const k3_emit *em, const char *delta, size_t n, const char *rea
         k3_buf_puts(out, ",\"logprobs\":null", e) || finish_reason(reason, out, e) ||
         (ids && id_list("token_ids", ids->generated, ids->ngenerated, out, e)) ||
         k3_buf_puts(out, "}]", e) ||
-        (ids && id_list("prompt_token_ids", ids->prompt, ids->nprompt, out, e)))
+        (ids && id_list("prompt_token_ids", ids->prompt, ids->nprompt, out, e)) ||
+        (u && timings(u, out, e)))
         return e->code;
     return k3_buf_puts(out, "}\n\n", e);
 }
@@ -107,7 +124,7 @@ static int begin(k3_emit *em, k3_buf *out, k3_err *e)
     if (!em->stream || !em->chat || em->started)
         return K3_OK;
     em->started = 1;
-    return chunk(em, role, sizeof role - 1, NULL, NULL, out, e);
+    return chunk(em, role, sizeof role - 1, NULL, NULL, NULL, out, e);
 }
 
 int k3_emit_text(k3_emit *em, int channel, const char *s, size_t n, k3_buf *out, k3_err *e)
@@ -124,7 +141,7 @@ int k3_emit_text(k3_emit *em, int channel, const char *s, size_t n, k3_buf *out,
             k3_buf_puts(&d, channel == K3_REPLY_REASONING ? "\"delta\":{\"reasoning_content\":"
                                                           : "\"delta\":{\"content\":", e);
         if (!e->code && !k3_jtext_put(&d, s, n, e) && (!em->chat || !k3_buf_puts(&d, "}", e)))
-            chunk(em, d.data, d.len, NULL, NULL, out, e);
+            chunk(em, d.data, d.len, NULL, NULL, NULL, out, e);
     }
     k3_buf_free(&d);
     return e->code;
@@ -160,7 +177,7 @@ int k3_emit_call(k3_emit *em, const char *name, size_t name_len, const char *arg
     k3_buf d = { 0 };
     if (!begin(em, out, e) && !k3_buf_puts(&d, "\"delta\":{\"tool_calls\":[", e) &&
         !call_json(em, name, name_len, args, args_len, &d, e) && !k3_buf_puts(&d, "]}", e))
-        chunk(em, d.data, d.len, NULL, NULL, out, e);
+        chunk(em, d.data, d.len, NULL, NULL, NULL, out, e);
     k3_buf_free(&d);
     em->ncalls++;
     return e->code;
@@ -191,8 +208,8 @@ int k3_emit_finish(k3_emit *em, const char *reason, const k3_usage *u, const k3_
     if (em->stream) {
         static const char empty[] = "\"delta\":{}", no_text[] = "\"text\":\"\"";
         if (begin(em, out, e) ||
-            (em->chat ? chunk(em, empty, sizeof empty - 1, reason, ids, out, e)
-                      : chunk(em, no_text, sizeof no_text - 1, reason, ids, out, e)))
+            (em->chat ? chunk(em, empty, sizeof empty - 1, reason, ids, u, out, e)
+                      : chunk(em, no_text, sizeof no_text - 1, reason, ids, u, out, e)))
             return e->code;
         if (em->include_usage &&
             (k3_buf_puts(out, "data: ", e) ||
@@ -212,7 +229,8 @@ int k3_emit_finish(k3_emit *em, const char *reason, const k3_usage *u, const k3_
     if (k3_buf_puts(out, ",\"logprobs\":null", e) || finish_reason(reason, out, e) ||
         (ids && id_list("token_ids", ids->generated, ids->ngenerated, out, e)) ||
         k3_buf_puts(out, "}],", e) || usage(u, out, e) ||
-        (ids && id_list("prompt_token_ids", ids->prompt, ids->nprompt, out, e)))
+        (ids && id_list("prompt_token_ids", ids->prompt, ids->nprompt, out, e)) ||
+        timings(u, out, e))
         return e->code;
     return k3_buf_puts(out, "}", e);
 }
@@ -236,11 +254,23 @@ int k3_emit_error(const k3_api_error *err, int sse, k3_buf *out, k3_err *e)
     return k3_buf_puts(out, sse ? "}}\n\n" : "}}", e);
 }
 
+/* {"id":MODEL,"object":"model","created":...,"owned_by":"k3"} */
+static int model_object(const char *model, long long created, k3_buf *out, k3_err *e)
+{
+    if (k3_buf_puts(out, "{\"id\":", e) || k3_jtext_put(out, model, strlen(model), e))
+        return e->code;
+    return putf(out, e, ",\"object\":\"model\",\"created\":%lld,\"owned_by\":\"k3\"}", created);
+}
+
 int k3_emit_models(const char *model, long long created, k3_buf *out, k3_err *e)
 {
-    if (k3_buf_puts(out, "{\"object\":\"list\",\"data\":[{\"id\":", e) ||
-        k3_jtext_put(out, model, strlen(model), e) ||
-        putf(out, e, ",\"object\":\"model\",\"created\":%lld,\"owned_by\":\"k3\"}]}", created))
+    if (k3_buf_puts(out, "{\"object\":\"list\",\"data\":[", e) ||
+        model_object(model, created, out, e))
         return e->code;
-    return K3_OK;
+    return k3_buf_puts(out, "]}", e);
+}
+
+int k3_emit_model(const char *model, long long created, k3_buf *out, k3_err *e)
+{
+    return model_object(model, created, out, e);
 }

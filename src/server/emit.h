@@ -21,6 +21,8 @@
 typedef struct k3_usage {
     size_t prompt, completion; /* tokens */
     size_t cached;             /* prompt tokens reused from the previous request's state */
+    double prompt_seconds;     /* feeding the prompt ids the state did not hold */
+    double gen_seconds;        /* generating, from the end of the prompt to the last id */
 } k3_usage;
 
 typedef struct k3_emit {
@@ -60,15 +62,20 @@ typedef struct k3_emit_ids {
     size_t ngenerated;
 } k3_emit_ids;
 
-/* The end: finish_reason "stop", "length" or "tool_calls", the usage, and
- * the ids when ids is not NULL. */
+/* The end: finish_reason "stop", "length" or "tool_calls", the usage, the
+ * ids when ids is not NULL, and llama-server's "timings" object
+ * {prompt_n, prompt_ms, prompt_per_token_ms, prompt_per_second, predicted_n,
+ * predicted_ms, predicted_per_token_ms, predicted_per_second} (prompt_n: the
+ * prompt ids computed, not the cached ones). Streaming, ids and timings ride
+ * on the chunk with the finish reason. */
 int k3_emit_finish(k3_emit *em, const char *reason, const k3_usage *u, const k3_emit_ids *ids,
                    k3_buf *out, k3_err *e);
 
 /* {"error": {"message", "type", "param", "code"}}; as an SSE event when sse. */
 int k3_emit_error(const k3_api_error *err, int sse, k3_buf *out, k3_err *e);
 
-/* GET /v1/models: the one model. */
+/* GET /v1/models: the list of the one model; GET /v1/models/{id}: it alone. */
 int k3_emit_models(const char *model, long long created, k3_buf *out, k3_err *e);
+int k3_emit_model(const char *model, long long created, k3_buf *out, k3_err *e);
 
 #endif

@@ -64,6 +64,19 @@ int k3_server_listen(const k3_server_config *cfg, int *bound, k3_err *e)
     return fd;
 }
 
+/* Whether the numeric address host is a loopback one. */
+static int host_is_loopback(const char *host)
+{
+    struct addrinfo hints, *ai = NULL;
+    memset(&hints, 0, sizeof hints);
+    hints.ai_flags = AI_NUMERICHOST;
+    if (getaddrinfo(host, NULL, &hints, &ai) != 0)
+        return 0;
+    int yes = k3_addr_is_loopback(ai->ai_addr);
+    freeaddrinfo(ai);
+    return yes;
+}
+
 typedef struct {
     k3_server *s;
     k3_answerer *a;
@@ -113,6 +126,10 @@ static void *worker(void *arg)
             fprintf(stderr, "k3 serve: %s; /health now answers 503 and every "
                             "request is refused: restart the server\n", job->stats.error.msg);
         }
+        k3_io_counters reads;
+        k3_model_io(w->a->model, &reads);
+        k3_metrics_answer(&w->s->metrics, job->answer.n, job->stats.reused, job->stats.generated,
+                          job->stats.prompt_seconds, job->stats.gen_seconds, &reads);
         k3_queue_done(&w->s->queue, job, status);
     }
     return NULL;
@@ -164,6 +181,12 @@ int k3_server_run(const k3_server_config *cfg, int lfd, int port, k3_model *m,
     s.cfg = cfg;
     s.tok = tok;
     s.started = (long long)time(NULL);
+    const char *origin = cfg->cors;
+    if (!origin && host_is_loopback(cfg->host))
+        origin = "*";
+    if (origin && *origin)
+        snprintf(s.cors, sizeof s.cors, "Access-Control-Allow-Origin: %.256s\r\n", origin);
+    k3_metrics_init(&s.metrics);
     pthread_mutex_init(&s.mu, NULL);
     pthread_cond_init(&s.idle, NULL);
     if (k3_answerer_init(&a, m, tok, cfg->context, e) == K3_OK) {
@@ -182,5 +205,6 @@ int k3_server_run(const k3_server_config *cfg, int lfd, int port, k3_model *m,
         close(lfd);
     pthread_cond_destroy(&s.idle);
     pthread_mutex_destroy(&s.mu);
+    k3_metrics_destroy(&s.metrics);
     return e->code;
 }

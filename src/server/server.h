@@ -1,7 +1,9 @@
 /* server.h - `k3 serve`: an OpenAI-compatible HTTP server for one model.
  *
  * Endpoints: POST /v1/chat/completions, POST /v1/completions (api.h for
- * the fields), GET /v1/models, GET /health.
+ * the fields), GET /v1/models and /v1/models/{id}, POST /tokenize and
+ * /detokenize (tokenize.h), GET /metrics (metrics.h), GET /health; OPTIONS
+ * on any of them is a CORS preflight.
  *
  * Threads: the calling thread accepts connections and reads every request
  * head (intake.h: a deadline per head, a limit per client, /health
@@ -36,6 +38,9 @@ typedef struct k3_server_config {
     int64_t context;        /* prompt + answer tokens */
     int threads;            /* worker threads for the model (0 = OpenMP's default) */
     int quiet;              /* no per-request log lines */
+    const char *cors;       /* the Access-Control-Allow-Origin every answer carries (and
+                             * OPTIONS preflights get): NULL = "*" when host is loopback,
+                             * none otherwise; "" = none */
 } k3_server_config;
 
 /* A socket listening on cfg's host and port (returned), its port number

@@ -392,7 +392,7 @@ static void test_emit(void)
     k3_err e = { 0, "" };
     k3_buf out = { 0 };
     k3_emit em;
-    k3_usage u = { 5, 3, 2 };
+    k3_usage u = { 5, 3, 2, 0.5, 0.25 };
     k3_emit_init(&em, 1, 0, 0, "chatcmpl-1", 7, "m");
     k3_emit_text(&em, K3_REPLY_REASONING, "think", 5, &out, &e);
     k3_emit_text(&em, K3_REPLY_CONTENT, "bad \xff\xc3 utf8 \xe2\x82\xac", 15, &out, &e);

@@ -1,0 +1,104 @@
+# 48-serve-surface: what llama-server users expect around the completions
+# endpoints (issue 19), on loopback with a tiny release-vocabulary model:
+#  - CORS: every answer carries Access-Control-Allow-Origin (loopback default
+#    "*"), an OPTIONS preflight gets 204 with the allowed methods and headers;
+#  - POST /tokenize equals `k3 --tokenize` (special tokens parsed or not),
+#    with_pieces gives each id's text, POST /detokenize inverts it, and bad
+#    bodies are 400 naming the field;
+#  - GET /v1/models/{id}: the served model, 404 model_not_found otherwise;
+#  - every answer has llama-server's "timings" (predicted_n = completion tokens);
+#  - GET /metrics (Prometheus text) counts the requests and tokens served;
+#  - the log line of a generation names its speeds.
+. tests/gates/lib.sh
+tokdir=../shared/k3-release
+[ -f "$tokdir/tiktoken.model" ] || die "no release tokenizer at $tokdir"
+command -v curl >/dev/null || die "curl is needed"
+work="$K3_BUILD/serve-surface"
+rm -rf "$work"
+mkdir -p "$work"
+dir=$(model serve-tiny tiny-a --vocab 163840)
+. tests/gates/serve_lib.sh
+start_server srv "$K3_BIN" || die "k3 serve did not start: $(cat "$work/srv.log")"
+name=$(basename "$dir")
+url="http://127.0.0.1:$port"
+
+# call NAME WANT-STATUS METHOD PATH [BODY]: body in $work/NAME.json, head in NAME.head.
+call() {
+    got=$(curl -s -D "$work/$1.head" -o "$work/$1.json" -w '%{http_code}' --max-time 120 \
+        -X "$3" ${5:+-H 'Content-Type: application/json' -d "$5"} "$url$4") || true
+    [ "$got" = "$2" ] || die "$1: HTTP $got, wanted $2: $(head -c 300 "$work/$1.json")"
+}
+py() { "$PYTHON" -c "import json,sys; r=json.load(open('$work/$1.json')); $2"; }
+
+# CORS
+call models 200 GET /v1/models
+grep -qi '^Access-Control-Allow-Origin: \*' "$work/models.head" || die "no CORS header on /v1/models"
+call pre 204 OPTIONS /v1/chat/completions
+grep -qi '^Access-Control-Allow-Methods: POST, OPTIONS' "$work/pre.head" || die "preflight: $(cat "$work/pre.head")"
+grep -qi '^Access-Control-Allow-Headers: .*Authorization' "$work/pre.head" || die "preflight headers"
+call nomethod 405 DELETE /v1/models
+echo "ok: CORS on answers, preflight 204, other methods 405"
+
+# /tokenize against the CLI
+text='Hello, wörld! <|end_of_msg|> 你好 ꙮ'
+want=$("$K3_BIN" --tok "$tokdir" --prompt "$text" --tokenize)
+want_special=$("$K3_BIN" --tok "$tokdir" --prompt "$text" --prompt-special --tokenize)
+body=$("$PYTHON" -c 'import json,sys; print(json.dumps({"content": sys.argv[1]}))' "$text")
+call tok 200 POST /tokenize "$body"
+[ "$(py tok 'print(",".join(map(str, r["tokens"])))')" = "$want_special" ] ||
+    die "/tokenize (parse_special default true) differs from k3 --prompt-special --tokenize"
+body=$("$PYTHON" -c 'import json,sys; print(json.dumps({"content": sys.argv[1], "parse_special": False}))' "$text")
+call tok2 200 POST /tokenize "$body"
+[ "$(py tok2 'print(",".join(map(str, r["tokens"])))')" = "$want" ] ||
+    die "/tokenize parse_special false differs from k3 --tokenize"
+[ "$want" != "$want_special" ] || die "the test text should tokenize differently with specials"
+body=$("$PYTHON" -c 'import json,sys; print(json.dumps({"content": sys.argv[1], "with_pieces": True}))' "$text")
+call pieces 200 POST /tokenize "$body"
+py pieces "
+t = r['tokens']
+assert all(set(x) == {'id', 'piece'} for x in t), t
+b = b''.join(x['piece'].encode() if isinstance(x['piece'], str) else bytes(x['piece']) for x in t)
+assert b.decode() == '''$text''', b
+assert any(isinstance(x['piece'], list) for x in t), 'a character split over ids should give bytes'
+" || die "with_pieces"
+ids=$(py tok 'print(json.dumps(r["tokens"]))')
+call detok 200 POST /detokenize "{\"tokens\": $ids}"
+[ "$(py detok 'print(r["content"])')" = "$text" ] || die "/detokenize does not invert /tokenize"
+call bad1 400 POST /tokenize '{"content": 5}'
+py bad1 'assert r["error"]["param"] == "content"' || die "bad content"
+call bad2 400 POST /tokenize '{"content": "x", "frobnicate": true}'
+call bad3 400 POST /detokenize '{"tokens": [1, 999999999]}'
+call bad4 400 POST /detokenize '{"tokens": "1,2"}'
+call bad5 400 POST /tokenize 'not json'
+echo "ok: /tokenize = k3 --tokenize, pieces, /detokenize inverts it, bad bodies 400"
+
+# /v1/models/{id}
+call one 200 GET "/v1/models/$name"
+py one "assert r['id'] == '$name' and r['object'] == 'model'" || die "/v1/models/$name"
+call other 404 GET /v1/models/gpt-4o
+py other 'assert r["error"]["code"] == "model_not_found"' || die "model_not_found"
+echo "ok: /v1/models/{id}"
+
+# timings and metrics
+call chat 200 POST /v1/chat/completions \
+    '{"messages": [{"role": "user", "content": "Hi"}], "max_tokens": 6, "temperature": 0}'
+py chat '
+t, u = r["timings"], r["usage"]
+assert t["predicted_n"] == u["completion_tokens"], (t, u)
+assert t["prompt_n"] == u["prompt_tokens"] - u["prompt_tokens_details"]["cached_tokens"], (t, u)
+assert t["predicted_ms"] > 0 and t["predicted_per_second"] > 0, t
+' || die "timings"
+call cmpl 200 POST /v1/completions '{"prompt": "Once upon", "max_tokens": 3, "temperature": 0}'
+call metrics 200 GET /metrics
+m="$work/metrics.json"
+grep -q '^# TYPE k3_requests_total counter' "$m" || die "metrics: no TYPE line"
+grep -q '^k3_requests_total{endpoint="chat_completions"} 2$' "$m" || die "metrics: chat count (the preflight and the chat): $(grep requests_total "$m")"
+grep -q '^k3_requests_total{endpoint="tokenize"} 6$' "$m" || die "metrics: tokenize count: $(grep requests_total "$m")"
+grep -q '^k3_request_errors_total{endpoint="tokenize"} 3$' "$m" || die "metrics: tokenize errors"
+gen=$(( $(py chat 'print(r["usage"]["completion_tokens"])') + $(py cmpl 'print(r["usage"]["completion_tokens"])') ))
+grep -q "^k3_generated_tokens_total $gen\$" "$m" || die "metrics: generated tokens, wanted $gen: $(grep generated "$m")"
+grep -q '^k3_requests_running 0$' "$m" || die "metrics: running"
+echo "ok: timings, /metrics counts ($gen tokens generated)"
+grep -q 'POST /v1/chat/completions 200 prompt=.* gen_tok/s=' "$work/srv.log" || die "log line: $(tail -3 "$work/srv.log")"
+stop_server "$pid" srv
+echo "ok: the server's surface"

@@ -824,15 +824,17 @@ def sample_bits53(seed, position):
 
 
 def sample(logits, recent, seed, position, temperature, top_k=0, top_p=1.0, min_p=0.0,
-           repeat_penalty=1.0):
+           repeat_penalty=1.0, frequency_penalty=0.0, presence_penalty=0.0):
     """The token include/k3/sample.h chooses, in float64 (k3 uses float weights summed
     in double). Returns (token, margin): margin is the smallest relative distance of a
     threshold decision (top-p mass, min-p ratio, the draw against a cumulative weight)
     from its threshold, so the caller knows whether float rounding could flip it."""
     x = np.array(logits, dtype=np.float64)
-    if repeat_penalty != 1.0:
-        for i in sorted(set(int(r) for r in recent if 0 <= r < len(x))):
-            x[i] = x[i] / repeat_penalty if x[i] > 0 else x[i] * repeat_penalty
+    window = [int(r) for r in recent if 0 <= r < len(x)]
+    for i in sorted(set(window)):
+        # The penalties of sample.h step 1: repeat, then frequency (per occurrence) and presence.
+        x[i] = x[i] / repeat_penalty if x[i] > 0 else x[i] * repeat_penalty
+        x[i] -= window.count(i) * frequency_penalty + presence_penalty
     if temperature == 0:
         return greedy(x), np.inf
     order = sorted(range(len(x)), key=lambda i: (-x[i], i))

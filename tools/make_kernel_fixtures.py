@@ -269,10 +269,12 @@ def fx_moe(rng):
 SAMPLE_POSITIONS = [0, 1, 2, 3, 4, 5, 6, 7, 1 << 20, (1 << 20) + 1, 1 << 32, 1 << 40,
                     (1 << 40) + 1, (1 << 53) + 3, 1 << 62]
 SAMPLE_SEEDS = [0, 5, 42, (1 << 63) - 1]
-# temperature, top_k, top_p, min_p, repeat_penalty (each exact in float32).
-SAMPLE_CONFIGS = [(1.0, 0, 1.0, 0.0, 1.0), (0.875, 6, 0.9375, 0.03125, 2.0),
-                  (0.5, 0, 0.75, 0.0, 1.0), (1.5, 0, 1.0, 0.0625, 2.0),
-                  (0.0, 0, 1.0, 0.0, 2.0)]
+# temperature, top_k, top_p, min_p, repeat_penalty, frequency_penalty, presence_penalty
+# (each exact in float32).
+SAMPLE_CONFIGS = [(1.0, 0, 1.0, 0.0, 1.0, 0.0, 0.0), (0.875, 6, 0.9375, 0.03125, 2.0, 0.0, 0.0),
+                  (0.5, 0, 0.75, 0.0, 1.0, 0.0, 0.0), (1.5, 0, 1.0, 0.0625, 2.0, 0.0, 0.0),
+                  (0.0, 0, 1.0, 0.0, 2.0, 0.0, 0.0), (1.0, 0, 1.0, 0.0, 1.0, 1.5, 0.75),
+                  (0.0, 0, 1.0, 0.0, 1.25, 2.0, -0.5), (0.75, 4, 1.0, 0.0, 1.0, -1.0, 2.0)]
 SAMPLE_MARGIN = 1e-5
 
 
@@ -284,11 +286,12 @@ def fx_sample(rng):
     uniform = [[seed, pos, k3ref.sample_bits53(seed, pos)]
                for seed in SAMPLE_SEEDS for pos in SAMPLE_POSITIONS]
     cases, dropped = [], 0
-    for c, (t, k, tp, mp, rp) in enumerate(SAMPLE_CONFIGS):
+    for c, (t, k, tp, mp, rp, fp, pp) in enumerate(SAMPLE_CONFIGS):
         for row in range(len(logits)):
             for seed in SAMPLE_SEEDS[:2]:
                 for pos in SAMPLE_POSITIONS:
-                    tok, margin = k3ref.sample(logits[row], recent, seed, pos, t, k, tp, mp, rp)
+                    tok, margin = k3ref.sample(logits[row], recent, seed, pos, t, k, tp, mp, rp,
+                                               fp, pp)
                     if margin < SAMPLE_MARGIN:
                         dropped += 1
                         continue
@@ -300,9 +303,10 @@ def fx_sample(rng):
         "Sampler (include/k3/sample.h). uniform [N,3] rows (seed, position, k): the draw "
         "for (seed, position) is u = k / 2^53, k = mix(mix(seed + G) + (position + 1) G) "
         ">> 11 modulo 2^64 (G = 0x9E3779B97F4A7C15, mix = splitmix64's finalizer). "
-        "configs [C,5] rows (temperature, top_k, top_p, min_p, repeat_penalty); cases "
+        "configs [C,7] rows (temperature, top_k, top_p, min_p, repeat_penalty, "
+        "frequency_penalty, presence_penalty); cases "
         "[M,5] rows (config, row of logits [R,V], seed, position, token): the token "
-        "k3_sample picks with recent[] as the repeat-penalty window. Cases whose float64 "
+        "k3_sample picks with recent[] as the penalty window. Cases whose float64 "
         "decision lies within %g of a threshold are left out (%d here)."
         % (SAMPLE_MARGIN, dropped),
         {}, {"logits": logits, "recent": recent, "configs": np.array(SAMPLE_CONFIGS)},

@@ -24,9 +24,12 @@
  * of `seed`. k3_sample_uniform returns u.
  *
  * The steps, in llama.cpp's order:
- *   1. repeat penalty: each distinct id of recent[] (ids outside the
- *      vocabulary ignored) has a positive logit divided by repeat_penalty
- *      and a negative one multiplied by it;
+ *   1. penalties, as llama.cpp's: each distinct id j of recent[] (ids
+ *      outside the vocabulary ignored), occurring c_j times there, has its
+ *      logit l (float) divided by repeat_penalty when positive or multiplied
+ *      by it otherwise, then l - ((float)c_j * frequency_penalty +
+ *      presence_penalty) (float arithmetic, in that order; OpenAI's
+ *      frequency and presence penalties over the same window);
  *   2. temperature == 0: greedy, the highest logit (ties: the lowest id;
  *      neither seed nor position is read);
  *      otherwise the candidates are sorted by logit (ties: lower id first) and
@@ -56,13 +59,15 @@ typedef struct k3_sampler {
     float top_p;          /* (0, 1]; 1 (default) = off */
     float min_p;          /* [0, 1]; 0 (default) = off */
     float repeat_penalty; /* > 0; 1 (default) = off */
+    float frequency_penalty; /* [-2, 2] (OpenAI's range); 0 (default) = off */
+    float presence_penalty;  /* [-2, 2]; 0 (default) = off */
     int top_k;            /* 0 (default) = off */
     uint64_t seed;        /* 0 by default; read by every sampled draw */
 
     /* Internal. */
     size_t vocab;         /* rows the scratch below was made for */
     void *cand;           /* vocab candidates (id, logit) */
-    unsigned char *seen;  /* vocab flags for the repeat penalty, kept all 0 */
+    uint32_t *seen;       /* [vocab] occurrences in the penalty window, kept all 0 */
 } k3_sampler;
 
 /* Sets the defaults above and allocates scratch for rows of `vocab`

@@ -52,7 +52,7 @@ int k3_sampler_init(k3_sampler *s, size_t vocab, k3_err *e)
     s->repeat_penalty = 1.0f;
     s->vocab = vocab;
     s->cand = k3_malloc(e, (vocab ? vocab : 1) * sizeof(cand), "sampler candidates");
-    s->seen = k3_calloc(e, vocab ? vocab : 1, 1, "sampler flags");
+    s->seen = k3_calloc(e, vocab ? vocab : 1, sizeof *s->seen, "sampler counts");
     if (e->code)
         k3_sampler_free(s);
     return e->code;
@@ -77,6 +77,12 @@ int k3_sampler_check(const k3_sampler *s, k3_err *e)
     if (!(s->repeat_penalty > 0.0f) || s->repeat_penalty > 1e6f)
         return k3_fail(e, K3_EINPUT, "repeat_penalty must be > 0, got %g",
                        (double)s->repeat_penalty);
+    if (!(s->frequency_penalty >= -2.0f && s->frequency_penalty <= 2.0f))
+        return k3_fail(e, K3_EINPUT, "frequency_penalty must be in [-2, 2], got %g",
+                       (double)s->frequency_penalty);
+    if (!(s->presence_penalty >= -2.0f && s->presence_penalty <= 2.0f))
+        return k3_fail(e, K3_EINPUT, "presence_penalty must be in [-2, 2], got %g",
+                       (double)s->presence_penalty);
     if (s->top_k < 0)
         return k3_fail(e, K3_EINPUT, "top_k must be >= 0, got %d", s->top_k);
     return K3_OK;
@@ -93,7 +99,8 @@ static int by_logit_desc(const void *pa, const void *pb)
 }
 
 /* Copies the logits (NaN becomes -inf so the order stays total) and
- * applies the repeat penalty once per distinct recent id. */
+ * applies the penalties (k3/sample.h step 1) once per distinct recent id,
+ * with its count in the window. */
 static void load_candidates(k3_sampler *s, const float *logits, size_t V, const uint32_t *recent,
                             size_t nrecent)
 {
@@ -102,19 +109,20 @@ static void load_candidates(k3_sampler *s, const float *logits, size_t V, const 
         c[i].id = (uint32_t)i;
         c[i].logit = isnan(logits[i]) ? -INFINITY : logits[i];
     }
-    if (s->repeat_penalty == 1.0f)
+    if (s->repeat_penalty == 1.0f && s->frequency_penalty == 0.0f && s->presence_penalty == 0.0f)
         return;
-    for (size_t i = 0; i < nrecent; i++) {
-        uint32_t id = recent[i];
-        if (id >= V || s->seen[id])
-            continue;
-        s->seen[id] = 1;
-        float *l = &c[id].logit;
-        *l = *l > 0.0f ? *l / s->repeat_penalty : *l * s->repeat_penalty;
-    }
     for (size_t i = 0; i < nrecent; i++)
         if (recent[i] < V)
-            s->seen[recent[i]] = 0;
+            s->seen[recent[i]]++;
+    for (size_t i = 0; i < nrecent; i++) {
+        uint32_t id = recent[i];
+        if (id >= V || s->seen[id] == 0)
+            continue;
+        float *l = &c[id].logit, count = (float)s->seen[id];
+        s->seen[id] = 0; /* once per distinct id; the array is all 0 again at the end */
+        *l = *l > 0.0f ? *l / s->repeat_penalty : *l * s->repeat_penalty;
+        *l = *l - (count * s->frequency_penalty + s->presence_penalty);
+    }
 }
 
 /* Sets c[i].w = exp((logit_i - logit_0) / t) for i < n (c sorted, so

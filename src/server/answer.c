@@ -147,6 +147,8 @@ static int set_sampler(k3_answerer *a, const k3_api_request *r, k3_err *e)
     s->top_k = r->top_k;
     s->min_p = r->min_p;
     s->repeat_penalty = r->repeat_penalty;
+    s->frequency_penalty = r->frequency_penalty;
+    s->presence_penalty = r->presence_penalty;
     k3_sampler_seed(s, r->has_seed ? r->seed : a->seeds++ * 0x9E3779B97F4A7C15ull);
     return k3_sampler_check(s, e);
 }

@@ -239,12 +239,14 @@ static int f_one(parse *p, const char *name, const k3_json *v)
 }
 
 /* frequency_penalty, presence_penalty: only 0. */
-static int f_zero_penalty(parse *p, const char *name, const k3_json *v)
+static int f_frequency_penalty(parse *p, const char *name, const k3_json *v)
 {
-    float x = 0;
-    if (number_in(p, name, v, -2, 0, 2, &x))
-        return p->err->status;
-    return x == 0 ? 0 : unsupported(p, name, "0 (k3's penalty is repetition_penalty)");
+    return number_in(p, name, v, -2, 0, 2, &p->out->frequency_penalty);
+}
+
+static int f_presence_penalty(parse *p, const char *name, const k3_json *v)
+{
+    return number_in(p, name, v, -2, 0, 2, &p->out->presence_penalty);
 }
 
 static int f_logit_bias(parse *p, const char *name, const k3_json *v)
@@ -386,8 +388,8 @@ static const field fields[] = {
     { "metadata", CHAT, f_object },
     { "n", BOTH, f_one },
     { "best_of", COMPLETION, f_one },
-    { "frequency_penalty", BOTH, f_zero_penalty },
-    { "presence_penalty", BOTH, f_zero_penalty },
+    { "frequency_penalty", BOTH, f_frequency_penalty },
+    { "presence_penalty", BOTH, f_presence_penalty },
     { "logit_bias", BOTH, f_logit_bias },
     { "logprobs", BOTH, f_no_logprobs },
     { "top_logprobs", CHAT, f_no_logprobs },

@@ -15,7 +15,9 @@
  *                               json_object or json_schema, rendered as the format's
  *                               notices (not enforced by constrained decoding)
  *   max_tokens, max_completion_tokens (chat)   1 .. the server's --max-tokens
- *   temperature [0, 2] (default 1), top_p (0, 1], seed (integer), stop (a string or
+ *   temperature [0, 2] (default 1), top_p (0, 1], frequency_penalty and presence_penalty
+ *                               [-2, 2] (over the last 64 ids, k3/sample.h), seed (integer),
+ *                               stop (a string or
  *                               up to 4 non-empty strings; matched in the reply text, not
  *                               in reasoning or tool calls), stream, stream_options
  *                               {include_usage}
@@ -27,7 +29,7 @@
  *     release's encoder knows no medium level), "high" and "max" ask for those.
  * Accepted and ignored (they change nothing k3 does): user, store, metadata,
  * service_tier, parallel_tool_calls. Accepted only at their neutral value:
- * n 1, frequency_penalty and presence_penalty 0, logit_bias {}, logprobs
+ * n 1, logit_bias {}, logprobs
  * false / 0, top_logprobs 0, echo false, best_of 1, suffix null. Any other
  * field is refused (as OpenAI does); so is a field of the wrong type or out
  * of range. null means "not given" everywhere. */
@@ -73,6 +75,7 @@ typedef struct k3_api_request {
     int include_usage; /* stream_options.include_usage */
     long max_tokens;   /* -1 when not given */
     float temperature, top_p, min_p, repeat_penalty;
+    float frequency_penalty, presence_penalty; /* [-2, 2], 0 when not given */
     int top_k;
     int has_seed;
     uint64_t seed;

@@ -89,13 +89,27 @@ assert t["prompt_n"] == u["prompt_tokens"] - u["prompt_tokens_details"]["cached_
 assert t["predicted_ms"] > 0 and t["predicted_per_second"] > 0, t
 ' || die "timings"
 call cmpl 200 POST /v1/completions '{"prompt": "Once upon", "max_tokens": 3, "temperature": 0}'
+# frequency and presence penalties: negative ones boost the window's ids (the
+# prompt's "a"s, 8 times: +18), which then take over a greedy answer, the same way twice
+pen='{"prompt": "a a a a a a a a", "max_tokens": 24, "temperature": 0'
+call p0 200 POST /v1/completions "$pen}"
+call p1 200 POST /v1/completions "$pen, \"frequency_penalty\": -2, \"presence_penalty\": -2}"
+call p2 200 POST /v1/completions "$pen, \"frequency_penalty\": -2, \"presence_penalty\": -2}"
+[ "$(py p1 'print(r["choices"][0]["text"])')" = "$(py p2 'print(r["choices"][0]["text"])')" ] ||
+    die "penalties: the same request gave two answers"
+py p0 'assert r["choices"][0]["text"].count("a") < 6, r' || die "penalties: p0 should not repeat"
+py p1 'assert r["choices"][0]["text"].count("a") >= 12, r' ||
+    die "penalties: frequency/presence_penalty -2 did not boost the prompt's ids"
+call p3 400 POST /v1/completions "$pen, \"presence_penalty\": 2.5}"
+echo "ok: frequency and presence penalties change the answer, reproducibly"
 call metrics 200 GET /metrics
 m="$work/metrics.json"
 grep -q '^# TYPE k3_requests_total counter' "$m" || die "metrics: no TYPE line"
 grep -q '^k3_requests_total{endpoint="chat_completions"} 2$' "$m" || die "metrics: chat count (the preflight and the chat): $(grep requests_total "$m")"
 grep -q '^k3_requests_total{endpoint="tokenize"} 6$' "$m" || die "metrics: tokenize count: $(grep requests_total "$m")"
 grep -q '^k3_request_errors_total{endpoint="tokenize"} 3$' "$m" || die "metrics: tokenize errors"
-gen=$(( $(py chat 'print(r["usage"]["completion_tokens"])') + $(py cmpl 'print(r["usage"]["completion_tokens"])') ))
+gen=0
+for a in chat cmpl p0 p1 p2; do gen=$((gen + $(py $a 'print(r["usage"]["completion_tokens"])'))); done
 grep -q "^k3_generated_tokens_total $gen\$" "$m" || die "metrics: generated tokens, wanted $gen: $(grep generated "$m")"
 grep -q '^k3_requests_running 0$' "$m" || die "metrics: running"
 echo "ok: timings, /metrics counts ($gen tokens generated)"

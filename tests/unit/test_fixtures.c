@@ -320,12 +320,14 @@ static void sample_cases(k3_sampler *s, const int64_t *cases, const size_t *orde
     int bad = 0;
     for (size_t j = 0; j < n; j++) {
         const int64_t *c = cases + 5 * order[j];
-        const float *cf = configs + 5 * c[0];
+        const float *cf = configs + 7 * c[0];
         s->temperature = cf[0];
         s->top_k = (int)cf[1];
         s->top_p = cf[2];
         s->min_p = cf[3];
         s->repeat_penalty = cf[4];
+        s->frequency_penalty = cf[5];
+        s->presence_penalty = cf[6];
         k3_sampler_seed(s, (uint64_t)c[2]);
         uint32_t got = k3_sample(s, logits + (size_t)c[1] * V, V, recent, nrecent, (uint64_t)c[3]);
         if (got != (uint32_t)c[4] && bad++ < 5)

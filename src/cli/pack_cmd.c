@@ -10,7 +10,7 @@
 #include <string.h>
 #include <sys/stat.h>
 
-#include "io/trunk_pack.h"
+#include "pack/trunk_pack.h"
 #include "model/config.h"
 #include "model/weights.h"
 #include "util/error.h"

@@ -46,8 +46,8 @@
  * Test hook: with K3_PACK_TEST_KILL_AFTER=N in the environment the process
  * kills itself (SIGKILL) after copying N runs, as an interrupted pack
  * would end (tests/gates/26-trunk.sh). */
-#ifndef K3_IO_TRUNK_PACK_H
-#define K3_IO_TRUNK_PACK_H
+#ifndef K3_PACK_TRUNK_PACK_H
+#define K3_PACK_TRUNK_PACK_H
 
 #include <stdio.h>
 

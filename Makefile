@@ -1,5 +1,6 @@
 # k3 build. Sources are found by wildcard: every src/<area>/*.c except the
-# CLI goes into libk3.a; every tests/unit/test_*.c is one test program.
+# CLI's (src/cli) and the offline trunk packer's (src/pack) goes into libk3.a;
+# those two link into bin/k3 only. Every tests/unit/test_*.c is one test program.
 #
 #   make            build bin/k3
 #   make test       build and run the whole test ladder (tests/run.sh)
@@ -24,14 +25,16 @@ LDLIBS  = -lm -fopenmp -pthread
 ALL_CFLAGS = $(CFLAGS_BASE) $(OPT) $(CFLAGS)
 
 LIB_SRC  := $(sort $(wildcard src/*/*.c))
-LIB_SRC  := $(filter-out src/cli/%,$(LIB_SRC))
+LIB_SRC  := $(filter-out src/cli/% src/pack/%,$(LIB_SRC))
 CLI_SRC  := $(sort $(wildcard src/cli/*.c))
+PACK_SRC := $(sort $(wildcard src/pack/*.c))
 TEST_SRC := $(sort $(wildcard tests/unit/test_*.c))
 # Test programs that gate scripts run with arguments (a model dir, ...).
 PROG_SRC := $(sort $(wildcard tests/progs/*.c))
 
 LIB_OBJ  := $(LIB_SRC:%.c=$(BUILD)/%.o)
 CLI_OBJ  := $(CLI_SRC:%.c=$(BUILD)/%.o)
+PACK_OBJ := $(PACK_SRC:%.c=$(BUILD)/%.o)
 TEST_BIN := $(TEST_SRC:tests/unit/%.c=$(BUILD)/tests/%)
 PROG_BIN := $(PROG_SRC:tests/progs/%.c=$(BUILD)/progs/%)
 K3_BIN   := $(if $(filter build,$(BUILD)),bin/k3,$(BUILD)/bin/k3)
@@ -58,9 +61,9 @@ $(BUILD)/commit.stamp: FORCE
 .PHONY: FORCE
 FORCE:
 
-$(K3_BIN): $(CLI_OBJ) $(BUILD)/libk3.a
+$(K3_BIN): $(CLI_OBJ) $(PACK_OBJ) $(BUILD)/libk3.a
 	@mkdir -p $(dir $@)
-	$(CC) $(ALL_CFLAGS) -o $@ $(CLI_OBJ) $(BUILD)/libk3.a $(LDLIBS)
+	$(CC) $(ALL_CFLAGS) -o $@ $(CLI_OBJ) $(PACK_OBJ) $(BUILD)/libk3.a $(LDLIBS)
 
 $(BUILD)/tests/%: tests/unit/%.c $(BUILD)/libk3.a
 	@mkdir -p $(dir $@)
@@ -116,7 +119,7 @@ cross-aarch64:
 clean:
 	rm -rf build build-* bin
 
--include $(LIB_OBJ:.o=.d) $(CLI_OBJ:.o=.d) $(TEST_BIN:=.d) $(PROG_BIN:=.d)
+-include $(LIB_OBJ:.o=.d) $(CLI_OBJ:.o=.d) $(PACK_OBJ:.o=.d) $(TEST_BIN:=.d) $(PROG_BIN:=.d)
 
 # ---- fuzzing: replay drivers in `all`, and `make fuzz` (see tests/fuzz/fuzz.mk) ----
 include tests/fuzz/fuzz.mk

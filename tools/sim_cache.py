@@ -19,7 +19,7 @@ pinned first; each miss then takes an empty slot or evicts a victim that the pol
 among the unpinned ones. After the batch its experts count as used, in request order.
 
 Policies:
-  lru     evict the least recently used: exactly what src/cache/expert_cache.c does.
+  lru     evict the least recently used: exactly what src/resid/expert_cache.c does.
   belady  evict the one whose next request is furthest away (never requested again =
           infinitely far; ties go to the lowest (layer, expert)): the offline optimum, a
           bound for every online policy at that capacity.

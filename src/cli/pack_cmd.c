@@ -1,6 +1,7 @@
-/* pack_cmd.c - see pack_cmd.h. Binds the model exactly as the engine does
- * (config, shard index, weights.c's run layout) so the packed runs are the
- * engine's runs byte for byte, then hands the layout to the packer. */
+/* pack_cmd.c - see pack_cmd.h. Opens the model with the library's
+ * plan-only open, which binds it exactly as a run does (config, shard index,
+ * weights.c's runs) and loads nothing, so the packed runs are the engine's
+ * runs byte for byte; then hands their layout to the packer. */
 #include "cli/pack_cmd.h"
 
 #include <errno.h>
@@ -10,9 +11,8 @@
 #include <string.h>
 #include <sys/stat.h>
 
-#include "io/trunk_pack.h"
-#include "model/config.h"
-#include "model/weights.h"
+#include "model/model.h"
+#include "pack/trunk_pack.h"
 #include "util/error.h"
 
 static void usage(FILE *f)
@@ -77,27 +77,25 @@ static int parse(pack_args *a, int argc, char **argv, k3_err *e)
 
 static int pack(const pack_args *a, k3_err *e)
 {
-    k3_config cfg;
-    k3_st_index *ix = NULL;
-    k3_weights w;
+    k3_model *model = NULL;
     k3_trunk_manifest m;
     uint64_t config_hash = 0;
-    /* Zeroed, each is safe to free whether or not it was filled. */
-    memset(&cfg, 0, sizeof cfg);
-    memset(&w, 0, sizeof w);
+    /* Zeroed, it is safe to free whether or not it was filled. */
     memset(&m, 0, sizeof m);
-    if (k3_config_load(&cfg, a->model_dir, e) != K3_OK)
+    /* Plan only: nothing is loaded, and the plan is not checked against the
+     * machine (packing needs its copy windows, not the plan's memory). The
+     * layout's names and source descriptors point into the model's index
+     * and runs, so the model is closed last. */
+    k3_model_opts mo;
+    k3_model_opts_default(&mo);
+    mo.n_layers = a->layers;
+    mo.plan_only = 1;
+    mo.no_mem_check = 1;
+    if (k3_model_open(&model, a->model_dir, &mo, e) != K3_OK)
         goto done;
-    int n = (int)cfg.num_hidden_layers;
-    if (a->layers > n) {
-        k3_fail(e, K3_EINPUT, "--layers %d: the model has %d layers", a->layers, n);
-        goto done;
-    }
-    if (k3_st_open(&ix, a->model_dir, e) != K3_OK ||
-        k3_weights_bind(&w, &cfg, ix, a->layers ? a->layers : n, e) != K3_OK)
-        goto done;
+    const k3_weights *w = &model->w;
     if (k3_trunk_config_hash(a->model_dir, &config_hash, e) != K3_OK ||
-        k3_trunk_layout(&m, w.runs, w.nruns, ix, w.embed_info, e) != K3_OK)
+        k3_trunk_layout(&m, w->runs, w->nruns, model->ix, w->embed_info, e) != K3_OK)
         goto done;
     m.config_hash = config_hash;
     if (mkdir(a->trunk_dir, 0777) != 0 && errno != EEXIST) {
@@ -109,14 +107,12 @@ static int pack(const pack_args *a, k3_err *e)
     if (k3_trunk_pack(&m, a->trunk_dir, &o, &r, e) == K3_OK && !r.up_to_date && !a->quiet)
         fprintf(stderr, "pack-trunk: packed %zu runs (%d layers, lm_head, embedding), %.3f GB, "
                         "into %s/trunk.bin in %.2f s: copy %.2f GB/s, verify %.2f GB/s\n",
-                m.nruns, w.n_layers, r.bytes / 1e9, a->trunk_dir, r.total_seconds,
+                m.nruns, w->n_layers, r.bytes / 1e9, a->trunk_dir, r.total_seconds,
                 r.copy_seconds > 0 ? r.bytes / r.copy_seconds / 1e9 : 0.0,
                 r.verify_seconds > 0 ? r.bytes / r.verify_seconds / 1e9 : 0.0);
 done:
     k3_trunk_manifest_free(&m);
-    k3_weights_free(&w);
-    k3_st_close(ix);
-    k3_config_free(&cfg);
+    k3_model_close(model);
     return e->code;
 }
 

@@ -1,5 +1,5 @@
 /* pack_cmd.h - `k3 pack-trunk MODEL_DIR TRUNK_DIR [options]`: copies the
- * dense trunk into one aligned file (io/trunk_pack.h). */
+ * dense trunk into one aligned file (pack/trunk_pack.h). */
 #ifndef K3_CLI_PACK_CMD_H
 #define K3_CLI_PACK_CMD_H
 

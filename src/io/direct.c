@@ -7,19 +7,13 @@
 #include "io/direct.h"
 
 #include <errno.h>
+#include <fcntl.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-
-#ifdef _WIN32
-#include <malloc.h>
-#include <windows.h>
-#else
-#include <fcntl.h>
-#include <pthread.h>
 #include <sys/uio.h>
 #include <unistd.h>
-#endif
 
 #include "io/fault.h"
 #include "io/pread_all.h"
@@ -28,15 +22,9 @@
 
 /* ---- process-wide counters ---- */
 
-#ifdef _WIN32
-static SRWLOCK lock = SRWLOCK_INIT;
-static void lock_take(void) { AcquireSRWLockExclusive(&lock); }
-static void lock_give(void) { ReleaseSRWLockExclusive(&lock); }
-#else
 static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
 static void lock_take(void) { pthread_mutex_lock(&lock); }
 static void lock_give(void) { pthread_mutex_unlock(&lock); }
-#endif
 
 static k3_io_counts counts;
 
@@ -77,25 +65,6 @@ int k3_file_open(k3_file *f, const char *path, int direct, k3_err *e)
     if (!(f->path = k3_malloc(e, n, "file name")))
         return e->code;
     memcpy(f->path, path, n);
-#ifdef _WIN32
-    f->handle = INVALID_HANDLE_VALUE;
-    if (direct) {
-        f->handle = CreateFileA(path, GENERIC_READ, FILE_SHARE_READ, NULL, OPEN_EXISTING,
-                                FILE_ATTRIBUTE_NORMAL | FILE_FLAG_NO_BUFFERING, NULL);
-        f->direct = f->handle != INVALID_HANDLE_VALUE;
-        if (!f->direct && GetLastError() == ERROR_INVALID_PARAMETER)
-            count_fallback();
-    }
-    if (f->handle == INVALID_HANDLE_VALUE)
-        f->handle = CreateFileA(path, GENERIC_READ, FILE_SHARE_READ, NULL, OPEN_EXISTING,
-                                FILE_ATTRIBUTE_NORMAL, NULL);
-    if (f->handle == INVALID_HANDLE_VALUE) {
-        k3_fail(e, K3_EINPUT, "%s: cannot open (Windows error %lu)", path,
-                (unsigned long)GetLastError());
-        k3_file_close(f);
-        return e->code;
-    }
-#else
     (void)direct; /* used below on systems with a direct-I/O switch */
     f->fd = k3_open_input(path, e);
     if (f->fd < 0) {
@@ -115,28 +84,21 @@ int k3_file_open(k3_file *f, const char *path, int direct, k3_err *e)
 #if defined(__APPLE__)
     f->direct = direct && fcntl(f->fd, F_NOCACHE, 1) == 0;
 #endif
-#endif
     return K3_OK;
 }
 
 void k3_file_close(k3_file *f)
 {
-#ifdef _WIN32
-    if (f->handle && f->handle != INVALID_HANDLE_VALUE)
-        CloseHandle(f->handle);
-    f->handle = INVALID_HANDLE_VALUE;
-#else
     if (f->path && f->fd >= 0)
         close(f->fd);
     f->fd = -1;
-#endif
     free(f->path);
     f->path = NULL;
 }
 
 int k3_file_is_direct(const k3_file *f)
 {
-#if !defined(_WIN32) && defined(O_DIRECT)
+#if defined(O_DIRECT)
     return f->direct && (fcntl(f->fd, F_GETFL) & O_DIRECT) != 0;
 #else
     return f->direct;
@@ -148,7 +110,7 @@ int k3_file_is_direct(const k3_file *f)
  * Several threads may get here at once; the first one switches the file. */
 static int drop_direct(k3_file *f)
 {
-#if !defined(_WIN32) && defined(O_DIRECT)
+#if defined(O_DIRECT)
     if (!f->direct)
         return 0;
     lock_take(); /* so that one switch is counted once */
@@ -172,12 +134,8 @@ void *k3_io_alloc(size_t n, const char *what, k3_err *e)
     size_t len = (size_t)k3_io_align_up(n ? n : 1);
     void *p = NULL;
     if (!k3_fault_alloc()) {
-#ifdef _WIN32
-        p = _aligned_malloc(len, K3_IO_ALIGN);
-#else
         if (posix_memalign(&p, K3_IO_ALIGN, len) != 0)
             p = NULL;
-#endif
     }
     if (!p)
         k3_fail(e, K3_ERUNTIME, "out of memory allocating %zu aligned bytes for %s", len, what);
@@ -186,11 +144,7 @@ void *k3_io_alloc(size_t n, const char *what, k3_err *e)
 
 void k3_io_free(void *p)
 {
-#ifdef _WIN32
-    _aligned_free(p);
-#else
     free(p);
-#endif
 }
 
 /* ---- reads ---- */
@@ -200,27 +154,6 @@ void k3_io_free(void *p)
 static int64_t read_once(k3_file *f, uint64_t off, const k3_iov *iov, int niov)
 {
     uint64_t done = 0;
-#ifdef _WIN32
-    for (int i = 0; i < niov; i++)
-        for (size_t at = 0; at < iov[i].len;) {
-            OVERLAPPED ov;
-            memset(&ov, 0, sizeof ov);
-            ov.Offset = (DWORD)(off + done);
-            ov.OffsetHigh = (DWORD)((off + done) >> 32);
-            size_t left = iov[i].len - at;
-            DWORD want = left > (1u << 30) ? (1u << 30) : (DWORD)left, got = 0;
-            if (!ReadFile(f->handle, (char *)iov[i].buf + at, want, &got, &ov)) {
-                if (GetLastError() == ERROR_HANDLE_EOF)
-                    return (int64_t)done;
-                errno = GetLastError() == ERROR_INVALID_PARAMETER ? EINVAL : EIO;
-                return -1;
-            }
-            if (got == 0)
-                return (int64_t)done;
-            at += got;
-            done += got;
-        }
-#else
     struct iovec v[K3_IO_MAX_SEGS];
     for (int i = 0; i < niov; i++) {
         v[i].iov_base = iov[i].buf;
@@ -245,7 +178,6 @@ static int64_t read_once(k3_file *f, uint64_t off, const k3_iov *iov, int niov)
             p->iov_len -= (size_t)r;
         }
     }
-#endif
     return (int64_t)done;
 }
 

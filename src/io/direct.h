@@ -13,7 +13,6 @@
  *            system without direct I/O), the file silently falls back to
  *            buffered reads for good; k3_io_counts_get counts fallbacks.
  *   macOS    F_NOCACHE (no alignment demands, so no fallback needed).
- *   Windows  FILE_FLAG_NO_BUFFERING handles, buffered if the open fails.
  *
  * Every read is tried K3_READ_ATTEMPTS times (io/pread_all.h); if all fail or
  * come back short the call returns K3_EINVALID with "RUN INVALID: reading
@@ -42,11 +41,7 @@ static inline uint64_t k3_io_align_up(uint64_t x) { return k3_io_align_down(x + 
 
 typedef struct k3_file {
     char *path;               /* for messages */
-#ifdef _WIN32
-    void *handle;
-#else
     int fd;
-#endif
     int direct;               /* direct I/O granted at open (Linux may drop it later) */
 } k3_file;
 

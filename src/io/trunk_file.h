@@ -13,15 +13,15 @@
  * trunk.bin, read through a k3_file opened for direct I/O (buffered where
  * the file system refuses), and the run is marked for verification
  * against its packed checksum, so a corrupted trunk.bin stops the run with
- * K3_EINVALID (io/trunk.h) instead of computing with wrong weights.
+ * K3_EINVALID (resid/trunk.h) instead of computing with wrong weights.
  *
  * The embedding is checked too (it is in the tensor table), but the engine
  * still reads it from the shards: its row reads are separate (weights.c). */
 #ifndef K3_IO_TRUNK_FILE_H
 #define K3_IO_TRUNK_FILE_H
 
+#include "io/run.h"
 #include "io/safetensors.h"
-#include "io/trunk.h"
 #include "k3/error.h"
 
 typedef struct k3_trunk_file k3_trunk_file;

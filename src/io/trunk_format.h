@@ -46,8 +46,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "io/run.h"
 #include "io/safetensors.h"
-#include "io/trunk.h"
 #include "k3/error.h"
 
 #define K3_TRUNK_VERSION 2

@@ -2,14 +2,14 @@
 #ifndef K3_MODEL_MODEL_H
 #define K3_MODEL_MODEL_H
 
-#include "cache/expert_cache.h"
 #include "io/safetensors.h"
-#include "io/trunk.h"
 #include "io/trunk_file.h"
 #include "k3/k3.h"
 #include "model/config.h"
 #include "model/plan.h"
 #include "model/weights.h"
+#include "resid/expert_cache.h"
+#include "resid/trunk.h"
 
 struct k3_model {
     k3_config cfg;

@@ -11,7 +11,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "cache/expert_cache.h"
+#include "resid/expert_cache.h"
+#include "resid/trunk.h"
 #include "util/ckd.h"
 #include "util/error.h"
 

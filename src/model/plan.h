@@ -20,10 +20,10 @@
 #include <stdint.h>
 #include <stdio.h>
 
-#include "cache/expert_cache.h"
 #include "k3/k3.h"
 #include "model/config.h"
 #include "model/weights.h"
+#include "resid/expert_cache.h"
 
 typedef struct k3_plan {
     /* decisions */

@@ -6,19 +6,19 @@
  * conv taps: converted to float once, exactly), each of whose values must be
  * finite (else K3_EINPUT naming the shard, tensor and element). The
  * matrices are DESCRIBED,
- * not read: each layer's BF16 matrices form one run (see io/trunk.h), an
+ * not read: each layer's BF16 matrices form one run (see io/run.h), an
  * image laid out by binding (64-byte aligned offsets), and a layer's view is
  * made by pointing its k3_mats into the run's image once it is resident.
  * lm_head is a run of its own. The embedding is read whole when the plan
  * keeps it resident, else row by row as tokens need it. Routed experts are
- * not bound here: the expert cache (cache/expert_cache.h) resolves and
+ * not bound here: the expert cache (resid/expert_cache.h) resolves and
  * streams them. vision_tower.* and mm_projector.* are never touched. */
 #ifndef K3_MODEL_WEIGHTS_H
 #define K3_MODEL_WEIGHTS_H
 
 #include "core/kernels.h"
+#include "io/run.h"
 #include "io/safetensors.h"
-#include "io/trunk.h"
 #include "model/config.h"
 
 typedef struct k3_kda_weights {

@@ -43,7 +43,7 @@ FUZZ_FLAGS    = -fsanitize=fuzzer-no-link,address,undefined -fno-sanitize-recove
 # The flags are not tracked by make: objects of the fuzz build are rebuilt
 # when the ignore list changes.
 ifeq ($(BUILD),$(FUZZ_BUILD))
-$(LIB_OBJ) $(CLI_OBJ): tests/fuzz/coverage.ignore
+$(LIB_OBJ) $(CLI_OBJ) $(PACK_OBJ): tests/fuzz/coverage.ignore
 endif
 
 .PHONY: fuzz

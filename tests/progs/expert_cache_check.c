@@ -1,4 +1,4 @@
-/* expert_cache_check - the expert cache (src/cache) and the direct-I/O
+/* expert_cache_check - the expert cache (src/resid) and the direct-I/O
  * layer under it (src/io/direct.h, read_batch.h) against the shards.
  *
  *   expert_cache_check MODEL_DIR MODE [options]
@@ -47,11 +47,11 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "cache/expert_cache.h"
 #include "io/direct.h"
 #include "io/pread_all.h"
 #include "io/safetensors.h"
 #include "model/config.h"
+#include "resid/expert_cache.h"
 #include "util/error.h"
 
 static const char *const SUFFIX[6] = {

@@ -22,8 +22,8 @@
  *  - Counters: hits, misses, evictions, bytes read, seconds spent reading.
  *  - With a trace file set, every requested (layer, expert) is written as
  *    one line "layer expert hit|miss" in request order. */
-#ifndef K3_CACHE_EXPERT_CACHE_H
-#define K3_CACHE_EXPERT_CACHE_H
+#ifndef K3_RESID_EXPERT_CACHE_H
+#define K3_RESID_EXPERT_CACHE_H
 
 #include <stdint.h>
 #include <stdio.h>

@@ -4,7 +4,7 @@
 #elif defined(__APPLE__)
 #define _DARWIN_C_SOURCE /* flock */
 #endif
-#include "io/trunk_pack.h"
+#include "pack/trunk_pack.h"
 
 #include <errno.h>
 #include <fcntl.h>

@@ -1,5 +1,5 @@
 /* trunk.c - see trunk.h. */
-#include "io/trunk.h"
+#include "resid/trunk.h"
 
 #include <pthread.h>
 #include <stdio.h>

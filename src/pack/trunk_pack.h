@@ -1,4 +1,6 @@
-/* trunk_pack.h - writing a packed trunk (format: io/trunk_format.h).
+/* trunk_pack.h - writing a packed trunk (format: io/trunk_format.h). An
+ * offline tool: src/pack links into bin/k3 (k3 pack-trunk), never into
+ * libk3.a (tests/gates/06-lib-contents.sh); the engine only reads trunks.
  *
  * k3_trunk_pack copies every run of a layout (k3_trunk_layout) from the
  * shards into DIR/trunk.bin and writes DIR/trunk.json:
@@ -46,8 +48,8 @@
  * Test hook: with K3_PACK_TEST_KILL_AFTER=N in the environment the process
  * kills itself (SIGKILL) after copying N runs, as an interrupted pack
  * would end (tests/gates/26-trunk.sh). */
-#ifndef K3_IO_TRUNK_PACK_H
-#define K3_IO_TRUNK_PACK_H
+#ifndef K3_PACK_TRUNK_PACK_H
+#define K3_PACK_TRUNK_PACK_H
 
 #include <stdio.h>
 

@@ -1,9 +1,9 @@
 /* trunk.h - the dense trunk's residency: pinned runs plus a ring of slots.
  *
  * A run is one unit of residency (one layer's matrices, in practice): a
- * byte image assembled from pieces of files. The first `npinned` runs are
- * loaded once and stay; the others take turns in `nring` slots, each sized
- * for the largest of them. While the engine computes with run L, a reader
+ * byte image assembled from pieces of files (io/run.h). The first
+ * `npinned` runs are loaded once and stay; the others take turns in `nring`
+ * slots, each sized for the largest of them. While the engine computes with run L, a reader
  * thread loads the runs it was asked to prefetch, so I/O overlaps compute.
  *
  * Residency never changes the bytes a run holds, so it never changes what
@@ -22,34 +22,14 @@
  * evicted), LOADED with a run id. A slot is evictable when LOADED and not
  * acquired. Threading: acquire/release/prefetch are called from one thread
  * (the forward pass); the reader thread only fills INFLIGHT slots. */
-#ifndef K3_IO_TRUNK_H
-#define K3_IO_TRUNK_H
+#ifndef K3_RESID_TRUNK_H
+#define K3_RESID_TRUNK_H
 
 #include <stddef.h>
 #include <stdint.h>
 
-#include "io/direct.h"
+#include "io/run.h"
 #include "k3/error.h"
-
-typedef struct k3_run_piece {
-    int fd;               /* source file, opened by the caller, kept open */
-    const char *path;     /* for messages */
-    const char *tensor;   /* the tensor it holds (messages, the trunk packer) */
-    k3_file *file;        /* verified runs: read through it instead of fd, src_off
-                           * and dst_off K3_IO_ALIGN multiples, len rounded up */
-    uint64_t src_off;     /* byte offset in the file */
-    uint64_t len;
-    uint64_t dst_off;     /* byte offset in the run image */
-} k3_run_piece;
-
-typedef struct k3_run {
-    k3_run_piece *pieces;
-    size_t npieces;
-    uint64_t bytes;       /* size of the run image */
-    const char *name;     /* e.g. "layer 12", for messages */
-    int verify;           /* the image must hash to checksum once read */
-    uint64_t checksum;    /* XXH64 (seed 0) of the image [0, bytes) */
-} k3_run;
 
 typedef struct k3_trunk_stats {
     uint64_t bytes_read, runs_read;

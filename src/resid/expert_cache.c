@@ -27,7 +27,7 @@
  * missed release expert (17.5 MB) milliseconds of reading. The cache is not
  * itself safe to call from two threads at once (the engine calls it
  * between its OpenMP compute loops, never from inside them). */
-#include "cache/expert_cache.h"
+#include "resid/expert_cache.h"
 
 #include <stdint.h>
 #include <stdlib.h>

@@ -1,0 +1,36 @@
+/* run.h - a run: one byte image assembled from pieces of files, the unit
+ * the dense trunk is read in (resid/trunk.h holds runs in memory; the
+ * packed trunk, io/trunk_format.h, stores them back to back).
+ *
+ * A run is a description of byte ranges only: which bytes of which open
+ * file land at which offset of the image. Nothing here knows what the
+ * bytes mean (model/weights.c lays tensors out in the image). */
+#ifndef K3_IO_RUN_H
+#define K3_IO_RUN_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "io/direct.h"
+
+typedef struct k3_run_piece {
+    int fd;               /* source file, opened by the caller, kept open */
+    const char *path;     /* for messages */
+    const char *tensor;   /* the tensor it holds (messages, the trunk packer) */
+    k3_file *file;        /* verified runs: read through it instead of fd, src_off
+                           * and dst_off K3_IO_ALIGN multiples, len rounded up */
+    uint64_t src_off;     /* byte offset in the file */
+    uint64_t len;
+    uint64_t dst_off;     /* byte offset in the run image */
+} k3_run_piece;
+
+typedef struct k3_run {
+    k3_run_piece *pieces;
+    size_t npieces;
+    uint64_t bytes;       /* size of the run image */
+    const char *name;     /* e.g. "layer 12", for messages */
+    int verify;           /* the image must hash to checksum once read */
+    uint64_t checksum;    /* XXH64 (seed 0) of the image [0, bytes) */
+} k3_run;
+
+#endif

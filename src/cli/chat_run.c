@@ -67,7 +67,7 @@ static int on_text(void *ctx, int channel, const char *s, size_t n, k3_err *e)
 {
     chat *c = ctx;
     if (channel == K3_REPLY_REASONING) {
-        if (k3_buf_put(&c->reasoning, s, n, e) || !c->o->show_thinking)
+        if (k3_buf_put(&c->reasoning, s, n, e) || !c->o->conv.show_thinking)
             return e->code;
         if (!c->thought_open && c->dim)
             fputs("\033[2m", stdout);
@@ -140,20 +140,20 @@ static int sync_context(chat *c, const char *what, int gen_prompt, k3_err *e)
     k3_chat_set_generation_prompt(c->conv, gen_prompt);
     if (k3_chat_render(c->conv, &segs, e) || k3_chat_encode(c->tok, &segs, &ids, &n, e))
         goto done;
-    if ((long long)n > (long long)o->max_context) {
+    if ((long long)n > (long long)o->memory.max_context) {
         k3_fail(e, K3_EINPUT, "%s: the conversation is %zu tokens, more than --max-context %ld",
-                what, n, o->max_context);
+                what, n, o->memory.max_context);
         goto done;
     }
     size_t had = (size_t)k3_state_pos(c->st), common = 0;
     const uint32_t *old = k3_state_ids(c->st);
     while (common < had && common < n && old[common] == ids[common])
         common++;
-    if (o->no_reuse)
+    if (o->conv.no_reuse)
         k3_state_reset(c->st);
     if (k3_state_sync(c->m, c->st, c->mark, ids, n, &reused, e))
         goto done;
-    if (common < had && !o->no_reuse && !o->quiet)
+    if (common < had && !o->conv.no_reuse && !o->quiet)
         fprintf(stderr, "chat: %s: the cached sequence (%zu tokens) departs from the rendering "
                         "at token %zu; resumed from token %zu\n", what, had, common, reused);
     if (!o->quiet)
@@ -211,7 +211,7 @@ static int reply(chat *c, const char *what, const char *line, size_t len, k3_err
         k3_chat_add_assistant(c->conv, text.data, text.len, c->thinking ? thought.data : NULL,
                               thought.len, e))
         goto done;
-    if (o->history) {
+    if (o->conv.history) {
         k3_history_msg msgs[2] = {
             { "user", line, len, NULL, 0 },
             { "assistant", text.data, text.len, c->thinking ? thought.data : NULL, thought.len },
@@ -278,8 +278,8 @@ int k3_run_chat(k3_model *m, const k3_options *o, const k3_tokenizer *tok, k3_er
     c.o = o;
     c.m = m;
     c.tok = tok;
-    c.thinking = !o->no_thinking;
-    c.dim = o->show_thinking && isatty(STDOUT_FILENO) && !getenv("NO_COLOR");
+    c.thinking = !o->conv.no_thinking;
+    c.dim = o->conv.show_thinking && isatty(STDOUT_FILENO) && !getenv("NO_COLOR");
     c.end_ids[0] = k3_tok_special_id(tok, "<|end_of_msg|>");
     c.end_ids[1] = k3_tok_special_id(tok, "[EOS]");
     c.markup[K3_REPLY_OPEN] = k3_tok_special_id(tok, "<|open|>");
@@ -293,9 +293,10 @@ int k3_run_chat(k3_model *m, const k3_options *o, const k3_tokenizer *tok, k3_er
     }
     if (k3_chat_new(&c.conv, e) ||
         k3_chat_set_thinking(c.conv, c.thinking,
-                             c.thinking ? (o->effort ? o->effort : "max") : NULL, e) ||
-        (o->system && k3_chat_add_message(c.conv, "system", o->system, strlen(o->system), e)) ||
-        (o->history && k3_history_open(&c.hist, o->history, c.conv, e)) ||
+                             c.thinking ? (o->conv.effort ? o->conv.effort : "max") : NULL, e) ||
+        (o->conv.system &&
+         k3_chat_add_message(c.conv, "system", o->conv.system, strlen(o->conv.system), e)) ||
+        (o->conv.history && k3_history_open(&c.hist, o->conv.history, c.conv, e)) ||
         k3_state_new(&c.st, m, e) || (o->load_state && k3_state_load(c.st, o->load_state, e)) ||
         k3_cli_sampler(&c.smp, o, k3_model_vocab(m), e))
         goto done;

@@ -89,10 +89,10 @@ static int tokenizer_command(const k3_options *o, k3_err *e)
 /* Maps the memory options onto the model's. */
 static int model_options(const k3_options *o, size_t prompt_len, k3_model_opts *mo, k3_err *e)
 {
-    if (k3_options_model(o, mo, e) != K3_OK)
+    if (k3_options_model(&o->memory, mo, e) != K3_OK)
         return e->code;
     if (!o->chat) { /* a one-shot run knows its length; a conversation grows */
-        mo->max_context = o->max_context_given ? o->max_context
+        mo->max_context = o->memory.max_context_given ? o->memory.max_context
                                                : (int64_t)(prompt_len + (size_t)o->gen);
         mo->max_batch = (int)(prompt_len + (size_t)o->gen);
     }
@@ -250,6 +250,10 @@ int main(int argc, char **argv)
         return fail(&e);
     if (o.help) {
         k3_options_usage();
+        return 0;
+    }
+    if (o.list_options) {
+        k3_options_list();
         return 0;
     }
     if (o.version) {

@@ -147,7 +147,7 @@ static int chat(const k3_options *o, k3_err *e)
     k3_tokenizer *tok = NULL;
     k3_model *m = NULL;
     k3_outputs out;
-    if (k3_outputs_open(&out, o, e) != K3_OK)
+    if (k3_outputs_open(&out, &o->output, o->save_state, o->conv.history, e) != K3_OK)
         return e->code;
     if (k3_tok_load(&tok, o->tok_dir ? o->tok_dir : o->model_dir, e) == K3_OK &&
         open_model(o, 0, tok, &m, out.trace.f, e) == K3_OK)
@@ -168,7 +168,7 @@ static int generate(const k3_options *o, k3_err *e)
     k3_tokenizer *tok = NULL;
     k3_model *m = NULL;
     k3_outputs out;
-    if (k3_outputs_open(&out, o, e) != K3_OK)
+    if (k3_outputs_open(&out, &o->output, o->save_state, o->conv.history, e) != K3_OK)
         return e->code;
     if (o->ids_csv) {
         if (k3_parse_ids(o->ids_csv, &ids, &n, e) != K3_OK)

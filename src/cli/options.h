@@ -1,5 +1,11 @@
 /* options.h - the k3 command line, parsed strictly: an unknown option or a
- * bad value is a one-line error saying what was expected (exit 2). */
+ * bad value is a one-line error saying what was expected (exit 2).
+ *
+ * The options are one table (options.c, cli/opt_table.h) that also prints
+ * k3 --help and k3 --list-options. k3_options groups them by their user:
+ * .sampling (the sampler), .memory (the model's plan, shared with k3
+ * serve), .output (cli/outputs.h), .conv (the --chat conversation); the
+ * rest pick what the command does. */
 #ifndef K3_CLI_OPTIONS_H
 #define K3_CLI_OPTIONS_H
 
@@ -7,6 +13,7 @@
 #include <stdint.h>
 
 #include "cli/opt_table.h"
+#include "cli/outputs.h"
 #include "k3/error.h"
 #include "k3/k3.h"
 
@@ -38,14 +45,6 @@ typedef struct k3_memory_opts {
     int no_mem_check;             /* --no-mem-check */
     const char *trunk_dir;        /* --trunk DIR: packed trunk (k3 pack-trunk) */
 } k3_memory_opts;
-
-/* The files a run writes besides --save-state (cli/outputs.h). */
-typedef struct k3_output_opts {
-    const char *out_json;         /* --out FILE (with --chat: a report of every turn) */
-    const char *dump_logits;      /* --dump-logits FILE: one row per generated token */
-    const char *dump_prompt_logits; /* --dump-prompt-logits FILE: one row per prompt token */
-    const char *cache_trace_dir;  /* --dump-cache-trace DIR */
-} k3_output_opts;
 
 /* The conversation of --chat (cli/chat_run.h); each is refused without it. */
 typedef struct k3_conv_opts {

@@ -74,7 +74,7 @@ static int on_text(void *ctx, int channel, const char *s, size_t n, k3_err *e)
 {
     chat *c = ctx;
     if (channel == K3_REPLY_REASONING) {
-        if (k3_buf_put(&c->reasoning, s, n, e) || !c->o->show_thinking)
+        if (k3_buf_put(&c->reasoning, s, n, e) || !c->o->conv.show_thinking)
             return e->code;
         if (!c->thought_open && c->dim && write_out("\033[2m", 4, e))
             return e->code;
@@ -127,17 +127,17 @@ static int sync_context(chat *c, const char *what, int gen_prompt, int *thinking
     if (k3_turn_chat_prompt(c->conv, c->tok, &c->prompt, &n, thinking, e))
         return e->code;
     c->nprompt = n;
-    if ((long long)n > (long long)o->max_context)
+    if ((long long)n > (long long)o->memory.max_context)
         return k3_fail(e, K3_EINPUT,
                        "%s: the conversation is %zu tokens, more than --max-context %ld", what,
-                       n, o->max_context);
+                       n, o->memory.max_context);
     size_t had = (size_t)k3_state_pos(c->st);
-    if (o->no_reuse)
+    if (o->conv.no_reuse)
         k3_state_reset(c->st);
     if (k3_turn_feed(c->m, c->st, c->mark, c->prompt, n, NULL, NULL, &common, &c->reused,
                      &cancelled, e))
         return e->code;
-    if (common < had && !o->no_reuse && !o->quiet)
+    if (common < had && !o->conv.no_reuse && !o->quiet)
         fprintf(stderr, "chat: %s: the cached sequence (%zu tokens) departs from the rendering "
                         "at token %zu; resumed from token %zu\n", what, had, common, c->reused);
     if (!o->quiet)
@@ -212,7 +212,7 @@ static int reply(chat *c, const char *what, int thinking, const char *line, size
         k3_chat_add_assistant(c->conv, text.data, text.len, c->thinking ? thought.data : NULL,
                               thought.len, e))
         goto done;
-    if (o->history) {
+    if (o->conv.history) {
         k3_history_msg msgs[2] = {
             { "user", line, len, NULL, 0 },
             { "assistant", text.data, text.len, c->thinking ? thought.data : NULL, thought.len },
@@ -281,8 +281,8 @@ int k3_run_chat(k3_model *m, const k3_options *o, const k3_tokenizer *tok, k3_ou
     c.o = o;
     c.m = m;
     c.tok = tok;
-    c.thinking = !o->no_thinking;
-    c.dim = o->show_thinking && isatty(STDOUT_FILENO) && !getenv("NO_COLOR");
+    c.thinking = !o->conv.no_thinking;
+    c.dim = o->conv.show_thinking && isatty(STDOUT_FILENO) && !getenv("NO_COLOR");
     c.report = out->report.f;
     int have_sampler = 0, thinking;
     for (size_t i = 0; i < sizeof needed / sizeof *needed; i++)
@@ -293,9 +293,10 @@ int k3_run_chat(k3_model *m, const k3_options *o, const k3_tokenizer *tok, k3_ou
         }
     if (k3_chat_new(&c.conv, e) ||
         k3_chat_set_thinking(c.conv, c.thinking,
-                             c.thinking ? (o->effort ? o->effort : "max") : NULL, e) ||
-        (o->system && k3_chat_add_message(c.conv, "system", o->system, strlen(o->system), e)) ||
-        (o->history && k3_history_open(&c.hist, o->history, c.conv, e)) ||
+                             c.thinking ? (o->conv.effort ? o->conv.effort : "max") : NULL, e) ||
+        (o->conv.system &&
+         k3_chat_add_message(c.conv, "system", o->conv.system, strlen(o->conv.system), e)) ||
+        (o->conv.history && k3_history_open(&c.hist, o->conv.history, c.conv, e)) ||
         k3_state_new(&c.st, m, e) || (o->load_state && k3_state_load(c.st, o->load_state, e)) ||
         k3_cli_sampler(&c.smp, o, k3_model_vocab(m), e))
         goto done;
@@ -307,7 +308,7 @@ int k3_run_chat(k3_model *m, const k3_options *o, const k3_tokenizer *tok, k3_ou
     if (c.report && !e->code) {
         fputs(c.nreported ? "\n  ]\n}\n" : "{\n  \"turns\": []\n}\n", c.report);
         if (ferror(c.report))
-            k3_fail(e, K3_ERUNTIME, "%s: write failed", o->out_json);
+            k3_fail(e, K3_ERUNTIME, "%s: write failed", o->output.out_json);
     }
 done:
     if (have_sampler)

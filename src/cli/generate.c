@@ -81,7 +81,7 @@ static int write_report(FILE *f, const k3_options *o, const k3_model *m, const u
     k3_model_print_json(m, f, "  ");
     fprintf(f, ",\n  \"peak_rss_bytes\": %lld\n}\n", peak_rss_bytes());
     if (ferror(f))
-        return k3_fail(e, K3_ERUNTIME, "%s: write failed: %s", o->out_json, strerror(errno));
+        return k3_fail(e, K3_ERUNTIME, "%s: write failed: %s", o->output.out_json, strerror(errno));
     return K3_OK;
 }
 
@@ -89,12 +89,14 @@ int k3_cli_sampler(k3_sampler *s, const k3_options *o, size_t vocab, k3_err *e)
 {
     if (k3_sampler_init(s, vocab, e) != K3_OK)
         return e->code;
-    s->temperature = (float)o->temperature;
-    s->top_p = (float)o->top_p;
-    s->min_p = (float)o->min_p;
-    s->repeat_penalty = (float)o->repeat_penalty;
-    s->top_k = (int)o->top_k;
-    k3_sampler_seed(s, (uint64_t)o->seed);
+    s->temperature = (float)o->sampling.temperature;
+    s->top_p = (float)o->sampling.top_p;
+    s->min_p = (float)o->sampling.min_p;
+    s->repeat_penalty = (float)o->sampling.repeat_penalty;
+    s->frequency_penalty = (float)o->sampling.frequency_penalty;
+    s->presence_penalty = (float)o->sampling.presence_penalty;
+    s->top_k = (int)o->sampling.top_k;
+    k3_sampler_seed(s, (uint64_t)o->sampling.seed);
     if (k3_sampler_check(s, e) != K3_OK)
         k3_sampler_free(s);
     return e->code;
@@ -104,9 +106,9 @@ void k3_cli_gen_params(k3_gen_params *p, const k3_options *o, size_t max_tokens)
 {
     memset(p, 0, sizeof *p);
     p->max_tokens = max_tokens;
-    p->max_context = o->max_context;
+    p->max_context = o->memory.max_context;
     p->ignore_eos = o->ignore_eos;
-    p->repeat_last_n = (size_t)o->repeat_last_n;
+    p->repeat_last_n = (size_t)o->sampling.repeat_last_n;
     p->recompute = o->recompute;
 }
 
@@ -165,7 +167,7 @@ static int on_token(void *ctx, uint32_t id, const float *logits, int is_end, int
     sc->requests = io.expert_requests - r->io_prev.expert_requests;
     sc->hits = io.expert_hits - r->io_prev.expert_hits;
     r->gen[r->ngen++] = id;
-    if (r->dump && write_floats(r->dump, logits, k3_model_vocab(r->m), o->dump_logits, e))
+    if (r->dump && write_floats(r->dump, logits, k3_model_vocab(r->m), o->output.dump_logits, e))
         return e->code;
     /* With text on stdout the table waits for the end, so the two do not
      * interleave on a terminal; ids are printed at the end anyway. */
@@ -182,10 +184,10 @@ static int prefill(run *r, k3_state *st, const uint32_t *prompt, size_t np, k3_e
     const k3_options *o = r->o;
     size_t V = k3_model_vocab(r->m);
     if (np == 0)
-        return o->dump_prompt_logits
+        return o->output.dump_prompt_logits
                    ? k3_fail(e, K3_EINPUT, "--dump-prompt-logits needs a prompt")
                    : K3_OK;
-    size_t rows = o->dump_prompt_logits ? np : 1;
+    size_t rows = o->output.dump_prompt_logits ? np : 1;
     float *logits = k3_malloc(e, rows * V * sizeof *logits, "logits");
     k3_progress pr;
     k3_progress_start_count(&pr, !o->quiet && np > K3_PREFILL_CHUNK ? stderr : NULL, "prompt",
@@ -199,7 +201,7 @@ static int prefill(run *r, k3_state *st, const uint32_t *prompt, size_t np, k3_e
     }
     k3_progress_end(&pr);
     if (logits && r->dump_prompt)
-        write_floats(r->dump_prompt, logits, np * V, o->dump_prompt_logits, e);
+        write_floats(r->dump_prompt, logits, np * V, o->output.dump_prompt_logits, e);
 done:
     free(logits);
     return e->code;
@@ -208,11 +210,12 @@ done:
 int k3_cli_check_context(const k3_options *o, int64_t start, size_t np, k3_err *e)
 {
     long long total = (long long)start + (long long)np + o->gen;
-    if (total > o->max_context)
+    if (total > o->memory.max_context)
         return k3_fail(e, K3_EINPUT, "%s%lld prompt tokens + --gen %ld = %lld tokens exceeds "
                                      "--max-context %ld%s", start ? "the loaded sequence and " : "",
-                       (long long)start + (long long)np, o->gen, total, o->max_context,
-                       o->max_context_given ? "" : " (the default; --max-context N to raise it)");
+                       (long long)start + (long long)np, o->gen, total, o->memory.max_context,
+                       o->memory.max_context_given ? ""
+                                                   : " (the default; --max-context N to raise it)");
     return K3_OK;
 }
 

@@ -89,10 +89,10 @@ static int tokenizer_command(const k3_options *o, k3_err *e)
 /* Maps the memory options onto the model's. */
 static int model_options(const k3_options *o, size_t prompt_len, k3_model_opts *mo, k3_err *e)
 {
-    if (k3_options_model(o, mo, e) != K3_OK)
+    if (k3_options_model(&o->memory, mo, e) != K3_OK)
         return e->code;
     if (!o->chat) { /* a one-shot run knows its length; a conversation grows */
-        mo->max_context = o->max_context_given ? o->max_context
+        mo->max_context = o->memory.max_context_given ? o->memory.max_context
                                                : (int64_t)(prompt_len + (size_t)o->gen);
         mo->max_batch = (int)(prompt_len + (size_t)o->gen);
     }
@@ -147,7 +147,7 @@ static int chat(const k3_options *o, k3_err *e)
     k3_tokenizer *tok = NULL;
     k3_model *m = NULL;
     k3_outputs out;
-    if (k3_outputs_open(&out, o, e) != K3_OK)
+    if (k3_outputs_open(&out, &o->output, o->save_state, o->conv.history, e) != K3_OK)
         return e->code;
     if (k3_tok_load(&tok, o->tok_dir ? o->tok_dir : o->model_dir, e) == K3_OK &&
         open_model(o, 0, tok, &m, out.trace.f, e) == K3_OK)
@@ -168,7 +168,7 @@ static int generate(const k3_options *o, k3_err *e)
     k3_tokenizer *tok = NULL;
     k3_model *m = NULL;
     k3_outputs out;
-    if (k3_outputs_open(&out, o, e) != K3_OK)
+    if (k3_outputs_open(&out, &o->output, o->save_state, o->conv.history, e) != K3_OK)
         return e->code;
     if (o->ids_csv) {
         if (k3_parse_ids(o->ids_csv, &ids, &n, e) != K3_OK)
@@ -250,6 +250,10 @@ int main(int argc, char **argv)
         return fail(&e);
     if (o.help) {
         k3_options_usage();
+        return 0;
+    }
+    if (o.list_options) {
+        k3_options_list();
         return 0;
     }
     if (o.version) {

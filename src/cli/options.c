@@ -1,181 +1,207 @@
 /* options.c - see options.h. */
 #include "cli/options.h"
 
-#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "util/error.h"
 
+#define O k3_options
+#define M k3_memory_opts
+
+const k3_opt k3_memory_opt_table[] = {
+    K3_OPT_STR_("--preset", "NAME", M, preset,
+                "ultra|laptop|desktop|workstation|server|max|auto"),
+    K3_OPT_REAL_("--budget-gb", "X", M, budget_gb, 0, 1e6, K3_OPTF_GB,
+                 "a total budget of X GB, split as a preset's is"),
+    K3_OPT_REAL_("--trunk-gb", "X", M, trunk_gb, 0, 1e6, K3_OPTF_GB,
+                 "pin layers up to X GB; the rest stream from disk"),
+    K3_OPT_INT_("--trunk-ring", "N", M, trunk_ring, 1, 64,
+                "ring slots for streamed layers (default 2)"),
+    K3_OPT_REAL_("--cache-gb", "X", M, cache_gb, 0, 1e6, K3_OPTF_GB,
+                 "expert cache size (default: every expert resident)"),
+    K3_OPT_FLAG_("--stream-embed", M, stream_embed, "read embedding rows from disk per token"),
+    K3_OPT_FLAG_("--stream-lm-head", M, stream_lm_head, "stream lm_head through the ring"),
+    K3_OPT_FLAG_("--no-mem-check", M, no_mem_check,
+                 "run even if the plan exceeds available memory"),
+    K3_OPT_STR_("--trunk", "DIR", M, trunk_dir,
+                "read layers and lm_head from DIR/trunk.bin, made by\n"
+                "k3 pack-trunk MODEL_DIR DIR (one aligned read per layer)"),
+    K3_OPT_INT_("--trunk-layers", "N", M, trunk_layers, 0, 100000,
+                "pin exactly the first N layers (diagnostics)"),
+    K3_OPT_INT_("--cache-experts", "N", M, cache_experts, 1, 1L << 30,
+                "expert cache of exactly N experts (diagnostics)"),
+    K3_OPT_INT_("--layers", "N", M, layers, 1, 100000,
+                "bind and run only the first N layers (diagnostics)"),
+    { .kind = K3_OPT_END },
+};
+
+static const k3_opt main_table[] = {
+    K3_OPT_TEXT_("usage: k3 MODEL_DIR (--prompt TEXT | --prompt-file FILE | --ids 1,2,3)"
+                 " [--gen N] [options]\n"
+                 "       k3 MODEL_DIR --chat [--system TEXT] [--history FILE.jsonl] [options]\n"
+                 "       k3 --tok DIR (--prompt TEXT | --prompt-file FILE) --tokenize\n"
+                 "       k3 --tok DIR --detokenize 1,2,3\n"
+                 "       k3 --tok DIR --render-chat CONVERSATION.json [--tokenize]\n"
+                 "       k3 pack-trunk MODEL_DIR TRUNK_DIR [--layers N] [--force] [--verify]\n"
+                 "       k3 serve MODEL_DIR --port N [options]\n"
+                 "\n"
+                 "Prompt and tokenizer:\n"),
+    K3_OPT_STR_("--prompt", "TEXT", O, prompt,
+                "prompt text (special-token text stays ordinary text)"),
+    K3_OPT_STR_("--prompt-file", "FILE", O, prompt_file,
+                "prompt text from a file (must be UTF-8; - reads stdin)"),
+    K3_OPT_FLAG_("--prompt-special", O, prompt_special,
+                 "let special-token text in the prompt become its ids"),
+    K3_OPT_STR_("--ids", "LIST", O, ids_csv, "prompt token ids, comma-separated (output: ids)"),
+    K3_OPT_STR_("--tok", "DIR", O, tok_dir, "tokenizer directory (default: MODEL_DIR)"),
+    K3_OPT_FLAG_("--tokenize", O, tokenize,
+                 "print the prompt's token ids and exit (no model needed)"),
+    K3_OPT_STR_("--detokenize", "LIST", O, detokenize, "print the text of token ids and exit"),
+    K3_OPT_STR_("--render-chat", "FILE", O, render_chat,
+                "print a conversation rendered in the chat format\n"
+                "({\"messages\", \"tools\", \"options\"}); with --tokenize its ids"),
+    /* The tokenizer gate's corpus mode (cli/tokenize_cmd.h). */
+    K3_OPT_STR_("--tokenize-jsonl", "FILE", O, tokenize_jsonl, NULL),
+    K3_OPT_TEXT_("\nGeneration:\n"),
+    K3_OPT_INT_GIVEN("--gen", "N", O, gen, gen_given, 0, 1L << 30,
+                     "tokens to generate (default 16; in --chat, per reply,\n"
+                     "default 8192)"),
+    { .kind = K3_OPT_STRS, .name = "--stop", .metavar = "STRING", .off = offsetof(O, stop),
+      .off2 = offsetof(O, nstop), .max = K3_MAX_STOP,
+      .help = "stop when the text contains STRING (not printed);\n"
+              "repeatable (up to 16); in --chat, on the reply text" },
+    K3_OPT_FLAG_("--ignore-eos", O, ignore_eos,
+                 "keep generating past end ids ([EOS], the config's\n"
+                 "eos ids, and in --chat <|end_of_msg|>)"),
+    K3_OPT_INT_GIVEN("--max-context", "N", O, memory.max_context, memory.max_context_given, 1,
+                     1L << 24,
+                     "hard cap on prompt + generated tokens: a longer prompt,\n"
+                     "or --gen past it, is an error (exit 2); a chat reply\n"
+                     "stops at it. Also sizes the KV cache plan (default 4096)"),
+    K3_OPT_FLAG_("--recompute", O, recompute, "rerun the whole sequence every step (verification)"),
+    { .kind = K3_OPT_FLAG, .name = "--incremental", .off = offsetof(O, recompute), .set = 0,
+      .help = "incremental decoding with caches (the default)" },
+    K3_OPT_INT_("--threads", "N", O, threads, 1, 4096, "worker threads (default: all cores)"),
+    K3_OPT_TEXT_("\nSampling (default greedy; the same --seed gives the same tokens on every\n"
+                 "machine, thread count and memory budget):\n"),
+    K3_OPT_REAL_("--temperature", "X", O, sampling.temperature, 0, 1e6, 0,
+                 "0 = greedy (default); > 0 samples"),
+    K3_OPT_INT_("--top-k", "N", O, sampling.top_k, 0, 1L << 30,
+                "keep the N most likely tokens (0 = off, default)"),
+    K3_OPT_REAL_("--top-p", "X", O, sampling.top_p, 0, 1, K3_OPTF_LO_OPEN,
+                 "keep the smallest set with probability >= X (1 = off)"),
+    K3_OPT_REAL_("--min-p", "X", O, sampling.min_p, 0, 1, 0,
+                 "drop tokens below X times the best one's probability\n"
+                 "(0 = off)"),
+    K3_OPT_REAL_("--repeat-penalty", "X", O, sampling.repeat_penalty, 0, 1e6, K3_OPTF_LO_OPEN,
+                 "penalise the last --repeat-last-n tokens (1 = off)"),
+    K3_OPT_REAL_("--frequency-penalty", "X", O, sampling.frequency_penalty, -2, 2, 0,
+                 "subtract X per occurrence in the window (0 = off)"),
+    K3_OPT_REAL_("--presence-penalty", "X", O, sampling.presence_penalty, -2, 2, 0,
+                 "subtract X from every id in the window (0 = off)"),
+    K3_OPT_INT_("--repeat-last-n", "N", O, sampling.repeat_last_n, 0, 1L << 30,
+                "the penalties' window (default 64)"),
+    { .kind = K3_OPT_SEED, .name = "--seed", .metavar = "N", .off = offsetof(O, sampling.seed),
+      .help = "random seed (default 0)" },
+    K3_OPT_TEXT_("\nState (the caches of a sequence, reusable across runs):\n"),
+    K3_OPT_STR_("--load-state", "FILE", O, load_state,
+                "continue the sequence saved in FILE: the prompt (may be\n"
+                "omitted) is appended to it; refused for another model"),
+    K3_OPT_STR_("--save-state", "FILE", O, save_state,
+                "save the sequence after the run (prompt and every\n"
+                "generated token); with --chat, the conversation"),
+    K3_OPT_TEXT_("\nChat (reads user lines on stdin; \"/exit\" or end of input ends):\n"),
+    K3_OPT_FLAG_("--chat", O, chat, "interactive chat in the K3 chat format"),
+    K3_OPT_STR_("--system", "TEXT", O, conv.system,
+                "a system message first (not written to the history:\n"
+                "give it again when replaying)"),
+    K3_OPT_STR_("--history", "FILE.jsonl", O, conv.history,
+                "replay the turns in FILE (if it exists), then append\n"
+                "each new turn {\"role\",\"content\",\"reasoning_content\"}"),
+    K3_OPT_FLAG_("--no-thinking", O, conv.no_thinking, "reply without a thinking channel"),
+    K3_OPT_STR_("--effort", "LEVEL", O, conv.effort,
+                "thinking effort: low, high or max (default max)"),
+    K3_OPT_FLAG_("--show-thinking", O, conv.show_thinking,
+                 "print the thinking (dimmed on a terminal)"),
+    K3_OPT_FLAG_("--no-reuse", O, conv.no_reuse,
+                 "refeed the whole conversation every turn (verification\n"
+                 "and benchmarks: the replies must not change)"),
+    K3_OPT_TEXT_("\nMemory (never changes the answer, only the speed; GB = 2^30 bytes):\n"),
+    { .kind = K3_OPT_TABLE, .off = offsetof(O, memory), .sub = k3_memory_opt_table },
+    K3_OPT_FLAG_("--list-presets", O, list_presets, "show the presets and exit"),
+    K3_OPT_FLAG_("--plan", O, plan_only,
+                 "print the memory plan (and index/bind timing) and exit"),
+    K3_OPT_TEXT_("\nOutput:\n"),
+    K3_OPT_STR_("--out", "FILE", O, output.out_json,
+                "JSON report: ids, per-step seconds, peak RSS;\n"
+                "with --chat: a JSON report of every turn (prompt ids,\n"
+                "generated ids, finish reason)"),
+    K3_OPT_STR_("--dump-logits", "FILE", O, output.dump_logits,
+                "float32 logits, one row per generated token"),
+    K3_OPT_STR_("--dump-prompt-logits", "F", O, output.dump_prompt_logits,
+                "float32 logits, one row per prompt position"),
+    K3_OPT_STR_("--dump-cache-trace", "DIR", O, output.cache_trace_dir,
+                "write every expert request to DIR/trace.txt"),
+    K3_OPT_FLAG_AS("--quiet", "-q", O, quiet, "print only the generated ids (no plan, no report)"),
+    K3_OPT_TEXT_("\nDiagnostics:\n"
+                 "  --help, --version\n"),
+    K3_OPT_FLAG_AS("--help", "-h", O, help, NULL),
+    K3_OPT_FLAG_("--version", O, version, NULL),
+    /* Every option name, one per line (tests/gates/05-help-in-readme.sh). */
+    K3_OPT_FLAG_("--list-options", O, list_options, NULL),
+    K3_OPT_TEXT_("\n"
+                 "Exit codes: 0 ok, 1 runtime or I/O failure, 2 bad usage or input (options,\n"
+                 "files, a malformed history line, a prompt over --max-context, a state file of\n"
+                 "another model), 3 does not fit the memory budget, 4 run invalid (a weight read\n"
+                 "failed).\n"),
+    { .kind = K3_OPT_END },
+};
+
+static const k3_opt_cmd main_cmd = {
+    .opts = main_table,
+    .col = 26,
+    .prefix = "",
+    .command = "k3",
+    .extra = ": only one MODEL_DIR",
+    .pos = { offsetof(O, model_dir) },
+    .npos = 1,
+};
+
+#undef O
+#undef M
+
 void k3_options_usage(void)
 {
-    fputs("usage: k3 MODEL_DIR (--prompt TEXT | --prompt-file FILE | --ids 1,2,3)"
-          " [--gen N] [options]\n"
-          "       k3 MODEL_DIR --chat [--system TEXT] [--history FILE.jsonl] [options]\n"
-          "       k3 --tok DIR (--prompt TEXT | --prompt-file FILE) --tokenize\n"
-          "       k3 --tok DIR --detokenize 1,2,3\n"
-          "       k3 --tok DIR --render-chat CONVERSATION.json [--tokenize]\n"
-          "       k3 pack-trunk MODEL_DIR TRUNK_DIR [--layers N] [--force] [--verify]\n"
-          "\n"
-          "Prompt and tokenizer:\n"
-          "  --prompt TEXT           prompt text (special-token text stays ordinary text)\n"
-          "  --prompt-file FILE      prompt text from a file (must be UTF-8; - reads stdin)\n"
-          "  --prompt-special        let special-token text in the prompt become its ids\n"
-          "  --ids LIST              prompt token ids, comma-separated (output: ids)\n"
-          "  --tok DIR               tokenizer directory (default: MODEL_DIR)\n"
-          "  --tokenize              print the prompt's token ids and exit (no model needed)\n"
-          "  --detokenize LIST       print the text of token ids and exit\n"
-          "  --render-chat FILE      print a conversation rendered in the chat format\n"
-          "                          ({\"messages\", \"tools\", \"options\"});"
-          " with --tokenize its ids\n"
-          "\n"
-          "Generation:\n"
-          "  --gen N                 tokens to generate (default 16; in --chat, per reply,\n"
-          "                          default 8192)\n"
-          "  --stop STRING           stop when the text contains STRING (not printed);\n"
-          "                          repeatable (up to 16); in --chat, on the reply text\n"
-          "  --ignore-eos            keep generating past an end-of-message token\n"
-          "  --max-context N         hard cap on prompt + generated tokens: a longer prompt,\n"
-          "                          or --gen past it, is an error (exit 2); a chat reply\n"
-          "                          stops at it. Also sizes the KV cache plan (default 4096)\n"
-          "  --recompute             rerun the whole sequence every step (verification)\n"
-          "  --incremental           incremental decoding with caches (the default)\n"
-          "  --threads N             worker threads (default: all cores)\n"
-          "\n"
-          "Sampling (default greedy; the same --seed gives the same tokens on every\n"
-          "machine, thread count and memory budget):\n"
-          "  --temperature X         0 = greedy (default); > 0 samples\n"
-          "  --top-k N               keep the N most likely tokens (0 = off, default)\n"
-          "  --top-p X               keep the smallest set with probability >= X (1 = off)\n"
-          "  --min-p X               drop tokens below X times the best one's probability\n"
-          "                          (0 = off)\n"
-          "  --repeat-penalty X      penalise the last --repeat-last-n tokens (1 = off)\n"
-          "  --repeat-last-n N       the repeat-penalty window (default 64)\n"
-          "  --seed N                random seed (default 0)\n"
-          "\n"
-          "State (the caches of a sequence, reusable across runs):\n"
-          "  --load-state FILE       continue the sequence saved in FILE: the prompt (may be\n"
-          "                          omitted) is appended to it; refused for another model\n"
-          "  --save-state FILE       save the sequence after the run (prompt and every\n"
-          "                          generated token); with --chat, the conversation\n"
-          "\n"
-          "Chat (reads user lines on stdin; \"/exit\" or end of input ends):\n"
-          "  --chat                  interactive chat in the K3 chat format\n"
-          "  --system TEXT           a system message first (not written to the history:\n"
-          "                          give it again when replaying)\n"
-          "  --history FILE.jsonl    replay the turns in FILE (if it exists), then append\n"
-          "                          each new turn {\"role\",\"content\",\"reasoning_content\"}\n"
-          "  --no-thinking           reply without a thinking channel\n"
-          "  --effort LEVEL          thinking effort: low, high or max (default max)\n"
-          "  --show-thinking         print the thinking (dimmed on a terminal)\n"
-          "  --no-reuse              refeed the whole conversation every turn (verification\n"
-          "                          and benchmarks: the replies must not change)\n"
-          "\n"
-          "Memory (never changes the answer, only the speed; GB = 2^30 bytes):\n"
-          "  --preset NAME           ultra|laptop|desktop|workstation|server|max|auto\n"
-          "  --budget-gb X           a total budget of X GB, split as a preset's is\n"
-          "  --list-presets          show the presets and exit\n"
-          "  --trunk-gb X            pin layers up to X GB; the rest stream from disk\n"
-          "  --trunk-ring N          ring slots for streamed layers (default 2)\n"
-          "  --cache-gb X            expert cache size (default: every expert resident)\n"
-          "  --stream-embed          read embedding rows from disk per token\n"
-          "  --stream-lm-head        stream lm_head through the ring\n"
-          "  --no-mem-check          run even if the plan exceeds available memory\n"
-          "  --plan                  print the memory plan (and index/bind timing) and exit\n"
-          "  --trunk DIR             read layers and lm_head from DIR/trunk.bin, made by\n"
-          "                          k3 pack-trunk MODEL_DIR DIR (one aligned read per layer)\n"
-          "  --trunk-layers N        pin exactly the first N layers (diagnostics)\n"
-          "  --cache-experts N       expert cache of exactly N experts (diagnostics)\n"
-          "\n"
-          "Output:\n"
-          "  --out FILE              JSON report: ids, per-step seconds, peak RSS\n"
-          "  --dump-logits FILE      float32 logits, one row per generated token\n"
-          "  --dump-prompt-logits F  float32 logits, one row per prompt position\n"
-          "  --dump-cache-trace DIR  write every expert request to DIR/trace.txt\n"
-          "  --quiet                 print only the generated ids (no plan, no report)\n"
-          "\n"
-          "Diagnostics:\n"
-          "  --layers N              bind and run only the first N layers\n"
-          "  --help, --version\n"
-          "\n"
-          "Exit codes: 0 ok, 1 runtime or I/O failure, 2 bad usage or input (options,\n"
-          "files, a malformed history line, a prompt over --max-context, a state file of\n"
-          "another model), 3 does not fit the memory budget, 4 run invalid (a weight read\n"
-          "failed).\n",
-          stdout);
+    k3_opt_help(&main_cmd, stdout);
 }
 
-static int parse_gb(const char *opt, const char *s, double *out, k3_err *e)
+void k3_options_list(void)
 {
-    char *end;
-    errno = 0;
-    double v = s ? strtod(s, &end) : 0;
-    if (!s || !*s || *end || errno || !(v >= 0) || v > 1e6)
-        return k3_fail(e, K3_EINPUT, "%s expects a number of GB >= 0, got \"%s\"", opt,
-                       s ? s : "(nothing)");
-    *out = v;
-    return K3_OK;
-}
-
-static int parse_long(const char *opt, const char *s, long min, long max, long *out, k3_err *e)
-{
-    char *end;
-    errno = 0;
-    long v = s ? strtol(s, &end, 10) : 0;
-    if (!s || !*s || *end || errno || v < min || v > max)
-        return k3_fail(e, K3_EINPUT, "%s expects an integer from %ld to %ld, got \"%s\"", opt, min,
-                       max, s ? s : "(nothing)");
-    *out = v;
-    return K3_OK;
-}
-
-/* A number in [lo, hi], or (lo, hi] when lo_open. An open bound is checked on
- * the float the sampler will use (1e-300 is above 0 but rounds to 0). */
-static int parse_real(const char *opt, const char *s, double lo, int lo_open, double hi,
-                      double *out, k3_err *e)
-{
-    char *end;
-    errno = 0;
-    double v = s ? strtod(s, &end) : 0;
-    if (!s || !*s || *end || errno || !(v <= hi) || !(lo_open ? (float)v > lo : v >= lo))
-        return k3_fail(e, K3_EINPUT, "%s expects a number in %c%g, %g], got \"%s\"", opt,
-                       lo_open ? '(' : '[', lo, hi, s ? s : "(nothing)");
-    *out = v;
-    return K3_OK;
-}
-
-static int parse_seed(const char *opt, const char *s, unsigned long long *out, k3_err *e)
-{
-    char *end;
-    errno = 0;
-    unsigned long long v = s && *s != '-' ? strtoull(s, &end, 10) : 0;
-    if (!s || !*s || *s == '-' || *end || errno)
-        return k3_fail(e, K3_EINPUT, "%s expects an integer from 0 to 2^64-1, got \"%s\"", opt,
-                       s ? s : "(nothing)");
-    *out = v;
-    return K3_OK;
+    k3_opt_list(&main_cmd, stdout);
 }
 
 /* Combinations that cannot work, found before anything is loaded. */
 static int check_combinations(const k3_options *o, k3_err *e)
 {
+    const k3_conv_opts *c = &o->conv;
     if ((o->prompt != NULL) + (o->prompt_file != NULL) + (o->ids_csv != NULL) > 1)
         return k3_fail(e, K3_EINPUT, "give one prompt: --prompt, --prompt-file or --ids");
     if (o->chat && (o->prompt || o->prompt_file || o->ids_csv))
         return k3_fail(e, K3_EINPUT, "--chat reads the user's messages from stdin: drop "
                                      "--prompt, --prompt-file and --ids");
-    if (!o->chat && (o->system || o->history || o->no_thinking || o->effort || o->show_thinking ||
-                     o->no_reuse))
+    if (!o->chat && (c->system || c->history || c->no_thinking || c->effort ||
+                     c->show_thinking || c->no_reuse))
         return k3_fail(e, K3_EINPUT, "--system, --history, --no-thinking, --effort, "
                                      "--show-thinking and --no-reuse go with --chat");
-    if (o->chat && (o->dump_logits || o->dump_prompt_logits))
-        return k3_fail(e, K3_EINPUT, "--chat prints text: --dump-logits and "
+    if (o->chat && (o->output.dump_logits || o->output.dump_prompt_logits))
+        return k3_fail(e, K3_EINPUT, "--chat replies print text: --dump-logits and "
                                      "--dump-prompt-logits do not apply");
-    if (o->effort && strcmp(o->effort, "low") && strcmp(o->effort, "high") &&
-        strcmp(o->effort, "max"))
-        return k3_fail(e, K3_EINPUT, "--effort %s: expected low, high or max", o->effort);
-    if (o->effort && o->no_thinking)
+    if (c->effort && strcmp(c->effort, "low") && strcmp(c->effort, "high") &&
+        strcmp(c->effort, "max"))
+        return k3_fail(e, K3_EINPUT, "--effort %s: expected low, high or max", c->effort);
+    if (c->effort && c->no_thinking)
         return k3_fail(e, K3_EINPUT, "--effort sets the thinking effort: it cannot go with "
                                      "--no-thinking");
     if (o->recompute && (o->load_state || o->chat))
@@ -184,209 +210,26 @@ static int check_combinations(const k3_options *o, k3_err *e)
     return K3_OK;
 }
 
+void k3_memory_opts_default(k3_memory_opts *m)
+{
+    memset(m, 0, sizeof *m);
+    m->max_context = K3_DEFAULT_MAX_CONTEXT;
+    m->trunk_gb = -1;
+    m->cache_gb = -1;
+    m->budget_gb = -1;
+    m->trunk_layers = -1;
+}
+
 int k3_options_parse(k3_options *o, int argc, char **argv, k3_err *e)
 {
     memset(o, 0, sizeof *o);
     o->gen = 16;
-    o->max_context = K3_DEFAULT_MAX_CONTEXT;
-    o->trunk_gb = -1;
-    o->cache_gb = -1;
-    o->budget_gb = -1;
-    o->trunk_layers = -1;
-    o->top_p = 1.0;
-    o->repeat_penalty = 1.0;
-    o->repeat_last_n = 64;
-    for (int i = 1; i < argc; i++) {
-        const char *a = argv[i];
-        const char *next = i + 1 < argc ? argv[i + 1] : NULL;
-        long v;
-#define VALUE()                                                                                  \
-    do {                                                                                         \
-        if (!next)                                                                               \
-            return k3_fail(e, K3_EINPUT, "%s expects a value", a);                               \
-        i++;                                                                                     \
-    } while (0)
-        if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
-            o->help = 1;
-        } else if (!strcmp(a, "--version")) {
-            o->version = 1;
-        } else if (!strcmp(a, "--ids")) {
-            VALUE();
-            o->ids_csv = next;
-        } else if (!strcmp(a, "--tok")) {
-            VALUE();
-            o->tok_dir = next;
-        } else if (!strcmp(a, "--prompt")) {
-            VALUE();
-            o->prompt = next;
-        } else if (!strcmp(a, "--prompt-file")) {
-            VALUE();
-            o->prompt_file = next;
-        } else if (!strcmp(a, "--prompt-special")) {
-            o->prompt_special = 1;
-        } else if (!strcmp(a, "--tokenize")) {
-            o->tokenize = 1;
-        } else if (!strcmp(a, "--detokenize")) {
-            VALUE();
-            o->detokenize = next;
-        } else if (!strcmp(a, "--tokenize-jsonl")) {
-            VALUE();
-            o->tokenize_jsonl = next;
-        } else if (!strcmp(a, "--render-chat")) {
-            VALUE();
-            o->render_chat = next;
-        } else if (!strcmp(a, "--gen")) {
-            VALUE();
-            if (parse_long(a, next, 0, 1L << 30, &v, e))
-                return e->code;
-            o->gen = v;
-            o->gen_given = 1;
-        } else if (!strcmp(a, "--temperature")) {
-            VALUE();
-            if (parse_real(a, next, 0, 0, 1e6, &o->temperature, e))
-                return e->code;
-        } else if (!strcmp(a, "--top-p")) {
-            VALUE();
-            if (parse_real(a, next, 0, 1, 1, &o->top_p, e))
-                return e->code;
-        } else if (!strcmp(a, "--min-p")) {
-            VALUE();
-            if (parse_real(a, next, 0, 0, 1, &o->min_p, e))
-                return e->code;
-        } else if (!strcmp(a, "--repeat-penalty")) {
-            VALUE();
-            if (parse_real(a, next, 0, 1, 1e6, &o->repeat_penalty, e))
-                return e->code;
-        } else if (!strcmp(a, "--top-k")) {
-            VALUE();
-            if (parse_long(a, next, 0, 1L << 30, &o->top_k, e))
-                return e->code;
-        } else if (!strcmp(a, "--repeat-last-n")) {
-            VALUE();
-            if (parse_long(a, next, 0, 1L << 30, &o->repeat_last_n, e))
-                return e->code;
-        } else if (!strcmp(a, "--seed")) {
-            VALUE();
-            if (parse_seed(a, next, &o->seed, e))
-                return e->code;
-        } else if (!strcmp(a, "--stop")) {
-            VALUE();
-            if (!*next)
-                return k3_fail(e, K3_EINPUT, "--stop expects a non-empty string");
-            if (o->nstop == K3_MAX_STOP)
-                return k3_fail(e, K3_EINPUT, "--stop: at most %d stop strings", K3_MAX_STOP);
-            o->stop[o->nstop++] = next;
-        } else if (!strcmp(a, "--save-state")) {
-            VALUE();
-            o->save_state = next;
-        } else if (!strcmp(a, "--load-state")) {
-            VALUE();
-            o->load_state = next;
-        } else if (!strcmp(a, "--chat")) {
-            o->chat = 1;
-        } else if (!strcmp(a, "--system")) {
-            VALUE();
-            o->system = next;
-        } else if (!strcmp(a, "--history")) {
-            VALUE();
-            o->history = next;
-        } else if (!strcmp(a, "--no-thinking")) {
-            o->no_thinking = 1;
-        } else if (!strcmp(a, "--effort")) {
-            VALUE();
-            o->effort = next;
-        } else if (!strcmp(a, "--show-thinking")) {
-            o->show_thinking = 1;
-        } else if (!strcmp(a, "--no-reuse")) {
-            o->no_reuse = 1;
-        } else if (!strcmp(a, "--recompute")) {
-            o->recompute = 1;
-        } else if (!strcmp(a, "--incremental")) {
-            o->recompute = 0; /* the default; accepted for compatibility */
-        } else if (!strcmp(a, "--ignore-eos")) {
-            o->ignore_eos = 1;
-        } else if (!strcmp(a, "--dump-logits")) {
-            VALUE();
-            o->dump_logits = next;
-        } else if (!strcmp(a, "--dump-prompt-logits")) {
-            VALUE();
-            o->dump_prompt_logits = next;
-        } else if (!strcmp(a, "--out")) {
-            VALUE();
-            o->out_json = next;
-        } else if (!strcmp(a, "--layers")) {
-            VALUE();
-            if (parse_long(a, next, 1, 100000, &v, e))
-                return e->code;
-            o->layers = (int)v;
-        } else if (!strcmp(a, "--threads")) {
-            VALUE();
-            if (parse_long(a, next, 1, 4096, &v, e))
-                return e->code;
-            o->threads = (int)v;
-        } else if (!strcmp(a, "--preset")) {
-            VALUE();
-            o->preset = next;
-        } else if (!strcmp(a, "--budget-gb")) {
-            VALUE();
-            if (parse_gb(a, next, &o->budget_gb, e))
-                return e->code;
-        } else if (!strcmp(a, "--list-presets")) {
-            o->list_presets = 1;
-        } else if (!strcmp(a, "--trunk-gb")) {
-            VALUE();
-            if (parse_gb(a, next, &o->trunk_gb, e))
-                return e->code;
-        } else if (!strcmp(a, "--cache-gb")) {
-            VALUE();
-            if (parse_gb(a, next, &o->cache_gb, e))
-                return e->code;
-        } else if (!strcmp(a, "--trunk-ring")) {
-            VALUE();
-            if (parse_long(a, next, 1, 64, &v, e))
-                return e->code;
-            o->trunk_ring = (int)v;
-        } else if (!strcmp(a, "--trunk-layers")) {
-            VALUE();
-            if (parse_long(a, next, 0, 100000, &v, e))
-                return e->code;
-            o->trunk_layers = v;
-        } else if (!strcmp(a, "--cache-experts")) {
-            VALUE();
-            if (parse_long(a, next, 1, 1L << 30, &v, e))
-                return e->code;
-            o->cache_experts = v;
-        } else if (!strcmp(a, "--stream-embed")) {
-            o->stream_embed = 1;
-        } else if (!strcmp(a, "--stream-lm-head")) {
-            o->stream_lm_head = 1;
-        } else if (!strcmp(a, "--max-context")) {
-            VALUE();
-            if (parse_long(a, next, 1, 1L << 24, &v, e))
-                return e->code;
-            o->max_context = v;
-            o->max_context_given = 1;
-        } else if (!strcmp(a, "--no-mem-check")) {
-            o->no_mem_check = 1;
-        } else if (!strcmp(a, "--plan")) {
-            o->plan_only = 1;
-        } else if (!strcmp(a, "--trunk")) {
-            VALUE();
-            o->trunk_dir = next;
-        } else if (!strcmp(a, "--dump-cache-trace")) {
-            VALUE();
-            o->cache_trace_dir = next;
-        } else if (!strcmp(a, "--quiet") || !strcmp(a, "-q")) {
-            o->quiet = 1;
-        } else if (a[0] == '-' && a[1]) {
-            return k3_fail(e, K3_EINPUT, "unknown option %s (see k3 --help)", a);
-        } else if (!o->model_dir) {
-            o->model_dir = a;
-        } else {
-            return k3_fail(e, K3_EINPUT, "unexpected argument \"%s\": only one MODEL_DIR", a);
-        }
-#undef VALUE
-    }
+    k3_memory_opts_default(&o->memory);
+    o->sampling.top_p = 1.0;
+    o->sampling.repeat_penalty = 1.0;
+    o->sampling.repeat_last_n = 64;
+    if (k3_opt_parse(&main_cmd, o, argc, argv, e) != K3_OK)
+        return e->code;
     return check_combinations(o, e);
 }
 
@@ -422,7 +265,7 @@ int k3_parse_ids(const char *csv, uint32_t **ids, size_t *n, k3_err *e)
     return K3_OK;
 }
 
-int k3_options_model(const k3_options *o, k3_model_opts *mo, k3_err *e)
+int k3_options_model(const k3_memory_opts *o, k3_model_opts *mo, k3_err *e)
 {
     k3_model_opts_default(mo);
     mo->n_layers = o->layers;

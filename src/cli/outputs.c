@@ -26,14 +26,15 @@ static int begin_trace(k3_outputs *out, const char *dir, k3_err *e)
     return k3_atomic_begin(&out->trace, out->trace_path, e);
 }
 
-int k3_outputs_open(k3_outputs *out, const k3_options *o, k3_err *e)
+int k3_outputs_open(k3_outputs *out, const k3_output_opts *o, const char *save_state,
+                    const char *history, k3_err *e)
 {
     memset(out, 0, sizeof *out);
     if (begin(&out->report, o->out_json, e) || begin(&out->logits, o->dump_logits, e) ||
         begin(&out->prompt_logits, o->dump_prompt_logits, e) ||
         begin_trace(out, o->cache_trace_dir, e) ||
-        (o->save_state && k3_atomic_probe(o->save_state, e)) ||
-        (o->history && k3_atomic_probe(o->history, e)))
+        (save_state && k3_atomic_probe(save_state, e)) ||
+        (history && k3_atomic_probe(history, e)))
         k3_outputs_abort(out);
     return e->code;
 }

@@ -12,8 +12,16 @@
 
 #include <stdio.h>
 
-#include "cli/options.h"
+#include "k3/error.h"
 #include "util/atomic_file.h"
+
+/* The options naming the files below (part of k3_options). */
+typedef struct k3_output_opts {
+    const char *out_json;         /* --out FILE (with --chat: a report of every turn) */
+    const char *dump_logits;      /* --dump-logits FILE: one row per generated token */
+    const char *dump_prompt_logits; /* --dump-prompt-logits FILE: one row per prompt token */
+    const char *cache_trace_dir;  /* --dump-cache-trace DIR */
+} k3_output_opts;
 
 typedef struct k3_outputs {
     k3_atomic_file report;        /* --out FILE */
@@ -23,10 +31,12 @@ typedef struct k3_outputs {
     char trace_path[4096];
 } k3_outputs;
 
-/* Begins every stream output the options ask for and probes the ones
- * written whole later (--save-state, --history). Each .f is NULL when its
- * option was not given. On failure nothing is left behind. */
-int k3_outputs_open(k3_outputs *out, const k3_options *o, k3_err *e);
+/* Begins every stream output o asks for and probes the files written
+ * whole later (save_state, history: --save-state, --history; either may
+ * be NULL). Each .f is NULL when its option was not given. On failure
+ * nothing is left behind. */
+int k3_outputs_open(k3_outputs *out, const k3_output_opts *o, const char *save_state,
+                    const char *history, k3_err *e);
 /* Renames every begun output over its path; on the first failure the rest
  * are discarded. */
 int k3_outputs_commit(k3_outputs *out, k3_err *e);

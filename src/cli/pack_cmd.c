@@ -7,73 +7,56 @@
 #include <errno.h>
 #include <signal.h>
 #include <stdio.h>
-#include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
 
+#include "cli/opt_table.h"
 #include "model/model.h"
 #include "pack/trunk_pack.h"
 #include "util/error.h"
 
-static void usage(FILE *f)
-{
-    fputs("usage: k3 pack-trunk MODEL_DIR TRUNK_DIR [--layers N] [--force] [--verify] [--quiet]\n"
-          "\n"
-          "Copies the dense trunk (every layer's matrices, lm_head, the embedding) into\n"
-          "TRUNK_DIR/trunk.bin, one 4096-aligned run per layer, and describes it in\n"
-          "TRUNK_DIR/trunk.json; then run k3 with --trunk TRUNK_DIR. A trunk that is up\n"
-          "to date (same config.json, same tensor table, the same weights by sampled\n"
-          "fingerprints of every run's tensors, trunk.bin of the recorded size) is left\n"
-          "alone; any other trunk in TRUNK_DIR (another model's, other weights, an older\n"
-          "format) is repacked, and stays usable until the new one is complete. A failed\n"
-          "pack leaves no partial file behind.\n"
-          "\n"
-          "  --layers N   pack only the first N layers (with lm_head and the embedding)\n"
-          "  --force      repack even when up to date\n"
-          "  --verify     when up to date, compare every byte of trunk.bin with the model\n"
-          "  --quiet      no progress or summary lines\n",
-          f);
-}
-
 typedef struct {
     const char *model_dir, *trunk_dir;
-    int layers, force, verify, quiet;
+    int layers, force, verify, quiet, help, list_options;
 } pack_args;
 
-static int parse(pack_args *a, int argc, char **argv, k3_err *e)
-{
-    memset(a, 0, sizeof *a);
-    for (int i = 1; i < argc; i++) {
-        const char *s = argv[i];
-        if (!strcmp(s, "--force")) {
-            a->force = 1;
-        } else if (!strcmp(s, "--verify")) {
-            a->verify = 1;
-        } else if (!strcmp(s, "--quiet") || !strcmp(s, "-q")) {
-            a->quiet = 1;
-        } else if (!strcmp(s, "--layers")) {
-            char *end;
-            long v = i + 1 < argc ? strtol(argv[i + 1], &end, 10) : 0;
-            if (i + 1 >= argc || !*argv[i + 1] || *end || v < 1 || v > 100000)
-                return k3_fail(e, K3_EINPUT, "--layers expects an integer from 1 to 100000");
-            a->layers = (int)v;
-            i++;
-        } else if (s[0] == '-' && s[1]) {
-            return k3_fail(e, K3_EINPUT, "pack-trunk: unknown option %s (see k3 pack-trunk --help)",
-                           s);
-        } else if (!a->model_dir) {
-            a->model_dir = s;
-        } else if (!a->trunk_dir) {
-            a->trunk_dir = s;
-        } else {
-            return k3_fail(e, K3_EINPUT, "pack-trunk: unexpected argument \"%s\"", s);
-        }
-    }
-    if (!a->trunk_dir)
-        return k3_fail(e, K3_EINPUT,
-                       "pack-trunk: expected MODEL_DIR TRUNK_DIR (see k3 pack-trunk --help)");
-    return K3_OK;
-}
+#define P pack_args
+
+static const k3_opt pack_table[] = {
+    K3_OPT_TEXT_("usage: k3 pack-trunk MODEL_DIR TRUNK_DIR [--layers N] [--force] [--verify]"
+                 " [--quiet]\n"
+                 "\n"
+                 "Copies the dense trunk (every layer's matrices, lm_head, the embedding) into\n"
+                 "TRUNK_DIR/trunk.bin, one 4096-aligned run per layer, and describes it in\n"
+                 "TRUNK_DIR/trunk.json; then run k3 with --trunk TRUNK_DIR. A trunk that is up\n"
+                 "to date (same config.json, same tensor table, the same weights by sampled\n"
+                 "fingerprints of every run's tensors, trunk.bin of the recorded size) is left\n"
+                 "alone; any other trunk in TRUNK_DIR (another model's, other weights, an older\n"
+                 "format) is repacked, and stays usable until the new one is complete. A failed\n"
+                 "pack leaves no partial file behind.\n"
+                 "\n"),
+    K3_OPT_INT_("--layers", "N", P, layers, 1, 100000,
+                "pack only the first N layers (with lm_head and the embedding)"),
+    K3_OPT_FLAG_("--force", P, force, "repack even when up to date"),
+    K3_OPT_FLAG_("--verify", P, verify,
+                 "when up to date, compare every byte of trunk.bin with the model"),
+    K3_OPT_FLAG_AS("--quiet", "-q", P, quiet, "no progress or summary lines"),
+    K3_OPT_FLAG_AS("--help", "-h", P, help, NULL),
+    K3_OPT_FLAG_("--list-options", P, list_options, NULL),
+    { .kind = K3_OPT_END },
+};
+
+static const k3_opt_cmd pack_cmd = {
+    .opts = pack_table,
+    .col = 15,
+    .prefix = "pack-trunk: ",
+    .command = "k3 pack-trunk",
+    .extra = "",
+    .pos = { offsetof(P, model_dir), offsetof(P, trunk_dir) },
+    .npos = 2,
+};
+
+#undef P
 
 static int pack(const pack_args *a, k3_err *e)
 {
@@ -119,18 +102,23 @@ done:
 int k3_cmd_pack_trunk(int argc, char **argv)
 {
     k3_err e = { 0, "" };
-    for (int i = 1; i < argc; i++)
-        if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) {
-            usage(stdout);
-            return 0;
-        }
 #ifdef SIGXFSZ
     /* Past a file size limit, a write must fail (EFBIG) and the pack clean
      * up, not the process die with its temporary file left behind. */
     signal(SIGXFSZ, SIG_IGN);
 #endif
     pack_args a;
-    if (parse(&a, argc, argv, &e) == K3_OK)
+    memset(&a, 0, sizeof a);
+    if (k3_opt_parse(&pack_cmd, &a, argc, argv, &e) != K3_OK)
+        ; /* reported below */
+    else if (a.help)
+        k3_opt_help(&pack_cmd, stdout);
+    else if (a.list_options)
+        k3_opt_list(&pack_cmd, stdout);
+    else if (!a.trunk_dir)
+        k3_fail(&e, K3_EINPUT,
+                "pack-trunk: expected MODEL_DIR TRUNK_DIR (see k3 pack-trunk --help)");
+    else
         pack(&a, &e);
     if (e.code)
         fprintf(stderr, "k3: error: %s\n", e.msg);

@@ -145,8 +145,10 @@ def init_vision_tensor(name, shape, rng):
         return w
     if name.endswith("mlp.fc0.weight") or name.endswith("proj.0.weight"):
         return _normal(rng, shape, 2.0 / np.sqrt(fan_in))
-    if name.endswith(("wo.weight", "mlp.fc1.weight")):   # residual branches ~0.3
-        return _normal(rng, shape, 0.3 / np.sqrt(fan_in))
+    if name.endswith("wo.weight"):                     # attention branch ~0.5
+        return _normal(rng, shape, 0.5 / np.sqrt(fan_in))
+    if name.endswith("mlp.fc1.weight"):                # MLP branch ~1: GELU's form shows
+        return _normal(rng, shape, 1.0 / np.sqrt(fan_in))
     if name.endswith("proj.2.weight"):
         return _normal(rng, shape, 1.0 / np.sqrt(fan_in))
     raise ValueError(f"no init rule for {name}")

@@ -9,7 +9,8 @@ float32 arithmetic (the image processor, §3).
 
 Two halves:
   * the image processor (§3): resize plan, Pillow's BICUBIC resampling (exact, integer),
-    zero padding, normalisation, patchify. Input uint8 RGB [H, W, 3]; output the
+    transparency, zero padding, normalisation, patchify. Input uint8 RGB [H, W, 3] or
+    RGBA [H, W, 4]; output the
     normalised patches [gh*gw, 3, p, p] and the grid (1, gh, gw).
   * the encoder and projector (§5): VisionModel(model_dir).encode(items), where items
     is a list of (patches [t*h*w, 3, p, p], (t, h, w)) in packed order; returns one
@@ -263,16 +264,54 @@ def _resample_axis(img, out_size, axis):
 
 
 def pil_bicubic_resize(img, new_w, new_h):
-    """§3.3: Pillow's Image.resize((new_w, new_h), BICUBIC) of a uint8 RGB [H, W, 3]:
-    the horizontal pass first (when the width changes) into uint8, then the vertical."""
+    """§3.3: Pillow's Image.resize((new_w, new_h), BICUBIC) of a uint8 RGB [H, W, 3]
+    or RGBA [H, W, 4]: the horizontal pass first (when the width changes) into uint8,
+    then the vertical. RGBA is resized premultiplied (§3.1 step 2)."""
     img = np.asarray(img, dtype=np.uint8)
-    if img.ndim != 3 or img.shape[2] != 3:
-        raise K3Error(f"expected uint8 [H, W, 3], got {img.shape}")
+    if img.ndim != 3 or img.shape[2] not in (3, 4):
+        raise K3Error(f"expected uint8 [H, W, 3 or 4], got {img.shape}")
+    if img.shape[:2] == (new_h, new_w):
+        return img.copy()
+    rgba = img.shape[2] == 4
+    if rgba:
+        img = premultiply(img)
     if img.shape[1] != new_w:
         img = _resample_axis(img, new_w, 1)
     if img.shape[0] != new_h:
         img = _resample_axis(img, new_h, 0)
-    return img
+    return unpremultiply(img) if rgba else img
+
+
+def premultiply(rgba):
+    """§3.1 step 2a: Pillow's RGBA -> RGBa: c' = ((t >> 8) + t) >> 8, t = c * a + 128."""
+    out = np.asarray(rgba, dtype=np.int64).copy()
+    t = out[..., :3] * out[..., 3:4] + 128
+    out[..., :3] = ((t >> 8) + t) >> 8
+    return out.astype(np.uint8)
+
+
+def unpremultiply(rgba):
+    """§3.1 step 2b: Pillow's RGBa -> RGBA: c unchanged where a is 0 or 255, else
+    min(255, (255 * c) // a)."""
+    x = np.asarray(rgba, dtype=np.int64)
+    a = x[..., 3:4]
+    c = np.where((a == 0) | (a == 255), x[..., :3],
+                 np.minimum(255, (255 * x[..., :3]) // np.maximum(a, 1)))
+    return np.concatenate([c, a], axis=2).astype(np.uint8)
+
+
+def fill_transparent_background(rgba, square=8, white=255, gray=180):
+    """§3.1 step 2c: composite a uint8 RGBA [H, W, 4] onto the chessboard (top-left
+    square white), in float32 as the processor computes it, truncated to uint8 RGB."""
+    H, W = rgba.shape[:2]
+    y = np.arange(H)[:, None] // square
+    x = np.arange(W)[None, :] // square
+    bg = np.full((H, W, 3), white, dtype=np.uint8)
+    bg[(x + y) % 2 == 1] = gray
+    alpha = rgba[:, :, 3:4].astype(np.float32) / np.float32(255.0)
+    out = alpha * rgba[:, :, :3].astype(np.float32) \
+        + (np.float32(1.0) - alpha) * bg.astype(np.float32)
+    return out.astype(np.uint8)
 
 
 def pad_and_normalize(img, pad_w, pad_h):
@@ -294,10 +333,13 @@ def patchify(x, patch):
 
 
 def preprocess_image(rgb, patch=14, merge=2):
-    """§3: uint8 RGB [H, W, 3] -> (normalised patches [gh*gw, 3, p, p], (1, gh, gw), plan)."""
+    """§3: uint8 RGB [H, W, 3] or RGBA [H, W, 4] -> (normalised patches [gh*gw, 3, p, p],
+    (1, gh, gw), plan). RGBA is resized, then composited (§3.1 step 2)."""
     rgb = np.asarray(rgb, dtype=np.uint8)
     plan = resize_plan(rgb.shape[1], rgb.shape[0], patch, merge)
     small = pil_bicubic_resize(rgb, plan["new_width"], plan["new_height"])
+    if small.shape[2] == 4:
+        small = fill_transparent_background(small)
     x = pad_and_normalize(small, plan["pad_width"], plan["pad_height"])
     patches, grid = patchify(x, patch)
     return patches, grid, plan

@@ -108,6 +108,29 @@ def test_resize_against_pillow():
         worst = max(worst, int(np.abs(want.astype(int) - got).max()))
     check("bicubic resize equals Pillow's BICUBIC exactly (9 size pairs)", worst == 0,
           f"max |diff| {worst}")
+    worst = 0
+    for (h, w), (nw, nh) in sizes:
+        a = r.integers(0, 256, (h, w, 4), dtype=np.uint8)
+        a[..., 3][r.random((h, w)) < 0.3] = 0          # a = 0 and 255 are special cases
+        a[..., 3][r.random((h, w)) < 0.3] = 255
+        want = np.asarray(Image.fromarray(a, "RGBA").resize((nw, nh), Image.Resampling.BICUBIC))
+        worst = max(worst, int(np.abs(want.astype(int) - V.pil_bicubic_resize(a, nw, nh)).max()))
+    check("RGBA resize (premultiplied) equals Pillow's exactly (9 size pairs)", worst == 0,
+          f"max |diff| {worst}")
+    a = np.zeros((9, 17, 4), dtype=np.uint8)
+    a[..., 0] = 200
+    a[:, 16, 3] = 255
+    got = V.fill_transparent_background(a)
+    rgb = r.integers(0, 256, (40, 90, 3), dtype=np.uint8)
+    opaque = np.concatenate([rgb, np.full((40, 90, 1), 255, np.uint8)], axis=2)
+    check("transparency: an opaque RGBA image resizes and composites to its RGB",
+          np.array_equal(V.fill_transparent_background(V.pil_bicubic_resize(opaque, 17, 13)),
+                         V.pil_bicubic_resize(rgb, 17, 13))
+          and np.array_equal(V.preprocess_image(opaque, patch=7)[0],
+                             V.preprocess_image(rgb, patch=7)[0]))
+    check("transparency: alpha 0 shows the chessboard (white at the top left, 180 beside)",
+          got[0, 0, 0] == 255 and got[0, 8, 0] == 180 and got[8, 0, 1] == 180
+          and got[8, 8, 2] == 255 and got[0, 16, 0] == 200, f"{got[0, [0, 8, 16], 0]}")
     # The processor's whole path on a real image size: plan, resize, pad, normalise.
     a = r.integers(0, 256, (1100, 60, 3), dtype=np.uint8)
     patches, grid, plan = V.preprocess_image(a)

@@ -11,7 +11,9 @@
 #          aarch64 cross compiler with its libc (gcc-aarch64-linux-gnu,
 #          libc6-dev-arm64-cross) and qemu-aarch64 (qemu-user), and
 #          torch for /usr/bin/python3 (python3-torch, gate 14: k3-nano
-#          against the torch model it was trained as)
+#          against the torch model it was trained as; gate 16: the vision
+#          reference against torch) and Pillow (python3-pil, gate 16: the
+#          image resize against Pillow's own)
 #   plots: the demo's plus gnuplot (gnuplot-nox) for benchmarks/plots.sh;
 #          neither make test nor CI needs it
 # Each need is detected by using it (a compile and run of a small OpenMP
@@ -76,6 +78,7 @@ missing() {
         has valgrind || echo valgrind
         has ps || echo procps
         /usr/bin/python3 -c 'import torch' >/dev/null 2>&1 || echo python3-torch
+        /usr/bin/python3 -c 'import PIL' >/dev/null 2>&1 || echo python3-pil
         has qemu-aarch64 || echo qemu-user
         # the cross compiler alone has no libc: no <stdio.h>, no libc.a
         has aarch64-linux-gnu-gcc || echo gcc-aarch64-linux-gnu

@@ -2,7 +2,7 @@
 """make_checkpoint: random Kimi K3 checkpoints in exactly the release's on-disk format.
 
   /usr/bin/python3 tools/make_checkpoint.py OUT_DIR --preset NAME [--seed S]
-      [--vocab V] [--shards N] [--check]
+      [--vocab V] [--shards N] [--check] [--vision]
 
 Writes OUT_DIR/config.json (nested like the release: text fields under text_config),
 model.safetensors.index.json, N shards model-%05d-of-%06d.safetensors (default 3) and
@@ -22,6 +22,13 @@ one block whatever the checkpoint's size. The `slice` preset has the release's r
 widths with 4 layers and 32 experts (~7.6 GB, for benchmarks/bench.sh); it draws its
 normals in float32 to be generated in minutes, and has no --check (the float64
 reference would need hours on it).
+
+--vision replaces the skipped stand-in vision tensors by the release's complete vision
+tower and projector (docs/VISION.md §2.2: names, BF16, shapes) at the small dims of
+VISION_DIMS, and vision_config by those dims, for tools/k3vision_ref.py. The learned
+position table is 6 x 8, not square and not a grid the tests use, so its interpolation
+always runs. Without --vision the output is the same, byte for byte, as before the
+option existed.
 """
 
 import argparse
@@ -34,6 +41,7 @@ import numpy as np
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import k3ref  # noqa: E402
+import k3vision_ref  # noqa: E402
 
 # ----------------------------------------------------------------------------
 # Presets: text dims. kda_layers are ONE-based; the rest of 1..L is MLA.
@@ -93,6 +101,72 @@ PRESETS = {
                   routed_expert_hidden_size=3584, intermediate_size=33792,
                   attn_res_block_size=12, float32_draws=True),
 }
+
+#: --vision: the vision tower at small dims (docs/VISION.md §1.1). Every width differs
+#: from the others and from the release's; the head width 12 is a multiple of 4 (2D
+#: RoPE), qkv_hidden_size differs from vt_hidden_size, the position table is 6 x 8 (not
+#: square) and allows 3 frames.
+VISION_DIMS = dict(patch_size=3, vt_hidden_size=24, vt_num_attention_heads=3,
+                   qkv_hidden_size=36, vt_intermediate_size=40, vt_num_hidden_layers=2,
+                   init_pos_emb_height=6, init_pos_emb_width=8, init_pos_emb_time=3)
+
+
+def vision_config(p):
+    """vision_config for --vision: the release's fields with VISION_DIMS (text width H)."""
+    v = {
+        "_attn_implementation": "flash_attention_2", "activation_func": "gelu_pytorch_tanh",
+        "attn_bias": False, "linear_bias": False, "merge_kernel_size": [2, 2],
+        "merge_type": "sd2_tpool", "mlp_type": "mlp2", "mm_projector_type": "patchmergerv2",
+        "norm_type": "rmsnorm", "patch_embed_proj_bias": False,
+        "pos_emb_interpolation_mode": "bilinear", "pos_emb_type": "divided_fixed",
+        "projector_hidden_act": "gelu", "projector_ln_eps": 1e-05,
+        "text_hidden_size": p["hidden_size"], "mm_hidden_size": VISION_DIMS["vt_hidden_size"],
+    }
+    v.update(VISION_DIMS)
+    return v
+
+
+def init_vision_tensor(name, shape, rng):
+    """float64 values of vision tensor `name`, scaled so that every step of
+    docs/VISION.md §5 matters: position rows as large as the patch signal, attention far
+    from uniform, GELU inputs well into both tails, RMSNorm inputs small enough that
+    eps 2^-7 is visible."""
+    fan_in = int(np.prod(shape[1:])) if len(shape) > 1 else 1
+    if name.endswith("norm0.weight") or name.endswith("norm1.weight") \
+            or name.endswith("final_layernorm.weight") or name.endswith("post_norm.weight"):
+        return _norm_weight(rng, shape)
+    if name.endswith("pos_emb.weight"):
+        return _normal(rng, shape, 0.5)
+    if name.endswith("patch_embed.proj.weight"):
+        return _normal(rng, shape, 1.0 / np.sqrt(fan_in))
+    if name.endswith("wqkv.weight"):                   # q, k std ~2: peaked softmax
+        w = _normal(rng, shape, 2.0 / np.sqrt(fan_in))
+        w[2 * shape[0] // 3:] *= 0.5
+        return w
+    if name.endswith("mlp.fc0.weight") or name.endswith("proj.0.weight"):
+        return _normal(rng, shape, 2.0 / np.sqrt(fan_in))
+    if name.endswith("wo.weight"):                     # attention branch ~0.5
+        return _normal(rng, shape, 0.5 / np.sqrt(fan_in))
+    if name.endswith("mlp.fc1.weight"):                # MLP branch ~1: GELU's form shows
+        return _normal(rng, shape, 1.0 / np.sqrt(fan_in))
+    if name.endswith("proj.2.weight"):
+        return _normal(rng, shape, 1.0 / np.sqrt(fan_in))
+    raise ValueError(f"no init rule for {name}")
+
+
+def plan_vision_shards(shards, vision_specs):
+    """--vision: the vision tensors (name -> (dtype, shape)) appended to the shards the
+    release keeps them in, scaled down: mm_projector.* in the next-to-last shard,
+    vision_tower.* in the last (one shard: both there). Returns the extras list
+    (name, draw) in that order."""
+    extras = []
+    for name, (dtype, shape) in vision_specs.items():
+        s = -1 if name.startswith("vision_tower.") or len(shards) == 1 else -2
+        shards[s].append((name, dtype, tuple(shape)))
+        extras.append((name, lambda rng, name=name, shape=tuple(shape):
+                       bf16_encode(init_vision_tensor(name, shape, rng)).tobytes()))
+    return extras
+
 
 def random_preset(seed):
     """Dims drawn from `seed` anywhere the config allows (small, so the float64
@@ -524,7 +598,7 @@ def shard_name(k, n):
     return "model-%05d-of-%06d.safetensors" % (k, n)
 
 
-def make_checkpoint(out_dir, preset, seed=0, vocab=None, n_shards=3):
+def make_checkpoint(out_dir, preset, seed=0, vocab=None, n_shards=3, vision=False):
     p = dict(PRESETS[preset]) if isinstance(preset, str) else dict(preset)
     if vocab is not None:
         p["vocab_size"] = vocab
@@ -534,7 +608,15 @@ def make_checkpoint(out_dir, preset, seed=0, vocab=None, n_shards=3):
     if p.get("float32_draws"):
         rng = _Float32Draws(rng)
     specs = k3ref.expected_tensors(cfg)
-    shards, extras = plan_shards(specs, n_shards, p["hidden_size"])
+    if vision:
+        top["vision_config"] = vision_config(p)
+        vc = k3vision_ref.VisionConfig(top["vision_config"], p["hidden_size"])
+        shards, _ = plan_shards(specs, n_shards, p["hidden_size"])
+        shards = [[e for e in sh if not e[0].startswith(k3ref.SKIPPED_PREFIXES)]
+                  for sh in shards]
+        extras = plan_vision_shards(shards, k3vision_ref.expected_vision_tensors(vc))
+    else:
+        shards, extras = plan_shards(specs, n_shards, p["hidden_size"])
     os.makedirs(out_dir, exist_ok=True)
     weight_map, where, fds = {}, {}, []
     total = 0
@@ -679,12 +761,14 @@ def main(argv=None):
     ap.add_argument("--shards", type=int, default=3)
     ap.add_argument("--check", action="store_true",
                     help="run the reference and print path diagnostics (exit 1 if any fails)")
+    ap.add_argument("--vision", action="store_true",
+                    help="add the vision tower and projector at VISION_DIMS (docs/VISION.md)")
     args = ap.parse_args(argv)
     if args.check and args.preset in NO_CHECK:
         ap.error(f"--check is not available for the {args.preset} preset (too large for "
                  "the float64 reference)")
     preset = args.preset if args.preset else random_preset(args.random_shape)
-    make_checkpoint(args.out_dir, preset, args.seed, args.vocab, args.shards)
+    make_checkpoint(args.out_dir, preset, args.seed, args.vocab, args.shards, args.vision)
     if not args.check:
         return 0
     failed = 0

@@ -6,6 +6,7 @@
 #include "cli/serve_cmd.h"
 
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
@@ -15,8 +16,13 @@
 #include "server/server.h"
 #include "util/error.h"
 
+/* --alias may be given this many times. */
+#define MAX_ALIASES 8
+
 typedef struct {
-    const char *model_dir, *host, *tok_dir;
+    const char *model_dir, *host, *tok_dir, *api_key, *cors;
+    const char *alias[MAX_ALIASES];
+    size_t naliases;
     /* Whole numbers too are read as numbers (strtod): "1e6" is a size. */
     double port, max_body, max_tokens, max_queue, timeout, header_timeout, max_per_client;
     double exit_after;
@@ -28,19 +34,31 @@ typedef struct {
 #define WHOLE(N, M, f, L, U, H) K3_OPT_REAL_(N, M, S, f, L, U, K3_OPTF_WHOLE, H)
 
 static const k3_opt serve_table[] = {
-    K3_OPT_TEXT_("usage: k3 serve MODEL_DIR --port N [options]\n"
+    K3_OPT_TEXT_("usage: k3 serve MODEL_DIR [--port N] [options]\n"
                  "\n"
                  "An OpenAI-compatible HTTP server for the model: POST /v1/chat/completions,\n"
                  "POST /v1/completions (both with \"stream\": true as server-sent events),\n"
-                 "GET /v1/models, GET /health. One answer is generated at a time; the others\n"
-                 "wait in a queue. Every response closes its connection.\n"
+                 "GET /v1/models, POST /tokenize, POST /detokenize, GET /metrics, GET /health.\n"
+                 "One answer is generated at a time; the others wait in a queue. Every\n"
+                 "response closes its connection.\n"
                  "\n"),
     { .kind = K3_OPT_REAL, .name = "--port", .metavar = "N", .off = offsetof(S, port), .lo = 0,
       .hi = 65535, .flags = K3_OPTF_WHOLE | K3_OPTF_GIVEN, .off2 = offsetof(S, port_given),
-      .help = "TCP port (0: any free port; the log line names it)" },
+      .help = "TCP port (default 8080; 0: any free port, the log\n"
+              "line names it)" },
     K3_OPT_STR_("--host", "ADDR", S, host,
-                "numeric address to listen on (default 127.0.0.1: this\n"
-                "machine only; 0.0.0.0 or :: exposes the server)"),
+                "address or host name to listen on (default 127.0.0.1:\n"
+                "this machine only; 0.0.0.0 or :: exposes the server)"),
+    K3_OPT_STR_("--api-key", "KEY", S, api_key,
+                "require \"Authorization: Bearer KEY\" on every request\n"
+                "but /health and /v1/models (default: $K3_API_KEY)"),
+    { .kind = K3_OPT_STRS, .name = "--alias", .metavar = "NAME", .off = offsetof(S, alias),
+      .off2 = offsetof(S, naliases), .max = MAX_ALIASES,
+      .help = "another name requests may give as \"model\" (the\n"
+              "served name is MODEL_DIR's last part); repeatable" },
+    K3_OPT_STR_("--cors", "ORIGIN", S, cors,
+                "Access-Control-Allow-Origin of every answer (default *\n"
+                "on a loopback host, none otherwise; \"\" for none)"),
     K3_OPT_STR_("--tok", "DIR", S, tok_dir, "tokenizer directory (default: MODEL_DIR)"),
     WHOLE("--max-body", "BYTES", max_body, 1, 1 << 30,
           "largest request body (default 8388608; more is 413)"),
@@ -79,7 +97,7 @@ static const k3_opt serve_table[] = {
 static const k3_opt_cmd serve_cmd = {
     .opts = serve_table,
     .col = 23,
-    .prefix = "serve: ",
+    .prefix = "",
     .command = "k3 serve",
     .extra = ": only one MODEL_DIR",
     .pos = { offsetof(S, model_dir) },
@@ -99,6 +117,7 @@ static int parse(serve_args *a, int argc, char **argv, k3_err *e)
     a->header_timeout = 5;
     a->max_per_client = 16;
     a->host = "127.0.0.1";
+    a->port = 8080;
     k3_memory_opts_default(&a->memory);
     return k3_opt_parse(&serve_cmd, a, argc, argv, e);
 }
@@ -127,6 +146,12 @@ static int serve(const serve_args *a, k3_err *e)
     cfg.host = a->host;
     cfg.port = (int)a->port;
     cfg.model_name = name;
+    cfg.aliases = a->alias;
+    cfg.naliases = a->naliases;
+    cfg.api_key = a->api_key ? a->api_key : getenv("K3_API_KEY");
+    if (cfg.api_key && !*cfg.api_key)
+        cfg.api_key = NULL;
+    cfg.cors = a->cors;
     cfg.max_body = (size_t)a->max_body;
     cfg.max_tokens = (long)a->max_tokens;
     cfg.max_queue = (size_t)a->max_queue;
@@ -165,10 +190,8 @@ int k3_cmd_serve(int argc, char **argv)
         k3_opt_help(&serve_cmd, stdout);
     else if (a.list_options)
         k3_opt_list(&serve_cmd, stdout);
-    else if (!a.port_given)
-        k3_fail(&e, K3_EINPUT, "serve: --port N is required (0 picks a free port)");
     else if (!a.model_dir)
-        k3_fail(&e, K3_EINPUT, "serve: no MODEL_DIR given (see k3 serve --help)");
+        k3_fail(&e, K3_EINPUT, "no MODEL_DIR given (see k3 serve --help)");
     else
         serve(&a, &e);
     if (e.code)

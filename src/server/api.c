@@ -290,6 +290,18 @@ static int f_messages(parse *p, const char *name, const k3_json *v)
     return 0;
 }
 
+static int f_model(parse *p, const char *name, const k3_json *v)
+{
+    k3_err e = { 0, "" };
+    if (want(p, name, v, K3J_STRING, "a string"))
+        return p->err->status;
+    if (!(p->out->model = k3_malloc(&e, v->len + 1, "model")))
+        return oom(p, &e);
+    memcpy(p->out->model, v->str, v->len + 1);
+    p->out->model_len = v->len;
+    return 0;
+}
+
 static int f_prompt(parse *p, const char *name, const k3_json *v)
 {
     k3_err e = { 0, "" };
@@ -360,7 +372,7 @@ typedef struct {
 } field;
 
 static const field fields[] = {
-    { "model", BOTH, f_string },
+    { "model", BOTH, f_model },
     { "messages", CHAT, f_messages },
     { "prompt", COMPLETION, f_prompt },
     { "stream", BOTH, f_stream },
@@ -467,6 +479,7 @@ void k3_api_request_free(k3_api_request *r)
 {
     k3_chat_free(r->chat);
     free(r->prompt);
+    free(r->model);
     for (size_t i = 0; i < r->nstop; i++)
         free(r->stop[i]);
     memset(r, 0, sizeof *r);

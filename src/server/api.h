@@ -2,7 +2,8 @@
  * POST /v1/chat/completions and POST /v1/completions, as pure functions.
  *
  * Fields (both endpoints unless marked):
- *   model                       any string; k3 serves one model and ignores it
+ *   model                       the served model's name or an alias (--alias); another
+ *                               name is 404 model_not_found (conn.c checks it)
  *   messages (chat)             system / developer (= system) / user / assistant / tool
  *                               messages: content as a string, null or text parts
  *                               ([{"type": "text", "text": ...}], joined with "\n"),
@@ -69,6 +70,8 @@ typedef struct k3_api_limits {
 typedef struct k3_api_request {
     k3_api_kind kind;
     k3_chat *chat;     /* chat: the conversation, read and checked (k3/chat.h) */
+    char *model;       /* the "model" field (NUL-terminated), or NULL when not given */
+    size_t model_len;
     char *prompt;      /* completions: the prompt text (NUL-terminated) */
     size_t prompt_len;
     int stream;        /* answer as server-sent events */

@@ -13,6 +13,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <sys/socket.h>
 #include <sys/time.h>
 #include <time.h>
@@ -335,6 +336,10 @@ static void generate(k3_server *s, int fd, const k3_http_request *hreq, const ch
                      ? k3_api_parse_chat_request(body, hreq->content_length, &lim, &req, &err)
                      : k3_api_parse_completion_request(body, hreq->content_length, &lim, &req,
                                                        &err);
+    if (!status && req.model && !k3_server_serves(s->cfg, req.model, req.model_len))
+        status = k3_api_fail(&err, 404, "model_not_found", "model",
+                             "The model '%.200s' does not exist: this server serves '%s'.",
+                             req.model, s->cfg->model_name);
     if (!status && (!(job = k3_malloc(&e, sizeof *job, "job")) || k3_job_init(job, &e))) {
         free(job);
         job = NULL;
@@ -448,10 +453,9 @@ static int models(k3_server *s, int fd, const k3_http_request *req)
 {
     k3_buf b = { 0 };
     k3_err e = { 0, "" };
-    size_t base = strlen("/v1/models"), nl = strlen(s->cfg->model_name);
+    size_t base = strlen("/v1/models");
     int one = req->path_len > base, status = 200;
-    if (one && !(req->path_len - base - 1 == nl &&
-                 !memcmp(req->path + base + 1, s->cfg->model_name, nl))) {
+    if (one && !k3_server_serves(s->cfg, req->path + base + 1, req->path_len - base - 1)) {
         k3_api_error err;
         k3_api_fail(&err, 404, "model_not_found", "model",
                     "The model '%.*s' does not exist: this server serves '%s'.",
@@ -459,7 +463,10 @@ static int models(k3_server *s, int fd, const k3_http_request *req)
         respond_error(s, fd, &err, NULL);
         return 404;
     }
-    if ((one ? k3_emit_model(s->cfg->model_name, s->started, &b, &e)
+    char id[256];
+    snprintf(id, sizeof id, "%.*s", one ? (int)(req->path_len - base - 1) : 0,
+             req->path + base + 1);
+    if ((one ? k3_emit_model(id, s->started, &b, &e)
              : k3_emit_models(s->cfg->model_name, s->started, &b, &e)) == K3_OK)
         respond(s, fd, 200, "application/json", b.data, b.len, NULL);
     else
@@ -516,6 +523,23 @@ static void preflight(k3_server *s, int fd, const char *methods)
 
 enum { R_CHAT, R_COMPLETIONS, R_MODELS, R_MODEL, R_HEALTH, R_TOKENIZE, R_DETOKENIZE, R_METRICS };
 
+/* With --api-key: whether the request carries "Authorization: Bearer KEY".
+ * The comparison takes the same time wherever the first difference is. */
+static int authorized(const k3_server *s, const k3_http_request *req)
+{
+    const char *key = s->cfg->api_key;
+    if (!key)
+        return 1;
+    size_t kn = strlen(key);
+    if (!req->authorization || req->authorization_len != 7 + kn ||
+        strncasecmp(req->authorization, "Bearer ", 7) != 0)
+        return 0;
+    unsigned char diff = 0;
+    for (size_t i = 0; i < kn; i++)
+        diff |= (unsigned char)(req->authorization[7 + i] ^ key[i]);
+    return diff == 0;
+}
+
 /* Answers a complete request. */
 static void route(k3_server *s, int fd, const k3_http_request *req, const char *body, double t0)
 {
@@ -537,10 +561,19 @@ static void route(k3_server *s, int fd, const k3_http_request *req, const char *
         if (routes[i].prefix ? !(req->path_len > pl && !memcmp(req->path, routes[i].path, pl))
                              : !is_path(req, routes[i].path))
             continue;
-        int status = 200;
+        int status = 200, open = routes[i].endpoint == R_HEALTH ||
+                                 routes[i].endpoint == R_MODELS || is_method(req, "OPTIONS");
         if (is_method(req, "OPTIONS")) {
             preflight(s, fd, routes[i].method);
             status = 204;
+        } else if (!open && !authorized(s, req)) {
+            k3_api_error err;
+            k3_api_fail(&err, 401, "invalid_api_key", NULL,
+                        "Invalid API key: send \"Authorization: Bearer KEY\" with the "
+                        "server's --api-key.");
+            err.type = "authentication_error";
+            respond_error(s, fd, &err, "WWW-Authenticate: Bearer\r\n");
+            status = 401;
         } else if (!is_method(req, routes[i].method)) {
             char allow[40];
             snprintf(allow, sizeof allow, "Allow: %s, OPTIONS\r\n", routes[i].method);

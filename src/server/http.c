@@ -181,6 +181,11 @@ static int header(const char *p, size_t n, k3_http_request *out, head_facts *f)
             k--;
         f->transfer_encoding = 1;
         f->chunked = ieq(v + k, vn - k, "chunked");
+    } else if (ieq(name, name_len, "authorization")) {
+        if (out->authorization)
+            return fail(out, 400, "two Authorization headers");
+        out->authorization = v;
+        out->authorization_len = vn;
     } else if (ieq(name, name_len, "expect")) {
         if (ieq(v, vn, "100-continue"))
             out->expect_continue = 1;

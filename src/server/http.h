@@ -34,13 +34,16 @@ typedef struct k3_http_request {
     size_t content_length; /* body bytes (0 without Content-Length) */
     int has_length;        /* a Content-Length header was present */
     int expect_continue;   /* "Expect: 100-continue" */
+    const char *authorization; /* the Authorization header's value, or NULL */
+    size_t authorization_len;
     const char *error;     /* when an error status is returned: why (a literal) */
 } k3_http_request;
 
 /* Parses the request at buf[0..len). Returns K3_HTTP_OK, K3_HTTP_NEED_HEAD,
  * K3_HTTP_NEED_BODY, or the status of the response the request deserves
  * (400 malformed, 411 chunked body, 413 body over max_body, 414 target too
- * long, 431 head too large, 501 unknown transfer coding, 505 not HTTP/1.x)
+ * long, 431 head too large, 501 unknown transfer coding, 505 not HTTP/1.x;
+ * 400 for two Authorization headers)
  * with out->error saying why. Deterministic and allocation-free: the same
  * bytes always give the same answer, and a prefix of a valid request asks
  * for more rather than failing. A line ending that is not CRLF is 400 as

@@ -34,22 +34,23 @@ int k3_server_listen(const k3_server_config *cfg, int *bound, k3_err *e)
     memset(&hints, 0, sizeof hints);
     hints.ai_family = AF_UNSPEC;
     hints.ai_socktype = SOCK_STREAM;
-    hints.ai_flags = AI_PASSIVE | AI_NUMERICHOST | AI_NUMERICSERV;
+    hints.ai_flags = AI_PASSIVE | AI_NUMERICSERV;
     snprintf(port, sizeof port, "%d", cfg->port);
     int rc = getaddrinfo(cfg->host, port, &hints, &ai);
     if (rc != 0) {
-        k3_fail(e, K3_EINPUT, "--host %s: not a numeric address (%s)", cfg->host,
+        k3_fail(e, K3_EINPUT, "--host %s: not an address this machine resolves (%s)", cfg->host,
                 gai_strerror(rc));
         return -1;
     }
     if (!k3_addr_is_loopback(ai->ai_addr))
         fprintf(stderr, "k3 serve: WARNING: --host %s is not a loopback address: anyone who "
-                        "can reach it can use the server, which has no authentication\n",
-                cfg->host);
+                        "can reach it can use the server%s\n",
+                cfg->host, cfg->api_key ? " (with the API key)"
+                                        : ", which has no --api-key: set one (or K3_API_KEY)");
     int fd = socket(ai->ai_family, ai->ai_socktype, ai->ai_protocol), one = 1;
     if (fd < 0 || setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one) != 0 ||
         bind(fd, ai->ai_addr, ai->ai_addrlen) != 0 || listen(fd, 64) != 0) {
-        k3_fail(e, K3_EINPUT, "cannot listen on %s port %d: %s", cfg->host, cfg->port,
+        k3_fail(e, K3_ERUNTIME, "cannot listen on %s port %d: %s", cfg->host, cfg->port,
                 strerror(errno));
         if (fd >= 0)
             close(fd);
@@ -64,12 +65,21 @@ int k3_server_listen(const k3_server_config *cfg, int *bound, k3_err *e)
     return fd;
 }
 
-/* Whether the numeric address host is a loopback one. */
+int k3_server_serves(const k3_server_config *cfg, const char *name, size_t n)
+{
+    if (strlen(cfg->model_name) == n && !memcmp(cfg->model_name, name, n))
+        return 1;
+    for (size_t i = 0; i < cfg->naliases; i++)
+        if (strlen(cfg->aliases[i]) == n && !memcmp(cfg->aliases[i], name, n))
+            return 1;
+    return 0;
+}
+
+/* Whether the address host is a loopback one. */
 static int host_is_loopback(const char *host)
 {
     struct addrinfo hints, *ai = NULL;
     memset(&hints, 0, sizeof hints);
-    hints.ai_flags = AI_NUMERICHOST;
     if (getaddrinfo(host, NULL, &hints, &ai) != 0)
         return 0;
     int yes = k3_addr_is_loopback(ai->ai_addr);

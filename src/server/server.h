@@ -25,6 +25,10 @@ typedef struct k3_server_config {
     const char *host;       /* numeric address to bind (IPv4 or IPv6) */
     int port;               /* 0: any free port (the log line names it) */
     const char *model_name; /* what /v1/models and every response call the model */
+    const char *const *aliases; /* [naliases] other names a request's "model" may use */
+    size_t naliases;
+    const char *api_key;    /* non-NULL: every request but GET /health, GET /v1/models and
+                             * OPTIONS needs "Authorization: Bearer KEY" (else 401) */
     size_t max_body;        /* request bodies above this are 413 */
     long max_tokens;        /* the largest max_tokens a request may ask for */
     size_t max_queue;       /* requests waiting behind the running one; more are 503 */
@@ -43,14 +47,18 @@ typedef struct k3_server_config {
                              * none otherwise; "" = none */
 } k3_server_config;
 
-/* A socket listening on cfg's host and port (returned), its port number
- * in *port (the one picked when cfg->port is 0); -1 and K3_EINPUT when the
- * address cannot be bound. Separate from k3_server_run so that a busy port
+/* A socket listening on cfg's host (a numeric address or a name such as
+ * localhost) and port (returned), its port number in *port (the one picked
+ * when cfg->port is 0); -1 and K3_EINPUT for a host that does not resolve,
+ * K3_ERUNTIME when the address cannot be bound (in use, not allowed). Separate from k3_server_run so that a busy port
  * is reported before a large model is loaded; connections wait in the
  * backlog until the server runs. An address that is not loopback (see
- * k3_addr_is_loopback) gets a WARNING line on stderr first, always: the
- * server has no authentication. */
+ * k3_addr_is_loopback) gets a WARNING line on stderr first, always, louder
+ * without an api_key. */
 int k3_server_listen(const k3_server_config *cfg, int *port, k3_err *e);
+
+/* Whether name[0..n) is the model's name or one of its aliases. */
+int k3_server_serves(const k3_server_config *cfg, const char *name, size_t n);
 
 /* Serves on the listening socket lfd (closed on return) until SIGINT or
  * SIGTERM (or exit_after), then stops accepting, cancels what is queued or

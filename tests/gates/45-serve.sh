@@ -62,8 +62,9 @@ chat() { # chat MAX_TOKENS THINKING EXTRA: a one-message chat request body
 }
 
 echo "== command line"
-expect_exit 2 "--port N is required" "$K3_BIN" serve "$dir" --tok "$tokdir"
-expect_exit 2 "not a numeric address" "$K3_BIN" serve "$dir" --tok "$tokdir" --port 0 --host localhost
+expect_exit 2 "no MODEL_DIR given" "$K3_BIN" serve --tok "$tokdir" --port 0
+expect_exit 2 "not an address this machine resolves" "$K3_BIN" serve "$dir" --tok "$tokdir" \
+    --port 0 --host no-such-host.invalid
 expect_exit 2 "unknown option --gen" "$K3_BIN" serve "$dir" --tok "$tokdir" --port 0 --gen 5
 
 echo "== server A: endpoints and refusals"

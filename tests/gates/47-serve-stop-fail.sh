@@ -4,7 +4,7 @@
 #  - a request ended by bare LF gets 400 at once, not 408 after --timeout;
 #  - a --host that is not loopback prints a WARNING, even with --quiet
 #    (192.0.2.1, a documentation address this machine does not have, so
-#    nothing is ever exposed: the bind then fails, exit 2);
+#    nothing is ever exposed: the bind then fails, exit 1);
 #  - SIGTERM with a stream running and a request waiting: the stream ends
 #    with an error event (code server_stopping) and "data: [DONE]", the
 #    waiting request gets 503; SIGTERM with a non-streaming request running:
@@ -51,7 +51,7 @@ long_chat='{"messages":[{"role":"user","content":"Hello there"}],"max_tokens":30
 long_chat="$long_chat"'"temperature":0,"thinking":false'
 
 echo "== a warning for a non-loopback --host"
-expect_exit 2 "WARNING: --host 192.0.2.1 is not a loopback address" \
+expect_exit 1 "WARNING: --host 192.0.2.1 is not a loopback address" \
     "$K3_BIN" serve "$dir" --tok "$tokdir" --port 0 --host 192.0.2.1 --quiet
 
 echo "== bare LF: 400 at once"

@@ -8,7 +8,11 @@
 #  - GET /v1/models/{id}: the served model, 404 model_not_found otherwise;
 #  - every answer has llama-server's "timings" (predicted_n = completion tokens);
 #  - GET /metrics (Prometheus text) counts the requests and tokens served;
-#  - the log line of a generation names its speeds.
+#  - the log line of a generation names its speeds;
+#  - --api-key: 401 without the bearer key (but /health, /v1/models, OPTIONS),
+#    200 with it; --alias: a request's "model" may be the alias, another name is
+#    404 model_not_found; --host localhost; --cors "" sends no CORS header;
+#    a port in use is exit 1.
 . tests/gates/lib.sh
 tokdir=../shared/k3-release
 [ -f "$tokdir/tiktoken.model" ] || die "no release tokenizer at $tokdir"
@@ -115,4 +119,34 @@ grep -q '^k3_requests_running 0$' "$m" || die "metrics: running"
 echo "ok: timings, /metrics counts ($gen tokens generated)"
 grep -q 'POST /v1/chat/completions 200 prompt=.* gen_tok/s=' "$work/srv.log" || die "log line: $(tail -3 "$work/srv.log")"
 stop_server "$pid" srv
+
+# --api-key, --alias, --host localhost, --cors ""
+start_server srv2 "$K3_BIN" --api-key s3cret --alias gpt-4o-mini --host localhost --cors "" ||
+    die "k3 serve did not start: $(cat "$work/srv2.log")"
+url="http://127.0.0.1:$port"
+grep -q "listening on http://localhost:$port" "$work/srv2.log" || die "--host localhost: $(cat "$work/srv2.log")"
+body='{"model": "gpt-4o-mini", "messages": [{"role": "user", "content": "Hi"}], "max_tokens": 2}'
+call noauth 401 POST /v1/chat/completions "$body"
+py noauth 'assert r["error"]["code"] == "invalid_api_key" and r["error"]["type"] == "authentication_error"' ||
+    die "401 body"
+grep -qi '^WWW-Authenticate: Bearer' "$work/noauth.head" || die "401 without WWW-Authenticate"
+! grep -qi '^Access-Control-Allow-Origin' "$work/noauth.head" || die "--cors \"\" still sends CORS"
+call health2 200 GET /health
+call models2 200 GET /v1/models
+call metrics2 401 GET /metrics
+got=$(curl -s -o "$work/auth.json" -w '%{http_code}' --max-time 120 -H 'Authorization: Bearer s3cret' \
+    -H 'Content-Type: application/json' -d "$body" "$url/v1/chat/completions")
+[ "$got" = 200 ] || die "with the key: HTTP $got: $(cat "$work/auth.json")"
+got=$(curl -s -o "$work/wrongkey.json" -w '%{http_code}' --max-time 120 -H 'Authorization: Bearer s3creT' \
+    -H 'Content-Type: application/json' -d "$body" "$url/v1/chat/completions")
+[ "$got" = 401 ] || die "a wrong key: HTTP $got"
+other='{"model": "gpt-4o", "messages": [{"role": "user", "content": "Hi"}], "max_tokens": 2}'
+got=$(curl -s -o "$work/wrongmodel.json" -w '%{http_code}' --max-time 120 -H 'Authorization: Bearer s3cret' \
+    -H 'Content-Type: application/json' -d "$other" "$url/v1/chat/completions")
+[ "$got" = 404 ] || die "an unknown model: HTTP $got: $(cat "$work/wrongmodel.json")"
+py wrongmodel 'assert r["error"]["code"] == "model_not_found" and r["error"]["param"] == "model"' ||
+    die "model_not_found body"
+echo "ok: --api-key (401 / 200), --alias, model_not_found, --host localhost, --cors \"\""
+expect_exit 1 "cannot listen on 127.0.0.1 port $port" "$K3_BIN" serve "$dir" --tok "$tokdir" --port "$port"
+stop_server "$pid" srv2
 echo "ok: the server's surface"

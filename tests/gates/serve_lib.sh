@@ -26,7 +26,7 @@ start_server() {
     while [ -z "$port" ]; do
         kill -0 "$pid" 2>/dev/null || return 1
         [ $i -lt 600 ] || die "$name: k3 serve did not start listening"
-        port=$(sed -n 's/.*listening on http:\/\/127\.0\.0\.1:\([0-9]*\) .*/\1/p' "$work/$name.log")
+        port=$(sed -n 's/.*listening on http:\/\/[^ ]*:\([0-9]*\) .*/\1/p' "$work/$name.log")
         [ -n "$port" ] || sleep 0.1
         i=$((i + 1))
     done

@@ -50,8 +50,9 @@ typedef struct k3_server_config {
 /* A socket listening on cfg's host (a numeric address or a name such as
  * localhost) and port (returned), its port number in *port (the one picked
  * when cfg->port is 0); -1 and K3_EINPUT for a host that does not resolve,
- * K3_ERUNTIME when the address cannot be bound (in use, not allowed). Separate from k3_server_run so that a busy port
- * is reported before a large model is loaded; connections wait in the
+ * K3_ERUNTIME when the address cannot be bound (in use, not allowed).
+ * Separate from k3_server_run so that a busy port is reported before a
+ * large model is loaded; connections wait in the
  * backlog until the server runs. An address that is not loopback (see
  * k3_addr_is_loopback) gets a WARNING line on stderr first, always, louder
  * without an api_key. */

@@ -2,7 +2,7 @@
  * work over threads and blocks and call the inner loops of the active ISA
  * table (kernels_isa.h), so every ISA shares them. Threads split output
  * rows only; each dot runs whole inside one thread, in contract order. */
-#include <stdlib.h>
+#include <omp.h>
 #include <string.h>
 
 #include "core/kernels.h"
@@ -134,7 +134,15 @@ static void matmul_rows(const k3_isa *isa, const k3_mat *m, size_t r0, size_t rb
     }
 }
 
-void k3_matmul(const k3_mat *m, const float *X, size_t T, float *Y)
+/* Floats of one thread's slice of a k3_mm_ws: the panel, then the lanes. */
+#define MM_SLICE_FLOATS (MM_ROWS * MM_COLS + MM_ROWS * MM_TOKENS * 16)
+
+size_t k3_mm_ws_bytes(int threads)
+{
+    return threads > 0 ? (size_t)threads * MM_SLICE_FLOATS * sizeof(float) : 0;
+}
+
+void k3_matmul(const k3_mat *m, const float *X, size_t T, float *Y, const k3_mm_ws *ws)
 {
     const k3_isa *isa = k3_isa_active();
     if (T <= isa->row_tokens) { /* passes of row dots, nr tokens each */
@@ -144,26 +152,16 @@ void k3_matmul(const k3_mat *m, const float *X, size_t T, float *Y)
         return;
     }
     int64_t rows = m->rows, nblocks = (rows + MM_ROWS - 1) / MM_ROWS;
-    size_t n = (size_t)m->cols;
-#pragma omp parallel if (rows * m->cols * (int64_t)T >= PAR_MIN_WORK)
+    int nt = omp_get_max_threads() < ws->threads ? omp_get_max_threads() : ws->threads;
+#pragma omp parallel num_threads(nt) if (rows * m->cols * (int64_t)T >= PAR_MIN_WORK)
     {
-        void *scratch = NULL;
-        if (posix_memalign(&scratch, 64, (MM_ROWS * MM_COLS + MM_ROWS * MM_TOKENS * 16) *
-                                             sizeof(float)) != 0)
-            scratch = NULL;
+        float *scratch = ws->buf + (size_t)omp_get_thread_num() * MM_SLICE_FLOATS;
 #pragma omp for schedule(static)
         for (int64_t b = 0; b < nblocks; b++) {
             size_t r0 = (size_t)(b * MM_ROWS);
             size_t rb = (size_t)rows - r0 < MM_ROWS ? (size_t)rows - r0 : MM_ROWS;
-            if (scratch) {
-                matmul_rows(isa, m, r0, rb, X, T, Y, scratch);
-            } else { /* no scratch memory: one token at a time, same bits */
-                for (size_t t = 0; t < T; t++)
-                    row_dots(isa, m, (int64_t)r0, rb, X + t * n, 1, Y + t * (size_t)rows + r0,
-                             (size_t)rows);
-            }
+            matmul_rows(isa, m, r0, rb, X, T, Y, scratch);
         }
-        free(scratch);
     }
 }
 

@@ -209,11 +209,14 @@ static void check_matmul(const char *name, int kind, size_t R, size_t C, const s
             scalar->rows_mxfp4(packed, scales, C, R, X + t * C, 1, ref + t * R, R);
     }
     CHECK(k3_isa_select(name) == 0, "select %s", name);
+    void *buf = NULL;
+    CHECK(posix_memalign(&buf, 64, k3_mm_ws_bytes(2)) == 0, "matmul workspace");
+    k3_mm_ws ws = { buf, 2 };
     for (int threads = 1; threads <= 2; threads++) {
         omp_set_num_threads(threads);
         for (size_t i = 0; i < nT; i++) {
             memset(got, 0xFF, Ts[i] * R * sizeof *got);
-            k3_matmul(&m, X, Ts[i], got);
+            k3_matmul(&m, X, Ts[i], got, &ws);
             CHECK(same(ref, got, Ts[i] * R, 0), "%s matmul kind %d %zux%zu T=%zu threads %d", name,
                   kind, R, C, Ts[i], threads);
         }
@@ -221,7 +224,7 @@ static void check_matmul(const char *name, int kind, size_t R, size_t C, const s
         CHECK(same(ref + R, got, R, 0), "%s matvec kind %d %zux%zu threads %d", name, kind, R, C,
               threads);
     }
-    free(w), free(X), free(ref), free(got), free(wb), free(packed), free(scales);
+    free(w), free(X), free(ref), free(got), free(wb), free(packed), free(scales), free(buf);
 }
 
 static void test_drivers(const char *name)

@@ -95,11 +95,11 @@ int main(int argc, char **argv)
     }
     omp_set_num_threads(1);
     void *buf = NULL;
-    if (posix_memalign(&buf, 64, k3_mm_ws_bytes(1)) != 0) {
+    if (posix_memalign(&buf, 64, k3_mm_ws_bytes(1, SIZE_MAX, SIZE_MAX)) != 0) {
         fprintf(stderr, "kernels: out of memory\n");
         return 1;
     }
-    k3_mm_ws ws = { buf, 1 };
+    k3_mm_ws ws = { buf, 1, SIZE_MAX, SIZE_MAX };
     for (size_t i = 0; k3_isa_names[i]; i++) {
         const char *name = k3_isa_names[i];
         if (k3_isa_select(name) != 0)

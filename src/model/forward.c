@@ -34,13 +34,34 @@ typedef struct {
     float *score;  /* [nbank_max + 1] AttnRes scratch: one score per source */
     const float **src; /* [nbank_max + 1] the sources of one mix */
     float *head;   /* [vocab] the last row's logits when the caller takes none */
-    float *mm;     /* [threads][k3_mm_ws_bytes(1) / 4] the matmul workspace (kernels.h) */
+    uint16_t *raw; /* [H] one streamed embedding row as read (BF16) */
+    float *mm;     /* the matmul workspace (kernels.h) for threads, mm_cols and T */
+    size_t mm_cols;       /* the widest input of any matrix k3_matmul gets */
     unsigned char *block; /* [block_bytes] the attention's, then the MLP's, scratch */
     uint64_t block_bytes; /* the largest k3_*_scratch of any layer's blocks */
     size_t nbank_max;     /* bank rows per token: ceil(L / block) + 1 >= the rows ever banked */
 } work;
 
 static uint64_t max_u64(uint64_t a, uint64_t b) { return a > b ? a : b; }
+
+/* Columns of the widest matrix the blocks multiply by (their inputs:
+ * hidden, KDA's D and C, q_lora, MLA's heads x v, latent, expert, shared
+ * and dense widths). */
+static uint64_t widest(const k3_config *c)
+{
+#define U(x) ((x) > 0 ? (uint64_t)(x) : 0)
+    const uint64_t v[] = { U(c->hidden_size), U(c->kda_head_dim),
+                           k3_sat_mul(U(c->kda_num_heads), U(c->kda_head_dim)), U(c->q_lora_rank),
+                           k3_sat_mul(U(c->num_attention_heads), U(c->v_head_dim)),
+                           U(c->routed_expert_hidden_size), U(c->moe_intermediate_size),
+                           k3_sat_mul(U(c->moe_intermediate_size), U(c->num_shared_experts)),
+                           U(c->intermediate_size) };
+#undef U
+    uint64_t w = 0;
+    for (size_t i = 0; i < sizeof v / sizeof *v; i++)
+        w = max_u64(w, v[i]);
+    return w;
+}
 
 /* The one layout of work (model/scratch.h): sizes with base NULL. The
  * blocks run one after another, so they share one region, as large as the
@@ -74,18 +95,24 @@ static uint64_t fwd_layout(const k3_config *c, int64_t layers, uint64_t T, uint6
     w->score = k3_carve_take(&a, k3_sat_add(nbank, 1), f);
     w->src = k3_carve_take(&a, k3_sat_add(nbank, 1), sizeof(const float *));
     w->head = k3_carve_take(&a, V, f);
-    w->mm = k3_carve_take(&a, k3_mm_ws_bytes(threads), 1);
+    w->raw = k3_carve_take(&a, H, sizeof(uint16_t));
+    w->mm_cols = (size_t)widest(c);
+    w->mm = k3_carve_take(&a, k3_mm_ws_bytes(threads, w->mm_cols, (size_t)T), 1);
     w->block = k3_carve_take(&a, need, 1);
     w->block_bytes = need;
     w->nbank_max = (size_t)nbank;
     return a.used;
 }
 
+/* The layout grows with T from 2 tokens on; one token may need more than
+ * two (moe.c: its expert outputs and SiTU inputs side by side), so the
+ * need for "up to T" is the larger of T's and one token's. */
 uint64_t k3_forward_scratch(const k3_config *c, int64_t layers, uint64_t T, uint64_t end,
                             int threads)
 {
     work w;
-    return fwd_layout(c, layers, T, end, threads, NULL, &w);
+    uint64_t n = fwd_layout(c, layers, T, end, threads, NULL, &w);
+    return T > 1 ? max_u64(n, fwd_layout(c, layers, 1, end, threads, NULL, &w)) : n;
 }
 
 /* The AttnRes mix of token t, into its row of w->h: the sources are its bank
@@ -113,12 +140,12 @@ static int forward_chunk(k3_model *m, k3_state *s, const uint32_t *ids, size_t T
     float eps = (float)c->rms_norm_eps;
     work w;
     fwd_layout(c, W->n_layers, T, (uint64_t)s->pos + T, m->plan.threads, m->arena, &w);
-    k3_mm_ws mm = { w.mm, m->plan.threads };
+    k3_mm_ws mm = { w.mm, m->plan.threads, w.mm_cols, T };
     k3_work wk = { w.block, (size_t)w.block_bytes, &mm };
 
     int rc = K3_OK;
     for (size_t t = 0; t < T && rc == K3_OK; t++)
-        rc = k3_weights_embed_row(W, m->ix, ids[t], w.hin + t * H, e);
+        rc = k3_weights_embed_row(W, m->ix, ids[t], w.hin + t * H, w.raw, e);
 
     size_t nbank = 0;
     for (size_t li = 0; li < L && rc == K3_OK; li++) {

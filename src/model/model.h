@@ -47,11 +47,11 @@ uint64_t k3_kda_scratch(const k3_config *c, uint64_t T);
 uint64_t k3_mla_scratch(const k3_config *c, uint64_t T, uint64_t end);
 uint64_t k3_moe_scratch(const k3_config *c, uint64_t T);
 uint64_t k3_dense_mlp_scratch(const k3_config *c, uint64_t T);
-/* All of one k3_forward call's working memory (forward.c): its own buffers,
- * the matmul workspace for `threads` threads, and the largest block's
- * scratch over the first `layers` layers, for T tokens with the last
- * attending to `end` positions. The plan's scratch line is this at
- * T = max_batch, end = the planned context. */
+/* The working memory of any k3_forward piece of 1..T tokens whose last
+ * attends to at most `end` positions (forward.c): its own buffers, the
+ * matmul workspace for `threads` threads, and the largest block's scratch
+ * over the first `layers` layers. The plan's scratch line, and the arena,
+ * are this at T = max_batch, end = the planned context. */
 uint64_t k3_forward_scratch(const k3_config *c, int64_t layers, uint64_t T, uint64_t end,
                             int threads);
 

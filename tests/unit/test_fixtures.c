@@ -279,9 +279,10 @@ static void test_moe(void)
     k3_err e = { 0, "" };
     size_t nbytes = (size_t)k3_moe_scratch(&c, 2);
     void *buf = NULL, *mmbuf = NULL;
-    CHECK(posix_memalign(&buf, 64, nbytes) == 0 && posix_memalign(&mmbuf, 64, k3_mm_ws_bytes(1)) == 0,
+    CHECK(posix_memalign(&buf, 64, nbytes) == 0 &&
+              posix_memalign(&mmbuf, 64, k3_mm_ws_bytes(1, 64, 2)) == 0,
           "moe scratch");
-    k3_mm_ws mm = { mmbuf, 1 };
+    k3_mm_ws mm = { mmbuf, 1, 64, 2 };
     k3_work wk = { buf, nbytes, &mm };
     CHECK(k3_moe_block(&c, &w, &src, x, 2, out, &wk, &e) == K3_OK, "%s", e.msg);
     wk.bytes = nbytes - 1; /* one byte short of its layout: refused, not overrun */

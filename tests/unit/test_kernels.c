@@ -123,8 +123,8 @@ static void test_order(void)
         CHECK(k3_dot(a, W, n) == contract_dot(a, W, n), "k3_dot follows the contract at n=%zu", n);
     k3_mat kinds[2] = { { K3_MAT_F32, R, C, W, NULL }, { K3_MAT_BF16, R, C, Wb, NULL } };
     void *buf = NULL;
-    CHECK(posix_memalign(&buf, 64, k3_mm_ws_bytes(2)) == 0, "matmul workspace");
-    k3_mm_ws ws = { buf, 2 };
+    CHECK(posix_memalign(&buf, 64, k3_mm_ws_bytes(2, C, T)) == 0, "matmul workspace");
+    k3_mm_ws ws = { buf, 2, C, T };
     for (int k = 0; k < 2; k++) {
         omp_set_num_threads(1);
         k3_matmul(&kinds[k], X, T, Y1, &ws);

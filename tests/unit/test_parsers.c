@@ -221,8 +221,10 @@ static void test_sizes(void)
     uint64_t block = nk > nm ? nk : nm;
     block = block > ne ? block : ne;
     block = block > dense ? block : dense;
-    uint64_t f1[] = { T * 64 * 4, T * 64 * 4, T * 64 * 4, T * 64 * 4, T * 64 * 4,
-                      T * 3 * 64 * 4, 64 * 4, 4 * 4, 4 * 8, 512 * 4, k3_mm_ws_bytes(2), block };
+    /* hin, prefix, h, x, a; bank; tmp, score, src; head, raw; matmul, block */
+    uint64_t f1[] = { T * 64 * 4,     T * 64 * 4, T * 64 * 4, T * 64 * 4, T * 64 * 4,
+                      T * 3 * 64 * 4, 64 * 4,     4 * 4,      4 * 8,      512 * 4,
+                      64 * 2,         k3_mm_ws_bytes(2, 96, T),           block };
     CHECK(k3_kda_scratch(&c, T) == nk, "KDA scratch %llu, by hand %llu",
           (unsigned long long)k3_kda_scratch(&c, T), (unsigned long long)nk);
     CHECK(k3_mla_scratch(&c, T, end) == nm, "MLA scratch %llu, by hand %llu",
@@ -230,9 +232,10 @@ static void test_sizes(void)
     CHECK(k3_moe_scratch(&c, T) == ne, "MoE scratch %llu, by hand %llu",
           (unsigned long long)k3_moe_scratch(&c, T), (unsigned long long)ne);
     CHECK(k3_dense_mlp_scratch(&c, T) == dense, "dense scratch");
-    CHECK(k3_forward_scratch(&c, 3, T, end, 2) == laid(f1, 12), "forward scratch %llu, by hand %llu",
+    CHECK(k3_forward_scratch(&c, 3, T, end, 2) == laid(f1, 13),
+          "forward scratch %llu, by hand %llu",
           (unsigned long long)k3_forward_scratch(&c, 3, T, end, 2),
-          (unsigned long long)laid(f1, 12));
+          (unsigned long long)laid(f1, 13));
     /* One more attended position is one more float of MLA scores, when
      * MLA's is the largest block scratch (here with 10^6 positions). */
     CHECK(k3_forward_scratch(&c, 3, 2, 1000001, 0) - k3_forward_scratch(&c, 3, 2, 1000000, 0) == 4,
@@ -267,10 +270,10 @@ static void test_sizes(void)
     uint64_t m0[] = { 32 * 4, 2 * 24 * 4, 40 * 4, 32 * 4, 32 * 4, 2 * 32 * 4 };
     block = laid(k0, 9) > laid(e0, 14) ? laid(k0, 9) : laid(e0, 14);
     block = block > laid(m0, 6) ? block : laid(m0, 6);
-    f1[10] = 0, f1[11] = block > 2 * 96 * 4 ? block : 2 * 96 * 4;
-    CHECK(k3_forward_scratch(&big, 3, 1, 0, 0) == laid(f1, 12), "one block: %llu, by hand %llu",
+    f1[11] = 0, f1[12] = block > 2 * 96 * 4 ? block : 2 * 96 * 4;
+    CHECK(k3_forward_scratch(&big, 3, 1, 0, 0) == laid(f1, 13), "one block: %llu, by hand %llu",
           (unsigned long long)k3_forward_scratch(&big, 3, 1, 0, 0),
-          (unsigned long long)laid(f1, 12));
+          (unsigned long long)laid(f1, 13));
     k3_config_free(&c);
 }
 

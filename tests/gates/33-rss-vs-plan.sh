@@ -18,11 +18,17 @@
 # a model this small: between an 8-id and a 300-id prompt on the tiny
 # budget, peak RSS may grow by at most the long run's planned scratch plus
 # its KV cache growth plus GROW_SLACK_MB (pages, malloc rounding).
-# Sanitizer builds are skipped: their shadow memory and redzones are not
-# the engine's.
+# First, tests/progs/forward_pieces: a k3_forward call longer than the
+# model's max_batch runs as pieces with the bits of one call, the plan's
+# scratch is k3_forward_scratch at max_batch, and the arena grows past the
+# planned context (on moe64 and wide-moe). The RSS checks skip sanitizer
+# builds: their shadow memory and redzones are not the engine's.
 . tests/gates/lib.sh
 ALLOW_MB=12
 GROW_SLACK_MB=2
+for m in moe64 wide-moe; do
+    "$K3_BUILD/progs/forward_pieces" "$(model "$m" "$m")" || die "forward_pieces on $m"
+done
 if grep -q __asan_init "$K3_BIN" 2>/dev/null || grep -q __ubsan_handle "$K3_BIN" 2>/dev/null; then
     echo "skipped: $K3_BIN is a sanitizer build (RSS is not the engine's)"
     exit 0

@@ -105,9 +105,9 @@ int64_t k3_state_pos(const k3_state *s);
  * The working memory is the model's (an arena allocated at open): one
  * k3_forward at a time per model, from any thread; calls on different
  * models may run concurrently. A failure after the checks (I/O, memory, a
- * non-finite logit) may leave the state part-way through the ids:
- * k3_state_pos says how many pieces were consumed; reset or rewind it
- * before further use. */
+ * non-finite logit) leaves the state part-way through the ids (the pieces
+ * before the failing one consumed, the failing one half-applied): reset it
+ * or rewind it to a mark before further use. */
 int k3_forward(k3_model *m, k3_state *s, const uint32_t *ids, size_t n, float *logits,
                int all_positions, k3_err *e);
 

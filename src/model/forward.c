@@ -74,16 +74,15 @@ static uint64_t fwd_layout(const k3_config *c, int64_t layers, uint64_t T, uint6
     uint64_t L = layers > 0 ? (uint64_t)layers : 0, f = sizeof(float);
     uint64_t block = c->attn_res_block_size > 0 ? (uint64_t)c->attn_res_block_size : 1;
     uint64_t nbank = k3_sat_add(L / block + (L % block != 0), 1), TH = k3_sat_mul(T, H);
-    uint64_t need = 0;
-    for (uint64_t i = 0; i < L; i++) {
-        int kind = c->layer_kind ? c->layer_kind[i] : -1;
-        if (kind != K3_LAYER_MLA)
-            need = max_u64(need, k3_kda_scratch(c, T));
-        if (kind != K3_LAYER_KDA)
-            need = max_u64(need, k3_mla_scratch(c, T, end));
-        need = max_u64(need, (int64_t)i < c->first_k_dense_replace ? k3_dense_mlp_scratch(c, T)
-                                                                   : k3_moe_scratch(c, T));
+    int kda = 0, mla = 0; /* the attention kinds among the layers (both if unknown) */
+    for (uint64_t i = 0; i < L && !(kda && mla); i++) {
+        kda |= !c->layer_kind || c->layer_kind[i] == K3_LAYER_KDA;
+        mla |= !c->layer_kind || c->layer_kind[i] == K3_LAYER_MLA;
     }
+    uint64_t dense = c->first_k_dense_replace > 0 ? (uint64_t)c->first_k_dense_replace : 0;
+    uint64_t need = max_u64(kda ? k3_kda_scratch(c, T) : 0, mla ? k3_mla_scratch(c, T, end) : 0);
+    need = max_u64(need, L > 0 && dense > 0 ? k3_dense_mlp_scratch(c, T) : 0);
+    need = max_u64(need, L > dense ? k3_moe_scratch(c, T) : 0);
     k3_carve a = { base, 0 };
     w->hin = k3_carve_take(&a, TH, f);
     w->prefix = k3_carve_take(&a, TH, f);

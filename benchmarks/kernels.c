@@ -47,7 +47,7 @@ static uint32_t next(void)
     return rng;
 }
 
-static void run(const char *table, const shape *c, int runs)
+static void run(const char *table, const shape *c, int runs, const k3_mm_ws *ws)
 {
     size_t n = (size_t)c->rows * (size_t)c->cols;
     size_t bytes = c->kind == K3_MAT_BF16 ? 2 * n : n / 2 + n / 32;
@@ -74,7 +74,7 @@ static void run(const char *table, const shape *c, int runs)
     double best = 1e30;
     for (int r = 0; r <= runs; r++) { /* run 0 warms caches and pages */
         double t0 = cpu_now();
-        k3_matmul(&m, x, c->T, y);
+        k3_matmul(&m, x, c->T, y, ws);
         double dt = cpu_now() - t0;
         if (r > 0 && dt < best)
             best = dt;
@@ -94,13 +94,20 @@ int main(int argc, char **argv)
         return 2;
     }
     omp_set_num_threads(1);
+    void *buf = NULL;
+    if (posix_memalign(&buf, 64, k3_mm_ws_bytes(1, SIZE_MAX, SIZE_MAX)) != 0) {
+        fprintf(stderr, "kernels: out of memory\n");
+        return 1;
+    }
+    k3_mm_ws ws = { buf, 1, SIZE_MAX, SIZE_MAX };
     for (size_t i = 0; k3_isa_names[i]; i++) {
         const char *name = k3_isa_names[i];
         if (k3_isa_select(name) != 0)
             continue;
         for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++)
             if (strcmp(name, "scalar") || cases[c].T == 1)
-                run(name, &cases[c], strcmp(name, "scalar") ? runs : 1);
+                run(name, &cases[c], strcmp(name, "scalar") ? runs : 1, &ws);
     }
+    free(buf);
     return 0;
 }

@@ -20,6 +20,12 @@ typedef struct k3_state k3_state;
  * sets no cap: the CLI, chat, history replay and the server refuse more. */
 #define K3_DEFAULT_MAX_CONTEXT 4096
 
+/* Ids per k3_forward call when a front end feeds a long prompt (the CLI,
+ * the server, k3_state_sync), and the default max_batch: the largest call
+ * the memory plan budgets scratch for. Feeding in pieces of this size, or
+ * of any size, gives bit-identical logits (k3_forward). */
+#define K3_PREFILL_CHUNK 512
+
 /* How the model is held in memory. None of these changes a computed bit;
  * they trade memory for speed. GB means GiB (2^30 bytes). */
 typedef struct k3_model_opts {
@@ -33,7 +39,8 @@ typedef struct k3_model_opts {
     int stream_embed;    /* read embedding rows from disk per token */
     int stream_lm_head;  /* stream lm_head through the ring instead of pinning it */
     int64_t max_context; /* positions the KV cache is planned for; 0 = the default */
-    int max_batch;       /* largest number of tokens per k3_forward call; 0 = 512 */
+    int max_batch;       /* tokens per k3_forward piece (longer calls are split):
+                          * the scratch planned; <= 0 = K3_PREFILL_CHUNK */
     int no_mem_check;    /* plan, but do not refuse a plan larger than the machine */
     int plan_only;       /* index, bind and plan; load nothing (k3_forward unusable) */
     const char *trunk_dir; /* packed trunk (k3 pack-trunk): layers and lm_head from
@@ -90,8 +97,17 @@ int64_t k3_state_pos(const k3_state *s);
 
 /* Consumes ids[0..n) at the state's next positions. logits receives
  * vocab floats for the last token, or n rows of vocab floats when
- * all_positions is set. An id outside the vocabulary is K3_EINPUT and
- * leaves the state unchanged. */
+ * all_positions is set; with logits NULL only the state keeps the last
+ * row (k3_state_logits). An id outside the vocabulary is K3_EINPUT and
+ * leaves the state unchanged. A call of more than the model's max_batch
+ * ids runs as consecutive pieces of max_batch (the last shorter), with the
+ * same bits as one call, so its working memory stays the plan's scratch.
+ * The working memory is the model's (an arena allocated at open): one
+ * k3_forward at a time per model, from any thread; calls on different
+ * models may run concurrently. A failure after the checks (I/O, memory, a
+ * non-finite logit) leaves the state part-way through the ids (the pieces
+ * before the failing one consumed, the failing one half-applied): reset it
+ * or rewind it to a mark before further use. */
 int k3_forward(k3_model *m, k3_state *s, const uint32_t *ids, size_t n, float *logits,
                int all_positions, k3_err *e);
 
@@ -116,17 +132,13 @@ int64_t k3_state_mark_pos(const k3_state_mark *mark);
 int k3_state_rewind(k3_state *s, k3_state_mark *mark, k3_err *e);
 void k3_state_mark_free(k3_state_mark *mark);
 
-/* Prompt ids per k3_forward call when a front end feeds a long prompt (and
- * the batch the plan budgets scratch for by default). */
-#define K3_PREFILL_CHUNK 512
-
 /* Brings the state to the sequence ids[0..n) at the least cost: when what
  * it consumed is a prefix of ids, it feeds only the rest; otherwise it
  * rewinds to `mark` (may be NULL) if the mark's position is within the
  * common prefix, else resets, and feeds from there. *reused receives the
  * positions kept. Afterwards k3_state_logits are ids[n-1]'s. n == 0
- * resets. Feeds in chunks of at most 512 tokens (the plan's default
- * batch). Results are bit-identical to feeding ids to a fresh state. */
+ * resets. Feeds in calls of at most K3_PREFILL_CHUNK ids. Results are
+ * bit-identical to feeding ids to a fresh state. */
 int k3_state_sync(k3_model *m, k3_state *s, k3_state_mark *mark, const uint32_t *ids, size_t n,
                   size_t *reused, k3_err *e);
 

@@ -94,7 +94,8 @@ static int model_options(const k3_options *o, size_t prompt_len, k3_model_opts *
     if (!o->chat) { /* a one-shot run knows its length; a conversation grows */
         mo->max_context = o->memory.max_context_given ? o->memory.max_context
                                                : (int64_t)(prompt_len + (size_t)o->gen);
-        mo->max_batch = (int)(prompt_len + (size_t)o->gen);
+        /* max_batch stays the default, K3_PREFILL_CHUNK: the prompt is fed
+         * in calls of that many ids, longer calls are split (k3_forward). */
     }
     mo->plan_only = o->plan_only;
     return K3_OK;

@@ -56,13 +56,31 @@ const char *k3_kernels_name(void);
 
 /* y[r] = row r of m . x  for r in [0, rows). */
 void k3_matvec(const k3_mat *m, const float *x, float *y);
+/* k3_matmul's working memory, owned by its caller: for each of up to
+ * `threads` threads one slice (a decoded weight panel and parked
+ * accumulators), slice i at buf + i * k3_mm_ws_bytes(1, cols, tokens); buf
+ * is 64-byte aligned. cols and tokens are the widest matrix (columns) and
+ * the longest call (tokens) the caller sized it for: any matrix and T still
+ * work, in column chunks and token blocks of at most those (the same bits;
+ * only speed depends on them). One k3_matmul at a time may use a workspace. */
+typedef struct k3_mm_ws {
+    float *buf;
+    int threads;   /* >= 1 */
+    size_t cols, tokens;
+} k3_mm_ws;
+/* Bytes of buf (a multiple of 64; 0 for threads <= 0). At most about
+ * 0.9 MB a thread, whatever cols and tokens. */
+size_t k3_mm_ws_bytes(int threads, size_t cols, size_t tokens);
 /* Y[t][r] = row r of m . X[t]  for T inputs X [T][cols] -> Y [T][rows];
  * each element bit-identical to k3_matvec on X[t]. X and Y must not
- * overlap (threads write Y while others still read X). Above a small
- * amount of work (rows x cols x T >= 2^15) it opens an OpenMP parallel
- * region of its own, the threads splitting the rows; where it is called
- * from inside another parallel region, that region is nested. */
-void k3_matmul(const k3_mat *m, const float *X, size_t T, float *Y);
+ * overlap (threads write Y while others still read X), nor either of them
+ * ws->buf. It allocates nothing: above a few tokens (the ISA's row_tokens)
+ * it works in ws, one slice per thread. Above a small amount of work (rows
+ * x cols x T >= 2^15) it starts threads: an OpenMP parallel region of its
+ * own with at most min(omp_get_max_threads(), ws->threads) threads, which
+ * split the rows. It must not be called from inside a parallel region
+ * (nested teams would share the slices). */
+void k3_matmul(const k3_mat *m, const float *X, size_t T, float *Y, const k3_mm_ws *ws);
 
 /* Rows [r0, r0+n) of m as a matrix of its own (no copy). */
 k3_mat k3_mat_rows(const k3_mat *m, int64_t r0, int64_t n);

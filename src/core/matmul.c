@@ -2,7 +2,7 @@
  * work over threads and blocks and call the inner loops of the active ISA
  * table (kernels_isa.h), so every ISA shares them. Threads split output
  * rows only; each dot runs whole inside one thread, in contract order. */
-#include <stdlib.h>
+#include <omp.h>
 #include <string.h>
 
 #include "core/kernels.h"
@@ -85,7 +85,7 @@ void k3_matvec(const k3_mat *m, const float *x, float *y)
 /* Columns [k0, k0+kc) of rows r0..r0+rb as floats: F32 in place, other
  * kinds decoded into panel. Returns the rows' start; *ld their stride. */
 static const float *panel_of(const k3_isa *isa, const k3_mat *m, size_t r0, size_t rb, size_t k0,
-                             size_t kc, float *panel, size_t *ld)
+                             size_t kc, float *panel, size_t pcols, size_t *ld)
 {
     size_t n = (size_t)m->cols;
     if (m->kind == K3_MAT_F32) {
@@ -95,28 +95,29 @@ static const float *panel_of(const k3_isa *isa, const k3_mat *m, size_t r0, size
     for (size_t r = 0; r < rb; r++) {
         size_t row = r0 + r;
         if (m->kind == K3_MAT_BF16)
-            isa->decode_bf16((const uint16_t *)m->w + row * n + k0, kc, panel + r * MM_COLS);
+            isa->decode_bf16((const uint16_t *)m->w + row * n + k0, kc, panel + r * pcols);
         else
             isa->decode_mxfp4((const uint8_t *)m->w + row * (n / 2) + k0 / 2,
-                              m->scales + row * (n / 32) + k0 / 32, kc, panel + r * MM_COLS);
+                              m->scales + row * (n / 32) + k0 / 32, kc, panel + r * pcols);
     }
-    *ld = MM_COLS;
+    *ld = pcols;
     return panel;
 }
 
-/* Rows r0..r0+rb (rb <= MM_ROWS) for all T tokens; scratch holds the
- * panel and the parked lanes. */
+/* Rows r0..r0+rb (rb <= MM_ROWS) for all T tokens, columns pcols and
+ * tokens ptok at a time; scratch holds the panel [MM_ROWS][pcols] and the
+ * parked lanes [MM_ROWS][ptok][16]. */
 static void matmul_rows(const k3_isa *isa, const k3_mat *m, size_t r0, size_t rb, const float *X,
-                        size_t T, float *Y, float *scratch)
+                        size_t T, float *Y, float *scratch, size_t pcols, size_t ptok)
 {
     size_t n = (size_t)m->cols, rows = (size_t)m->rows;
-    float *panel = scratch, *lanes = scratch + MM_ROWS * MM_COLS;
-    for (size_t t0 = 0; t0 < T; t0 += MM_TOKENS) {
-        size_t tb = T - t0 < MM_TOKENS ? T - t0 : MM_TOKENS;
-        memset(lanes, 0, MM_ROWS * MM_TOKENS * 16 * sizeof *lanes);
-        for (size_t k0 = 0; k0 < n; k0 += MM_COLS) {
-            size_t kc = n - k0 < MM_COLS ? n - k0 : MM_COLS, ld;
-            const float *w = panel_of(isa, m, r0, rb, k0, kc, panel, &ld);
+    float *panel = scratch, *lanes = scratch + MM_ROWS * pcols;
+    for (size_t t0 = 0; t0 < T; t0 += ptok) {
+        size_t tb = T - t0 < ptok ? T - t0 : ptok;
+        memset(lanes, 0, MM_ROWS * ptok * 16 * sizeof *lanes);
+        for (size_t k0 = 0; k0 < n; k0 += pcols) {
+            size_t kc = n - k0 < pcols ? n - k0 : pcols, ld;
+            const float *w = panel_of(isa, m, r0, rb, k0, kc, panel, pcols, &ld);
             /* Token tiles outside: a tile's inputs stay in L1 while every
              * row tile of the panel passes over them. */
             for (size_t t = 0; t < tb; t += isa->nr) {
@@ -124,17 +125,36 @@ static void matmul_rows(const k3_isa *isa, const k3_mat *m, size_t r0, size_t rb
                 for (size_t r = 0; r < rb; r += isa->mr) {
                     size_t mr = rb - r < isa->mr ? rb - r : isa->mr;
                     isa->tile(w + r * ld, ld, mr, X + (t0 + t) * n + k0, n, nr, kc,
-                              lanes + (r * MM_TOKENS + t) * 16, MM_TOKENS);
+                              lanes + (r * ptok + t) * 16, ptok);
                 }
             }
         }
         for (size_t r = 0; r < rb; r++)
             for (size_t t = 0; t < tb; t++)
-                Y[(t0 + t) * rows + r0 + r] = k3_reduce16(lanes + (r * MM_TOKENS + t) * 16);
+                Y[(t0 + t) * rows + r0 + r] = k3_reduce16(lanes + (r * ptok + t) * 16);
     }
 }
 
-void k3_matmul(const k3_mat *m, const float *X, size_t T, float *Y)
+/* A workspace's column chunk and token block: MM_COLS and MM_TOKENS, or
+ * less for narrower matrices and shorter calls (the cols cap rounded up to
+ * 32, so chunks start on MXFP4 groups and 16-lane boundaries; where a dot
+ * pauses changes no bit, see above). */
+static void ws_dims(size_t cols, size_t tokens, size_t *pcols, size_t *ptok)
+{
+    size_t c = cols < MM_COLS ? (cols + 31) / 32 * 32 : MM_COLS;
+    *pcols = c ? c : 32;
+    *ptok = tokens < 1 ? 1 : tokens < MM_TOKENS ? tokens : MM_TOKENS;
+}
+
+size_t k3_mm_ws_bytes(int threads, size_t cols, size_t tokens)
+{
+    size_t pcols, ptok;
+    ws_dims(cols, tokens, &pcols, &ptok);
+    return threads > 0 ? (size_t)threads * (MM_ROWS * pcols + MM_ROWS * ptok * 16) * sizeof(float)
+                       : 0;
+}
+
+void k3_matmul(const k3_mat *m, const float *X, size_t T, float *Y, const k3_mm_ws *ws)
 {
     const k3_isa *isa = k3_isa_active();
     if (T <= isa->row_tokens) { /* passes of row dots, nr tokens each */
@@ -144,26 +164,19 @@ void k3_matmul(const k3_mat *m, const float *X, size_t T, float *Y)
         return;
     }
     int64_t rows = m->rows, nblocks = (rows + MM_ROWS - 1) / MM_ROWS;
-    size_t n = (size_t)m->cols;
-#pragma omp parallel if (rows * m->cols * (int64_t)T >= PAR_MIN_WORK)
+    int nt = omp_get_max_threads() < ws->threads ? omp_get_max_threads() : ws->threads;
+    size_t pcols, ptok;
+    ws_dims(ws->cols, ws->tokens, &pcols, &ptok);
+    size_t slice = MM_ROWS * pcols + MM_ROWS * ptok * 16;
+#pragma omp parallel num_threads(nt) if (rows * m->cols * (int64_t)T >= PAR_MIN_WORK)
     {
-        void *scratch = NULL;
-        if (posix_memalign(&scratch, 64, (MM_ROWS * MM_COLS + MM_ROWS * MM_TOKENS * 16) *
-                                             sizeof(float)) != 0)
-            scratch = NULL;
+        float *scratch = ws->buf + (size_t)omp_get_thread_num() * slice;
 #pragma omp for schedule(static)
         for (int64_t b = 0; b < nblocks; b++) {
             size_t r0 = (size_t)(b * MM_ROWS);
             size_t rb = (size_t)rows - r0 < MM_ROWS ? (size_t)rows - r0 : MM_ROWS;
-            if (scratch) {
-                matmul_rows(isa, m, r0, rb, X, T, Y, scratch);
-            } else { /* no scratch memory: one token at a time, same bits */
-                for (size_t t = 0; t < T; t++)
-                    row_dots(isa, m, (int64_t)r0, rb, X + t * n, 1, Y + t * (size_t)rows + r0,
-                             (size_t)rows);
-            }
+            matmul_rows(isa, m, r0, rb, X, T, Y, scratch, pcols, ptok);
         }
-        free(scratch);
     }
 }
 

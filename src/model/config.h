@@ -18,7 +18,8 @@
  * position K3_MAX_POSITIONS (2^31). Hence every element count or byte size
  * the engine derives from the config, a call's token count and a position
  * stays below 2^62: a call's scratch is at most T x token_floats + positions
- * floats (< 2^59), the KV caches at most positions x position_floats
+ * floats (< 2^59; give or take 64 bytes of alignment a buffer, plus the matmul
+ * workspace, about 1 MB a thread), the KV caches at most positions x position_floats
  * (<= 2^58), any weight tensor, run, expert slot or KDA state at most 2^50
  * bytes. size_t is 64 bits (util/ckd.h), so binding, the kernels
  * and the state code multiply these as int64 or size_t without checks. Only
@@ -75,17 +76,13 @@ void k3_config_free(k3_config *cfg);
 /* Sizes derived from a config, each exact or UINT64_MAX when it does not
  * fit 64 bits (see the size contract above). */
 typedef struct k3_config_sizes {
-    uint64_t token_floats;    /* k3_config_call_floats for one token, no context */
+    uint64_t token_floats;    /* k3_forward_scratch (model.h) for one token, no
+                                 context, in floats (rounded up) */
     uint64_t position_floats; /* KV cache floats per position, all layers */
     uint64_t model_bytes;     /* every tensor the config implies, at 4 bytes an
                                  element (an upper bound: none takes more) */
     uint64_t state_bytes;     /* a sequence's KDA states and last logits */
 } k3_config_sizes;
 void k3_config_sizes_of(const k3_config *c, k3_config_sizes *s);
-
-/* Floats the forward pass allocates at once for a call of T tokens at
- * context ctx with the first `layers` layers bound (mirrors forward.c,
- * kda.c, mla.c, moe.c; an upper bound). Exact or UINT64_MAX. */
-uint64_t k3_config_call_floats(const k3_config *c, int64_t layers, uint64_t T, uint64_t ctx);
 
 #endif

@@ -4,6 +4,7 @@
  * are complete overflow checks. */
 #include "model/config.h"
 
+#include "model/model.h"
 #include "util/ckd.h"
 
 static uint64_t u(int64_t v) { return v > 0 ? (uint64_t)v : 0; }
@@ -21,34 +22,6 @@ static uint64_t sum(const uint64_t *v, size_t n)
 
 #define SUM(...) sum((const uint64_t[]){ __VA_ARGS__ }, \
                      sizeof((const uint64_t[]){ __VA_ARGS__ }) / sizeof(uint64_t))
-
-uint64_t k3_config_call_floats(const k3_config *c, int64_t layers, uint64_t T, uint64_t ctx)
-{
-    uint64_t H = u(c->hidden_size), V = u(c->vocab_size), L = u(layers);
-    uint64_t block = c->attn_res_block_size > 0 ? u(c->attn_res_block_size) : 1;
-    uint64_t nbank = k3_sat_add(L / block + (L % block != 0), 1);
-    uint64_t D = u(c->kda_head_dim), NH = u(c->kda_num_heads), C = mul(NH, D);
-    uint64_t QL = u(c->q_lora_rank), R = u(c->kv_lora_rank);
-    uint64_t DR = u(c->qk_rope_head_dim), DV = u(c->v_head_dim);
-    uint64_t MH = u(c->num_attention_heads), DQ = k3_sat_add(u(c->qk_nope_head_dim), DR);
-    uint64_t E = u(c->num_experts), K = u(c->num_experts_per_token);
-    uint64_t Z = u(c->routed_expert_hidden_size), F = u(c->moe_intermediate_size);
-    uint64_t S = mul(F, u(c->num_shared_experts)), I = u(c->intermediate_size);
-    uint64_t wide = max2(S, F);
-    /* forward.c: hin, prefix, h, x, a; the bank; tmp, score; the logits */
-    uint64_t fwd = SUM(mul3(5, T, H), mul3(T, nbank, H), H, nbank, 1, mul(T, V));
-    /* kda.c: Q, K, V, G, GR, O; FA; B; the step's scratch */
-    uint64_t kda = SUM(mul3(6, T, C), mul(T, D), mul(T, NH), mul(3, C), mul(2, D));
-    /* mla.c: QA, Q, CKV, G and O; the attention scratch over ctx positions */
-    uint64_t mla = SUM(mul(T, QL), mul3(T, MH, DQ), mul(T, k3_sat_add(R, DR)),
-                       mul3(2, T, mul(MH, DV)), mul(2, R), ctx);
-    /* moe.c: one token's expert outputs and SiTU inputs, else T x Z */
-    uint64_t one = mul(K, k3_sat_add(Z, mul(2, F)));
-    uint64_t moe = SUM(mul(T, E), E, mul3(2, T, K), mul3(3, T, Z), max2(one, mul(T, Z)),
-                       mul3(2, T, wide), mul(T, H));
-    uint64_t dense = mul3(2, T, I);
-    return SUM(fwd, max2(kda, mla), max2(moe, dense));
-}
 
 /* Elements of one layer's tensors, whichever attention and MLP it has. */
 static uint64_t layer_elems(const k3_config *c)
@@ -78,7 +51,9 @@ void k3_config_sizes_of(const k3_config *c, k3_config_sizes *s)
     uint64_t L = u(c->num_hidden_layers), H = u(c->hidden_size), V = u(c->vocab_size);
     uint64_t D = u(c->kda_head_dim), NH = u(c->kda_num_heads), C = mul(NH, D);
     uint64_t K = u(c->short_conv_kernel_size);
-    s->token_floats = k3_config_call_floats(c, c->num_hidden_layers, 1, 0);
+    /* k3_forward's arena for one token, no context, no matmul workspace */
+    uint64_t one = k3_forward_scratch(c, c->num_hidden_layers, 1, 0, 0);
+    s->token_floats = one == UINT64_MAX ? UINT64_MAX : one / 4 + (one % 4 != 0);
     s->position_floats = mul(L, k3_sat_add(u(c->kv_lora_rank), u(c->qk_rope_head_dim)));
     /* embedding, lm_head, final and output AttnRes vectors, the layers */
     uint64_t elems = SUM(mul3(2, V, H), mul(3, H), mul(L, layer_elems(c)));

@@ -16,11 +16,11 @@
  * projections go through k3_matmul, so a T-token call and T one-token calls
  * produce identical results. */
 #include <math.h>
-#include <stdlib.h>
 #include <string.h>
 
 #include "core/mathfn.h"
 #include "model/model.h"
+#include "model/scratch.h"
 #include "util/error.h"
 
 /* Causal depthwise conv of one token for one of q/k/v, then SiLU.
@@ -93,38 +93,72 @@ void k3_kda_step(const k3_config *cfg, const k3_kda_weights *w, float *hist, flo
     }
 }
 
+/* k3_kda_forward's working memory for T tokens (C = heads x head_dim D):
+ * the projections of all T tokens, then the recurrence's scratch. */
+typedef struct {
+    float *Q, *K, *V; /* [T][C] pre-conv q, k, v projections */
+    float *G;         /* [T][C] output-gate logits (W_g x) */
+    float *GR;        /* [T][C] decay-gate input (W_fb W_fa x) */
+    float *O;         /* [T][C] the heads' outputs, gated, before W_o */
+    float *FA;        /* [T][D] the decay gate's low-rank input (W_fa x) */
+    float *B;         /* [T][NH] beta logits */
+    float *step;      /* [3C + 2D] k3_kda_step's scratch */
+} kda_bufs;
+
+/* The one layout of kda_bufs (scratch.h): sizes with base NULL. */
+static uint64_t kda_layout(const k3_config *cfg, uint64_t T, unsigned char *base, kda_bufs *b)
+{
+    uint64_t NH = cfg->kda_num_heads > 0 ? (uint64_t)cfg->kda_num_heads : 0;
+    uint64_t D = cfg->kda_head_dim > 0 ? (uint64_t)cfg->kda_head_dim : 0;
+    uint64_t C = k3_sat_mul(NH, D), TC = k3_sat_mul(T, C), f = sizeof(float);
+    k3_carve a = { base, 0 };
+    b->Q = k3_carve_take(&a, TC, f);
+    b->K = k3_carve_take(&a, TC, f);
+    b->V = k3_carve_take(&a, TC, f);
+    b->G = k3_carve_take(&a, TC, f);
+    b->GR = k3_carve_take(&a, TC, f);
+    b->O = k3_carve_take(&a, TC, f);
+    b->FA = k3_carve_take(&a, k3_sat_mul(T, D), f);
+    b->B = k3_carve_take(&a, k3_sat_mul(T, NH), f);
+    b->step = k3_carve_take(&a, k3_sat_add(k3_sat_mul(3, C), k3_sat_mul(2, D)), f);
+    return a.used;
+}
+
+uint64_t k3_kda_scratch(const k3_config *c, uint64_t T)
+{
+    kda_bufs b;
+    return kda_layout(c, T, NULL, &b);
+}
+
 int k3_kda_forward(const k3_config *cfg, const k3_layer_weights *lw, k3_state *s, int layer,
-                   const float *x, size_t T, float *out, k3_err *e)
+                   const float *x, size_t T, float *out, const k3_work *wk, k3_err *e)
 {
     const k3_kda_weights *w = &lw->kda;
     size_t NH = (size_t)cfg->kda_num_heads, D = (size_t)cfg->kda_head_dim, C = NH * D;
     float eps = (float)cfg->rms_norm_eps;
+    kda_bufs b;
+    if (k3_kda_scratch(cfg, T) > wk->bytes)
+        return k3_fail(e, K3_ERUNTIME, "KDA scratch: %llu bytes needed, %zu given",
+                       (unsigned long long)k3_kda_scratch(cfg, T), wk->bytes);
+    kda_layout(cfg, T, wk->buf, &b);
     /* Projections of all T tokens, then the recurrence token by token. */
-    size_t nq = T * C;
-    float *buf = k3_malloc(e, (6 * nq + T * D + T * NH + 3 * C + 2 * D) * sizeof *buf,
-                           "KDA scratch");
-    if (!buf)
-        return e->code;
-    float *Q = buf, *Kp = Q + nq, *V = Kp + nq, *G = V + nq, *GR = G + nq, *O = GR + nq;
-    float *FA = O + nq, *B = FA + T * D, *scratch = B + T * NH;
-    k3_matmul(&w->q, x, T, Q);
-    k3_matmul(&w->k, x, T, Kp);
-    k3_matmul(&w->v, x, T, V);
-    k3_matmul(&w->g, x, T, G);
-    k3_matmul(&w->f_a, x, T, FA);
-    k3_matmul(&w->f_b, FA, T, GR);
-    k3_matmul(&w->b, x, T, B);
+    k3_matmul(&w->q, x, T, b.Q, wk->mm);
+    k3_matmul(&w->k, x, T, b.K, wk->mm);
+    k3_matmul(&w->v, x, T, b.V, wk->mm);
+    k3_matmul(&w->g, x, T, b.G, wk->mm);
+    k3_matmul(&w->f_a, x, T, b.FA, wk->mm);
+    k3_matmul(&w->f_b, b.FA, T, b.GR, wk->mm);
+    k3_matmul(&w->b, x, T, b.B, wk->mm);
     for (size_t t = 0; t < T; t++) {
-        float *o = O + t * C;
-        k3_kda_step(cfg, w, s->conv[layer], s->S[layer], Q + t * C, Kp + t * C, V + t * C,
-                    GR + t * C, B + t * NH, o, scratch);
+        float *o = b.O + t * C;
+        k3_kda_step(cfg, w, s->conv[layer], s->S[layer], b.Q + t * C, b.K + t * C, b.V + t * C,
+                    b.GR + t * C, b.B + t * NH, o, b.step);
         for (size_t h = 0; h < NH; h++) {
             k3_rmsnorm(o + h * D, o + h * D, w->o_norm, D, eps);
             for (size_t j = 0; j < D; j++)
-                o[h * D + j] *= k3_sigmoidf(G[t * C + h * D + j]);
+                o[h * D + j] *= k3_sigmoidf(b.G[t * C + h * D + j]);
         }
     }
-    k3_matmul(&w->o, O, T, out);
-    free(buf);
+    k3_matmul(&w->o, b.O, T, out, wk->mm);
     return K3_OK;
 }

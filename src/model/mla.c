@@ -13,11 +13,11 @@
  * sum_s p_s W_vb_h cn_s = W_vb_h (sum_s p_s cn_s). Same result as expanding,
  * without a per-position expansion. */
 #include <math.h>
-#include <stdlib.h>
 #include <string.h>
 
 #include "core/mathfn.h"
 #include "model/model.h"
+#include "model/scratch.h"
 #include "util/error.h"
 
 void k3_mla_attend(const k3_config *cfg, const k3_mat *kv_b, const float *cache, size_t npos,
@@ -46,43 +46,80 @@ void k3_mla_attend(const k3_config *cfg, const k3_mat *kv_b, const float *cache,
     }
 }
 
+/* k3_mla_forward's working memory for T tokens whose last attends to
+ * `end` positions (NH heads; DQ = nope + rope, KW = kv_lora_rank R + rope). */
+typedef struct {
+    float *QA;     /* [T][q_lora_rank] W_qa x, normed in place */
+    float *Q;      /* [T][NH][DQ] queries */
+    float *CKV;    /* [T][KW] W_kva x: the latent before its norm, then rope */
+    float *G;      /* [T][NH][v_head_dim] output-gate logits */
+    float *O;      /* [T][NH][v_head_dim] attention outputs, gated, before W_o */
+    float *attend; /* [2R + end] k3_mla_attend's scratch: qabs, ctx, one score per position */
+} mla_bufs;
+
+/* The one layout of mla_bufs (scratch.h): sizes with base NULL. */
+static uint64_t mla_layout(const k3_config *cfg, uint64_t T, uint64_t end, unsigned char *base,
+                           mla_bufs *b)
+{
+    uint64_t NH = cfg->num_attention_heads > 0 ? (uint64_t)cfg->num_attention_heads : 0;
+    uint64_t QL = cfg->q_lora_rank > 0 ? (uint64_t)cfg->q_lora_rank : 0;
+    uint64_t R = cfg->kv_lora_rank > 0 ? (uint64_t)cfg->kv_lora_rank : 0;
+    uint64_t DN = cfg->qk_nope_head_dim > 0 ? (uint64_t)cfg->qk_nope_head_dim : 0;
+    uint64_t DR = cfg->qk_rope_head_dim > 0 ? (uint64_t)cfg->qk_rope_head_dim : 0;
+    uint64_t DV = cfg->v_head_dim > 0 ? (uint64_t)cfg->v_head_dim : 0, f = sizeof(float);
+    uint64_t TO = k3_sat_mul(T, k3_sat_mul(NH, DV));
+    k3_carve a = { base, 0 };
+    b->QA = k3_carve_take(&a, k3_sat_mul(T, QL), f);
+    b->Q = k3_carve_take(&a, k3_sat_mul(T, k3_sat_mul(NH, k3_sat_add(DN, DR))), f);
+    b->CKV = k3_carve_take(&a, k3_sat_mul(T, k3_sat_add(R, DR)), f);
+    b->G = k3_carve_take(&a, TO, f);
+    b->O = k3_carve_take(&a, TO, f);
+    b->attend = k3_carve_take(&a, k3_sat_add(k3_sat_mul(2, R), end), f);
+    return a.used;
+}
+
+uint64_t k3_mla_scratch(const k3_config *c, uint64_t T, uint64_t end)
+{
+    mla_bufs b;
+    return mla_layout(c, T, end, NULL, &b);
+}
+
 int k3_mla_forward(const k3_config *cfg, const k3_layer_weights *lw, k3_state *s, int layer,
-                   const float *x, size_t T, float *out, k3_err *e)
+                   const float *x, size_t T, float *out, const k3_work *wk, k3_err *e)
 {
     const k3_mla_weights *w = &lw->mla;
     size_t NH = (size_t)cfg->num_attention_heads, QL = (size_t)cfg->q_lora_rank;
     size_t R = (size_t)cfg->kv_lora_rank, DR = (size_t)cfg->qk_rope_head_dim;
     size_t DV = (size_t)cfg->v_head_dim, DQ = (size_t)cfg->qk_nope_head_dim + DR, KW = R + DR;
-    int64_t end = s->pos + (int64_t)T;
-    if (k3_state_reserve(s, end, e) != K3_OK)
+    uint64_t end = (uint64_t)s->pos + T;
+    mla_bufs b;
+    if (k3_mla_scratch(cfg, T, end) > wk->bytes)
+        return k3_fail(e, K3_ERUNTIME, "MLA scratch: %llu bytes needed, %zu given",
+                       (unsigned long long)k3_mla_scratch(cfg, T, end), wk->bytes);
+    if (k3_state_reserve(s, (int64_t)end, e) != K3_OK)
         return e->code;
-    size_t need = T * QL + T * NH * DQ + T * KW + 2 * T * NH * DV + 2 * R + (size_t)end;
-    float *buf = k3_malloc(e, need * sizeof *buf, "MLA scratch");
-    if (!buf)
-        return e->code;
-    float *QA = buf, *Q = QA + T * QL, *CKV = Q + T * NH * DQ, *G = CKV + T * KW;
-    float *O = G + T * NH * DV, *scratch = O + T * NH * DV;
+    mla_layout(cfg, T, end, wk->buf, &b);
     float *cache = s->kv[layer];
 
-    k3_matmul(&w->q_a, x, T, QA);
+    k3_matmul(&w->q_a, x, T, b.QA, wk->mm);
     for (size_t t = 0; t < T; t++)
-        k3_rmsnorm(QA + t * QL, QA + t * QL, w->q_a_norm, QL, 1e-6f);
-    k3_matmul(&w->q_b, QA, T, Q);
-    k3_matmul(&w->kv_a, x, T, CKV);
-    k3_matmul(&w->g, x, T, G);
+        k3_rmsnorm(b.QA + t * QL, b.QA + t * QL, w->q_a_norm, QL, 1e-6f);
+    k3_matmul(&w->q_b, b.QA, T, b.Q, wk->mm);
+    k3_matmul(&w->kv_a, x, T, b.CKV, wk->mm);
+    k3_matmul(&w->g, x, T, b.G, wk->mm);
     for (size_t t = 0; t < T; t++) {
         float *row = cache + (size_t)(s->pos + (int64_t)t) * KW;
-        k3_rmsnorm(row, CKV + t * KW, w->kv_a_norm, R, 1e-6f);
-        memcpy(row + R, CKV + t * KW + R, DR * sizeof *row);
+        k3_rmsnorm(row, b.CKV + t * KW, w->kv_a_norm, R, 1e-6f);
+        memcpy(row + R, b.CKV + t * KW + R, DR * sizeof *row);
     }
     for (size_t t = 0; t < T; t++) {
-        float *o = O + t * NH * DV;
+        float *o = b.O + t * NH * DV;
         /* causal: token t sees positions 0 .. pos + t */
-        k3_mla_attend(cfg, &w->kv_b, cache, (size_t)s->pos + t + 1, Q + t * NH * DQ, o, scratch);
+        k3_mla_attend(cfg, &w->kv_b, cache, (size_t)s->pos + t + 1, b.Q + t * NH * DQ, o,
+                      b.attend);
         for (size_t j = 0; j < NH * DV; j++)
-            o[j] *= k3_sigmoidf(G[t * NH * DV + j]);
+            o[j] *= k3_sigmoidf(b.G[t * NH * DV + j]);
     }
-    k3_matmul(&w->o, O, T, out);
-    free(buf);
+    k3_matmul(&w->o, b.O, T, out, wk->mm);
     return K3_OK;
 }

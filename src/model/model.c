@@ -58,8 +58,10 @@ int k3_model_open(k3_model **out, const char *dir, const k3_model_opts *opts, k3
     if (!m->plan.embed_streamed && k3_weights_load_embed(&m->w, m->ix, e) != K3_OK)
         goto fail;
     if (k3_trunk_new(&m->trunk, m->w.runs, m->w.nruns, m->plan.pinned,
-                     (size_t)m->plan.ring_slots, e) != K3_OK)
+                     (size_t)m->plan.ring_slots, e) != K3_OK ||
+        !(m->arena = k3_arena_alloc(m->plan.scratch, e)))
         goto fail;
+    m->arena_bytes = (size_t)m->plan.scratch;
     *out = m;
     return K3_OK;
 fail:
@@ -67,10 +69,22 @@ fail:
     return e->code;
 }
 
+unsigned char *k3_arena_alloc(uint64_t bytes, k3_err *e)
+{
+    void *p = NULL;
+    if (bytes > SIZE_MAX || posix_memalign(&p, 64, bytes ? (size_t)bytes : 1) != 0) {
+        k3_fail(e, K3_ERUNTIME, "out of memory allocating %llu bytes for the scratch arena",
+                (unsigned long long)bytes);
+        return NULL;
+    }
+    return p;
+}
+
 void k3_model_close(k3_model *m)
 {
     if (!m)
         return;
+    free(m->arena);
     k3_ec_free(m->experts);
     k3_trunk_free(m->trunk);
     k3_trunk_file_close(m->trunk_file);

@@ -2,6 +2,7 @@
 #ifndef K3_MODEL_MODEL_H
 #define K3_MODEL_MODEL_H
 
+#include "core/kernels.h"
 #include "io/safetensors.h"
 #include "io/trunk_file.h"
 #include "k3/k3.h"
@@ -19,7 +20,44 @@ struct k3_model {
     k3_trunk *trunk;          /* layer and lm_head runs */
     k3_trunk_file *trunk_file;/* --trunk: the runs come from its trunk.bin */
     k3_expert_cache *experts; /* NULL when the model has no MoE layer */
+    /* The scratch arena: all of k3_forward's working memory (forward.c,
+     * k3_forward_scratch), allocated at open with plan.scratch bytes for
+     * plan.max_batch tokens at plan.context positions, and carved anew by
+     * each call. It is the model's: one k3_forward at a time per model
+     * (calls on different models may run concurrently). NULL when plan_only. */
+    unsigned char *arena;
+    size_t arena_bytes;
 };
+
+/* A block's working memory: buf (64-byte aligned) holds `bytes`, at least
+ * the block's k3_*_scratch for the call; mm is the workspace its matrix
+ * products use (kernels.h). */
+typedef struct k3_work {
+    unsigned char *buf;
+    size_t bytes;
+    const k3_mm_ws *mm;
+} k3_work;
+
+/* Bytes of working memory each block needs for a call of T tokens, laid
+ * out by the block's one layout function (its file lists every buffer and
+ * its shape). Exact, or UINT64_MAX when that does not fit 64 bits, for any
+ * config field values. end: the positions the call's last token attends
+ * to (the state's pos + T). */
+uint64_t k3_kda_scratch(const k3_config *c, uint64_t T);
+uint64_t k3_mla_scratch(const k3_config *c, uint64_t T, uint64_t end);
+uint64_t k3_moe_scratch(const k3_config *c, uint64_t T);
+uint64_t k3_dense_mlp_scratch(const k3_config *c, uint64_t T);
+/* The working memory of any k3_forward piece of 1..T tokens whose last
+ * attends to at most `end` positions (forward.c): its own buffers, the
+ * matmul workspace for `threads` threads, and the largest block's scratch
+ * over the first `layers` layers. The plan's scratch line, and the arena,
+ * are this at T = max_batch, end = the planned context. */
+uint64_t k3_forward_scratch(const k3_config *c, int64_t layers, uint64_t T, uint64_t end,
+                            int threads);
+
+/* A scratch arena of `bytes` (model.c): 64-byte aligned, not cleared;
+ * free() releases it. NULL with K3_ERUNTIME when it cannot be had. */
+unsigned char *k3_arena_alloc(uint64_t bytes, k3_err *e);
 
 /* Where a MoE block gets its routed experts: a resident array indexed by
  * expert id (tests), or the expert cache for `layer`. */
@@ -83,17 +121,21 @@ void k3_mla_attend(const k3_config *c, const k3_mat *kv_b, const float *cache, s
 void k3_route(const k3_config *c, const float *logit, const float *bias, int32_t *ids,
               float *weights, float *sig);
 
-/* The MoE block on T tokens of x [T][H] (moe.c). */
+/* The MoE block on T tokens of x [T][H] (moe.c); wk holds
+ * k3_moe_scratch(c, T) bytes. */
 int k3_moe_block(const k3_config *c, const k3_moe_weights *w, const k3_expert_source *src,
-                 const float *x, size_t T, float *out, k3_err *e);
+                 const float *x, size_t T, float *out, const k3_work *wk, k3_err *e);
 
 /* The blocks, over T consecutive tokens at positions s->pos... with layer
- * `layer`'s weights in view lw. x is [T][H] (already normed); out [T][H]. */
+ * `layer`'s weights in view lw. x is [T][H] (already normed); out [T][H];
+ * wk holds the block's k3_*_scratch for T (and, for MLA, end = s->pos + T;
+ * the state has room for those positions). A wk smaller than that is
+ * K3_ERUNTIME. */
 int k3_kda_forward(const k3_config *c, const k3_layer_weights *lw, k3_state *s, int layer,
-                   const float *x, size_t T, float *out, k3_err *e);
+                   const float *x, size_t T, float *out, const k3_work *wk, k3_err *e);
 int k3_mla_forward(const k3_config *c, const k3_layer_weights *lw, k3_state *s, int layer,
-                   const float *x, size_t T, float *out, k3_err *e);
+                   const float *x, size_t T, float *out, const k3_work *wk, k3_err *e);
 int k3_dense_mlp_forward(const k3_config *c, const k3_layer_weights *lw, const float *x,
-                         size_t T, float *out, k3_err *e);
+                         size_t T, float *out, const k3_work *wk, k3_err *e);
 
 #endif

@@ -14,11 +14,11 @@
  * does not depend on scores' ties, caches or I/O timing. */
 #include <pthread.h>
 #include <stddef.h>
-#include <stdlib.h>
 #include <string.h>
 
 #include "core/mathfn.h"
 #include "model/model.h"
+#include "model/scratch.h"
 #include "util/error.h"
 
 /* Ties in the biased score go to the lower index. */
@@ -58,24 +58,35 @@ void k3_route(const k3_config *c, const float *logit, const float *bias, int32_t
 
 /* SiTU MLP: out = down(SiTU(gate x, up x)) for T rows; tmp holds 2*T*width. */
 static void situ_mlp(const k3_mat *gate, const k3_mat *up, const k3_mat *down, const float *x,
-                     size_t T, float *out, float *tmp, float b1, float b2)
+                     size_t T, float *out, float *tmp, float b1, float b2, const k3_mm_ws *mm)
 {
     size_t F = (size_t)gate->rows;
-    k3_matmul(gate, x, T, tmp);
-    k3_matmul(up, x, T, tmp + T * F);
+    k3_matmul(gate, x, T, tmp, mm);
+    k3_matmul(up, x, T, tmp + T * F, mm);
     k3_situ(tmp, tmp + T * F, T * F, b1, b2);
-    k3_matmul(down, tmp, T, out);
+    k3_matmul(down, tmp, T, out, mm);
+}
+
+static uint64_t u64(int64_t v) { return v > 0 ? (uint64_t)v : 0; }
+
+/* The dense MLP's working memory: tmp [2][T][intermediate_size], the gate
+ * then the up projections (situ_mlp). */
+uint64_t k3_dense_mlp_scratch(const k3_config *c, uint64_t T)
+{
+    k3_carve a = { NULL, 0 };
+    k3_carve_take(&a, k3_sat_mul(k3_sat_mul(2, T), u64(c->intermediate_size)), sizeof(float));
+    return a.used;
 }
 
 int k3_dense_mlp_forward(const k3_config *c, const k3_layer_weights *L, const float *x,
-                         size_t T, float *out, k3_err *e)
+                         size_t T, float *out, const k3_work *wk, k3_err *e)
 {
-    float *tmp = k3_malloc(e, 2 * T * (size_t)L->gate.rows * sizeof *tmp, "MLP scratch");
-    if (!tmp)
-        return e->code;
-    situ_mlp(&L->gate, &L->up, &L->down, x, T, out, tmp, (float)c->situ_beta,
-             (float)c->situ_linear_beta);
-    free(tmp);
+    if ((uint64_t)L->gate.rows != u64(c->intermediate_size) ||
+        k3_dense_mlp_scratch(c, T) > wk->bytes)
+        return k3_fail(e, K3_ERUNTIME, "MLP scratch: %llu bytes needed, %zu given",
+                       (unsigned long long)k3_dense_mlp_scratch(c, T), wk->bytes);
+    situ_mlp(&L->gate, &L->up, &L->down, x, T, out, (float *)(void *)wk->buf,
+             (float)c->situ_beta, (float)c->situ_linear_beta, wk->mm);
     return K3_OK;
 }
 
@@ -163,24 +174,19 @@ static void one_token_experts(const k3_expert *const *views, size_t n, const flo
  * bits of k3_matvec). Each token's chosen ids are ascending and so is the
  * union, so every token still adds its experts' outputs in ascending expert
  * order: the sum does not depend on T, the chunking or the cache.
- * Scratch: g and o hold T x Z, hu holds 2 x T x F; with one token, o holds
- * its k experts' outputs and their SiTU inputs, k x (Z + 2F). */
+ * Scratch (moe_bufs): g and o hold T x Z, hu 2 x T x F, next and tok T;
+ * with one token, o holds its k experts' outputs and their SiTU inputs,
+ * k x (Z + 2F). */
 static int routed(const k3_config *c, const k3_expert_source *src, const int32_t *ids,
                   const float *wts, const float *z, size_t T, const int32_t *uni, size_t nu,
                   size_t cap, const k3_expert **views, float *y, float *g, float *o,
-                  float *hu, k3_err *e)
+                  float *hu, size_t *next, size_t *tok, const k3_mm_ws *mm, k3_err *e)
 {
     size_t k = (size_t)c->num_experts_per_token;
     size_t Z = (size_t)c->routed_expert_hidden_size, F = (size_t)c->moe_intermediate_size;
     float b1 = (float)c->situ_beta, b2 = (float)c->situ_linear_beta;
-    /* per token: its next pick; per block row: its token */
-    size_t *next = k3_calloc(e, 2 * T + 1, sizeof *next, "MoE routing");
-    if (!next) {
-        release(src, uni, nu < cap ? nu : cap);
-        return e->code;
-    }
-    size_t *tok = next + T;
     float *h = hu, *u = hu + T * F;
+    memset(next, 0, T * sizeof *next);
     int rc = K3_OK;
     for (size_t c0 = 0; c0 < nu && rc == K3_OK; c0 += cap) {
         size_t n = nu - c0 < cap ? nu - c0 : cap;
@@ -203,10 +209,10 @@ static int routed(const k3_config *c, const k3_expert_source *src, const int32_t
                     tok[m++] = t;
                 }
             }
-            k3_matmul(&ex->w1, g, m, h);
-            k3_matmul(&ex->w3, g, m, u);
+            k3_matmul(&ex->w1, g, m, h, mm);
+            k3_matmul(&ex->w3, g, m, u, mm);
             k3_situ(h, u, m * F, b1, b2);
-            k3_matmul(&ex->w2, h, m, o);
+            k3_matmul(&ex->w2, h, m, o, mm);
             for (size_t r = 0; r < m; r++) {
                 size_t t = tok[r];
                 k3_axpy(y + t * Z, wts[t * k + next[t]], o + r * Z, Z);
@@ -215,65 +221,108 @@ static int routed(const k3_config *c, const k3_expert_source *src, const int32_t
         }
         release(src, uni + c0, n);
     }
-    free(next);
     return rc;
 }
 
+/* k3_moe_block's working memory for T tokens (E experts, k picked per
+ * token, latent width Z, expert width F, shared width S = F x shared
+ * experts, wide = max(S, F)). */
+typedef struct {
+    float *logits;    /* [T][E] router logits */
+    float *sig;       /* [E] k3_route's scratch */
+    float *wts;       /* [T][k] routing weights of the picks */
+    float *z;         /* [T][Z] latent_down x */
+    float *y;         /* [T][Z] weighted sum of the routed experts' outputs */
+    float *tmp;       /* [2][T][wide] the shared experts' gate and up, then routed()'s hu */
+    float *shared;    /* [T][H] the shared experts' output */
+    float *g;         /* [T][Z] routed(): one expert's tokens, gathered */
+    float *o;         /* [T][Z], or [k][Z + 2F] when T == 1: routed()'s outputs */
+    int32_t *ids;     /* [T][k] the picks, ascending per token */
+    int32_t *uni;     /* [E] the union of the picks, ascending */
+    size_t *next;     /* [T] routed(): each token's next pick */
+    size_t *tok;      /* [T] routed(): each gathered row's token */
+    const k3_expert **views; /* [E] the fetched experts of one chunk */
+} moe_bufs;
+
+/* The one layout of moe_bufs (scratch.h): sizes with base NULL. */
+static uint64_t moe_layout(const k3_config *c, uint64_t T, unsigned char *base, moe_bufs *b)
+{
+    uint64_t H = u64(c->hidden_size), E = u64(c->num_experts);
+    uint64_t k = u64(c->num_experts_per_token), Z = u64(c->routed_expert_hidden_size);
+    uint64_t F = u64(c->moe_intermediate_size), S = k3_sat_mul(F, u64(c->num_shared_experts));
+    uint64_t wide = S > F ? S : F, TZ = k3_sat_mul(T, Z), f = sizeof(float);
+    uint64_t one = k3_sat_mul(k, k3_sat_add(Z, k3_sat_mul(2, F)));
+    k3_carve a = { base, 0 };
+    b->logits = k3_carve_take(&a, k3_sat_mul(T, E), f);
+    b->sig = k3_carve_take(&a, E, f);
+    b->wts = k3_carve_take(&a, k3_sat_mul(T, k), f);
+    b->z = k3_carve_take(&a, TZ, f);
+    b->y = k3_carve_take(&a, TZ, f);
+    b->tmp = k3_carve_take(&a, k3_sat_mul(k3_sat_mul(2, T), wide), f);
+    b->shared = k3_carve_take(&a, k3_sat_mul(T, H), f);
+    b->g = k3_carve_take(&a, TZ, f);
+    b->o = k3_carve_take(&a, T == 1 ? one : TZ, f);
+    b->ids = k3_carve_take(&a, k3_sat_mul(T, k), sizeof(int32_t));
+    b->uni = k3_carve_take(&a, E, sizeof(int32_t));
+    b->next = k3_carve_take(&a, T, sizeof(size_t));
+    b->tok = k3_carve_take(&a, T, sizeof(size_t));
+    b->views = k3_carve_take(&a, E, sizeof(const k3_expert *));
+    return a.used;
+}
+
+uint64_t k3_moe_scratch(const k3_config *c, uint64_t T)
+{
+    moe_bufs b;
+    return moe_layout(c, T, NULL, &b);
+}
+
 int k3_moe_block(const k3_config *c, const k3_moe_weights *w, const k3_expert_source *src,
-                 const float *x, size_t T, float *out, k3_err *e)
+                 const float *x, size_t T, float *out, const k3_work *wk, k3_err *e)
 {
     size_t H = (size_t)c->hidden_size, E = (size_t)c->num_experts;
     size_t k = (size_t)c->num_experts_per_token, Z = (size_t)c->routed_expert_hidden_size;
-    size_t F = (size_t)c->moe_intermediate_size;
     size_t S = (size_t)(c->moe_intermediate_size * c->num_shared_experts);
     float b1 = (float)c->situ_beta, b2 = (float)c->situ_linear_beta;
-    size_t wide = (S > F ? S : F);
-    size_t nout = T == 1 ? k * (Z + 2 * F) : T * Z; /* routed()'s o */
-    size_t nf = T * E + E + T * k + 2 * T * Z + 2 * T * wide + T * H + T * Z + nout;
-    float *buf = k3_malloc(e, nf * sizeof *buf, "MoE scratch");
-    int32_t *ids = k3_malloc(e, (T * k + E + 1) * sizeof *ids, "MoE routing");
-    const k3_expert **views = k3_malloc(e, (E + 1) * sizeof *views, "MoE routing");
-    if (!buf || !ids || !views) {
-        free(buf), free(ids), free(views);
-        return e->code;
-    }
-    int32_t *uni = ids + T * k;
-    float *logits = buf, *sig = logits + T * E, *wts = sig + E, *z = wts + T * k;
-    float *y = z + T * Z, *tmp = y + T * Z, *shared = tmp + 2 * T * wide, *g = shared + T * H;
+    moe_bufs b;
+    if (k3_moe_scratch(c, T) > wk->bytes)
+        return k3_fail(e, K3_ERUNTIME, "MoE scratch: %llu bytes needed, %zu given",
+                       (unsigned long long)k3_moe_scratch(c, T), wk->bytes);
+    moe_layout(c, T, wk->buf, &b);
 
-    k3_matmul(&w->router, x, T, logits);
+    k3_matmul(&w->router, x, T, b.logits, wk->mm);
     for (size_t t = 0; t < T; t++)
-        k3_route(c, logits + t * E, w->router_bias, ids + t * k, wts + t * k, sig);
-    size_t nu = expert_union(c, ids, T, uni);
+        k3_route(c, b.logits + t * E, w->router_bias, b.ids + t * k, b.wts + t * k, b.sig);
+    size_t nu = expert_union(c, b.ids, T, b.uni);
     size_t cap = src->resident ? E : k3_ec_capacity(src->cache);
 
     /* Reads of the first experts start now, on a helper thread; the latent
      * projection and the shared experts compute meanwhile. */
-    fetch_job job = { src, uni, nu < cap ? nu : cap, views, { 0, "" }, K3_OK };
+    fetch_job job = { src, b.uni, nu < cap ? nu : cap, b.views, { 0, "" }, K3_OK };
     pthread_t th;
     int threaded = !src->resident && job.n > 0 && pthread_create(&th, NULL, fetch_main, &job) == 0;
     if (!threaded)
         fetch_main(&job);
-    k3_matmul(&w->latent_down, x, T, z);
+    k3_matmul(&w->latent_down, x, T, b.z, wk->mm);
     if (S > 0)
-        situ_mlp(&w->shared_gate, &w->shared_up, &w->shared_down, x, T, shared, tmp, b1, b2);
+        situ_mlp(&w->shared_gate, &w->shared_up, &w->shared_down, x, T, b.shared, b.tmp, b1, b2,
+                 wk->mm);
     if (threaded)
         pthread_join(th, NULL);
     int rc = job.rc;
     if (rc != K3_OK)
         k3_fail(e, rc, "%s", job.err.msg);
-    memset(y, 0, T * Z * sizeof *y);
+    memset(b.y, 0, T * Z * sizeof *b.y);
     if (rc == K3_OK)
-        rc = routed(c, src, ids, wts, z, T, uni, nu, cap, views, y, g, g + T * Z, tmp, e);
+        rc = routed(c, src, b.ids, b.wts, b.z, T, b.uni, nu, cap, b.views, b.y, b.g, b.o, b.tmp,
+                    b.next, b.tok, wk->mm, e);
     if (rc == K3_OK) {
         if (w->latent_norm)
             for (size_t t = 0; t < T; t++)
-                k3_rmsnorm(y + t * Z, y + t * Z, w->latent_norm, Z, (float)c->rms_norm_eps);
-        k3_matmul(&w->latent_up, y, T, out);
+                k3_rmsnorm(b.y + t * Z, b.y + t * Z, w->latent_norm, Z, (float)c->rms_norm_eps);
+        k3_matmul(&w->latent_up, b.y, T, out, wk->mm);
         if (S > 0)
             for (size_t i = 0; i < T * H; i++)
-                out[i] = out[i] + shared[i];
+                out[i] = out[i] + b.shared[i];
     }
-    free(buf), free(ids), free(views);
     return rc;
 }

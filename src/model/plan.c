@@ -7,10 +7,12 @@
  * (util/ckd.h): exact, or UINT64_MAX, which no budget or machine allows. */
 #include "model/plan.h"
 
+#include <omp.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "model/model.h"
 #include "resid/expert_cache.h"
 #include "resid/trunk.h"
 #include "util/ckd.h"
@@ -305,8 +307,12 @@ static int plan_layout(k3_plan *p, const k3_config *c, const k3_weights *w,
         else
             p->kv_cache = k3_sat_add(p->kv_cache, kv_row);
     }
-    uint64_t T = o->max_batch > 0 ? (uint64_t)o->max_batch : 512;
-    p->scratch = k3_sat_mul(k3_config_call_floats(c, L, T, (uint64_t)p->context), 4);
+    /* k3_forward's arena: one call of max_batch tokens at the planned
+     * context, its matrix products on this process's threads. */
+    p->max_batch = o->max_batch > 0 ? o->max_batch : K3_PREFILL_CHUNK;
+    p->threads = omp_get_max_threads();
+    p->scratch = k3_forward_scratch(c, L, (uint64_t)p->max_batch, (uint64_t)p->context,
+                                    p->threads);
     const uint64_t parts[] = { p->pinned_trunk, p->ring, p->lm_head, p->embed, p->small,
                                p->expert_cache, p->kda_state, p->kv_cache, p->scratch };
     p->total = 0;
@@ -360,7 +366,8 @@ void k3_plan_print(const k3_plan *p, FILE *f)
     fprintf(f, "  KDA state        %9.3f GB\n", p->kda_state / GIB);
     fprintf(f, "  MLA KV cache     %9.3f GB  %lld positions\n", p->kv_cache / GIB,
             (long long)p->context);
-    fprintf(f, "  scratch          %9.3f GB\n", p->scratch / GIB);
+    fprintf(f, "  scratch          %9.3f GB  %d tokens a call, %d threads\n", p->scratch / GIB,
+            p->max_batch, p->threads);
     fprintf(f, "  total            %9.3f GB  of %.3f GB allowed%s\n", p->total / GIB,
             (p->cgroup_limit && p->cgroup_limit < p->mem_available ? p->cgroup_limit
                                                                     : p->mem_available) / GIB,

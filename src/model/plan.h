@@ -12,7 +12,8 @@
  * least one). Everything else is counted as it will be allocated:
  * embedding and lm_head (each resident or streamed), the small vectors,
  * KDA state, the MLA KV cache for the requested context, and the forward
- * pass's scratch for the largest call.
+ * pass's scratch arena (k3_forward_scratch, model.h) for a call of
+ * max_batch tokens at that context.
  * The plan never changes what is computed, only what is read when. */
 #ifndef K3_MODEL_PLAN_H
 #define K3_MODEL_PLAN_H
@@ -37,6 +38,8 @@ typedef struct k3_plan {
     uint64_t kda_state, kv_cache, scratch, total;
     uint64_t trunk_total;       /* all layer runs, pinned or not */
     int64_t context;            /* positions the KV cache is sized for */
+    int max_batch;              /* tokens per k3_forward piece (the arena's size) */
+    int threads;                /* matmul threads the arena has workspace for */
     /* the machine */
     uint64_t mem_available;     /* MemAvailable, 0 if unknown */
     uint64_t cgroup_limit;      /* cgroup v2 memory.max, 0 if none */

@@ -3,13 +3,8 @@
  * The KDA recurrent state cannot be rolled back, so the only ways back to
  * an earlier position are a mark taken there or a reset; the MLA cache
  * could be truncated, but it is useless without the matching KDA state. */
-#include <stdlib.h>
-
 #include "model/model.h"
 #include "util/error.h"
-
-/* The plan's default batch (model/plan.c): the scratch it budgets. */
-#define SYNC_CHUNK 512
 
 int k3_state_sync(k3_model *m, k3_state *s, k3_state_mark *mark, const uint32_t *ids, size_t n,
                   size_t *reused, k3_err *e)
@@ -28,14 +23,11 @@ int k3_state_sync(k3_model *m, k3_state *s, k3_state_mark *mark, const uint32_t 
     *reused = at;
     if (at == n)
         return K3_OK;
-    float *logits = k3_malloc(e, (size_t)m->cfg.vocab_size * sizeof *logits, "logits");
-    if (!logits)
-        return e->code;
+    /* No logits buffer: the state keeps the last row (k3_state_logits). */
     while (at < n && !e->code) {
-        size_t T = n - at < SYNC_CHUNK ? n - at : SYNC_CHUNK;
-        if (k3_forward(m, s, ids + at, T, logits, 0, e) == K3_OK)
+        size_t T = n - at < K3_PREFILL_CHUNK ? n - at : K3_PREFILL_CHUNK;
+        if (k3_forward(m, s, ids + at, T, NULL, 0, e) == K3_OK)
             at += T;
     }
-    free(logits);
     return e->code;
 }

@@ -360,23 +360,15 @@ k3_mat k3_weights_lm_head(const k3_weights *w, const uint8_t *image)
 }
 
 int k3_weights_embed_row(const k3_weights *w, const k3_st_index *ix, uint32_t id, float *out,
-                         k3_err *e)
+                         uint16_t *raw, k3_err *e)
 {
     size_t H = (size_t)w->embed.cols;
-    const uint16_t *row;
-    uint16_t *tmp = NULL;
-    if (w->embed.w) {
+    const uint16_t *row = raw;
+    if (w->embed.w)
         row = (const uint16_t *)w->embed.w + (size_t)id * H;
-    } else {
-        tmp = k3_malloc(e, H * sizeof *tmp, "embedding row");
-        if (!tmp || k3_st_read(ix, w->embed_info, (uint64_t)id * H * 2, H * 2, tmp, e) != K3_OK) {
-            free(tmp);
-            return e->code;
-        }
-        row = tmp;
-    }
+    else if (k3_st_read(ix, w->embed_info, (uint64_t)id * H * 2, H * 2, raw, e) != K3_OK)
+        return e->code;
     for (size_t i = 0; i < H; i++)
         out[i] = k3_bf16_to_f32(row[i]);
-    free(tmp);
     return K3_OK;
 }

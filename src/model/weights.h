@@ -90,8 +90,9 @@ void k3_weights_layer_view(const k3_weights *w, int i, const uint8_t *image,
                            k3_layer_weights *view);
 /* lm_head pointing into its run image. */
 k3_mat k3_weights_lm_head(const k3_weights *w, const uint8_t *image);
-/* Row `id` of the embedding as floats (read from the shard when streamed). */
+/* Row `id` of the embedding as floats (read from the shard when streamed,
+ * into raw: hidden_size BF16 values of the caller's scratch). */
 int k3_weights_embed_row(const k3_weights *w, const k3_st_index *ix, uint32_t id, float *out,
-                         k3_err *e);
+                         uint16_t *raw, k3_err *e);
 
 #endif

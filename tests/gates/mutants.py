@@ -35,12 +35,12 @@ MUTANTS = {
     "per-expert-norm": [
         ("src/model/moe.c", "static int routed(const k3_config *c, const k3_expert_source *src,",
          "static int routed(const k3_config *c, const float *latent_norm, const k3_expert_source *src,"),
-        ("src/model/moe.c", "rc = routed(c, src, ids, wts, z, T, uni, nu, cap, views, y, g, g + T * Z, tmp, e);",
-         "rc = routed(c, w->latent_norm, src, ids, wts, z, T, uni, nu, cap, views, y, g, g + T * Z, tmp, e);"),
-        ("src/model/moe.c", "k3_matmul(&ex->w2, h, m, o);",
-         "k3_matmul(&ex->w2, h, m, o);\n            for (size_t r = 0; r < m; r++)\n                k3_rmsnorm(o + r * Z, o + r * Z, latent_norm, Z, (float)c->rms_norm_eps);"),
-        ("src/model/moe.c", "k3_rmsnorm(y + t * Z, y + t * Z, w->latent_norm, Z, (float)c->rms_norm_eps);",
-         "(void)y;"),
+        ("src/model/moe.c", "rc = routed(c, src, b.ids,",
+         "rc = routed(c, w->latent_norm, src, b.ids,"),
+        ("src/model/moe.c", "k3_matmul(&ex->w2, h, m, o, mm);",
+         "k3_matmul(&ex->w2, h, m, o, mm);\n            for (size_t r = 0; r < m; r++)\n                k3_rmsnorm(o + r * Z, o + r * Z, latent_norm, Z, (float)c->rms_norm_eps);"),
+        ("src/model/moe.c", "k3_rmsnorm(b.y + t * Z, b.y + t * Z, w->latent_norm, Z, (float)c->rms_norm_eps);",
+         "(void)b.y;"),
     ],
     # AttnRes skipped: every mix just passes the newest source through.
     "skipped-attnres": [

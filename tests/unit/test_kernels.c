@@ -122,16 +122,20 @@ static void test_order(void)
     for (size_t n = 0; n <= C; n += 37)
         CHECK(k3_dot(a, W, n) == contract_dot(a, W, n), "k3_dot follows the contract at n=%zu", n);
     k3_mat kinds[2] = { { K3_MAT_F32, R, C, W, NULL }, { K3_MAT_BF16, R, C, Wb, NULL } };
+    void *buf = NULL;
+    CHECK(posix_memalign(&buf, 64, k3_mm_ws_bytes(2, C, T)) == 0, "matmul workspace");
+    k3_mm_ws ws = { buf, 2, C, T };
     for (int k = 0; k < 2; k++) {
         omp_set_num_threads(1);
-        k3_matmul(&kinds[k], X, T, Y1);
+        k3_matmul(&kinds[k], X, T, Y1, &ws);
         omp_set_num_threads(2);
-        k3_matmul(&kinds[k], X, T, Y2);
+        k3_matmul(&kinds[k], X, T, Y2, &ws);
         for (int t = 0; t < T; t++)
             k3_matvec(&kinds[k], X + t * C, Y3 + t * R);
         CHECK(!memcmp(Y1, Y2, sizeof Y1), "matmul independent of threads (kind %d)", k);
         CHECK(!memcmp(Y1, Y3, sizeof Y1), "matmul == matvec bitwise (kind %d)", k);
     }
+    free(buf);
     /* Row views and the transposed product. */
     float xt[R], yt[C];
     for (int i = 0; i < R; i++)

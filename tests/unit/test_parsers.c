@@ -4,6 +4,7 @@
 
 #include "check.h"
 #include "model/config.h"
+#include "model/model.h"
 #include "util/ckd.h"
 #include "util/json.h"
 
@@ -180,6 +181,17 @@ static void test_config(void)
 
 /* The saturating helpers and the derived sizes: exact, or UINT64_MAX, never
  * a wrapped small number, whatever the fields hold. */
+
+/* Bytes of buffers laid out one after another, each starting on a 64-byte
+ * boundary (model/scratch.h). */
+static uint64_t laid(const uint64_t *bytes, size_t n)
+{
+    uint64_t at = 0;
+    for (size_t i = 0; i < n; i++)
+        at = (at + 63) / 64 * 64 + bytes[i];
+    return at;
+}
+
 static void test_sizes(void)
 {
     CHECK(k3_sat_mul((uint64_t)1 << 31, (uint64_t)1 << 32) == (uint64_t)1 << 63, "2^63");
@@ -194,22 +206,47 @@ static void test_sizes(void)
     k3_err e = { 0, "" };
     if (k3_config_parse(&c, GOOD, strlen(GOOD), "config.json", &e) != K3_OK)
         return;
-    /* GOOD by hand (config_sizes.c): per token, forward 5H + 3H (bank of
-     * 2 blocks + 1) + H + 3 + 1 + V, KDA 6C + D + NH + 3C + 2D (C = 32),
-     * MoE E + E + 2K + 3Z + K(Z + 2F) + 2 wide + H (F = 32, wide = 32). */
+    /* GOOD by hand, from the buffer lists of forward.c, kda.c, mla.c and
+     * moe.c (each buffer 64-byte aligned): layers 0, 1 KDA and 2 MLA, layer
+     * 0 dense and 1, 2 MoE; H 64, V 512, bank 3 rows (2 blocks + 1). */
+    uint64_t T = 100, end = 1000;
+    uint64_t k1[] = { T * 32 * 4, T * 32 * 4, T * 32 * 4, T * 32 * 4, T * 32 * 4, T * 32 * 4,
+                      T * 16 * 4, T * 2 * 4, (3 * 32 + 2 * 16) * 4 };
+    uint64_t m1[] = { T * 32 * 4, T * 2 * 24 * 4, T * 40 * 4, T * 32 * 4, T * 32 * 4,
+                      (2 * 32 + end) * 4 };
+    uint64_t e1[] = { T * 8 * 4, 8 * 4, T * 2 * 4, T * 64 * 4, T * 64 * 4, 2 * T * 32 * 4,
+                      T * 64 * 4, T * 64 * 4, T * 64 * 4, T * 2 * 4, 8 * 4, T * 8, T * 8, 8 * 8 };
+    uint64_t dense = 2 * T * 96 * 4;
+    uint64_t nk = laid(k1, 9), nm = laid(m1, 6), ne = laid(e1, 14);
+    uint64_t block = nk > nm ? nk : nm;
+    block = block > ne ? block : ne;
+    block = block > dense ? block : dense;
+    /* hin, prefix, h, x, a; bank; tmp, score, src; head, raw; matmul, block */
+    uint64_t f1[] = { T * 64 * 4,     T * 64 * 4, T * 64 * 4, T * 64 * 4, T * 64 * 4,
+                      T * 3 * 64 * 4, 64 * 4,     4 * 4,      4 * 8,      512 * 4,
+                      64 * 2,         k3_mm_ws_bytes(2, 96, T),           block };
+    CHECK(k3_kda_scratch(&c, T) == nk, "KDA scratch %llu, by hand %llu",
+          (unsigned long long)k3_kda_scratch(&c, T), (unsigned long long)nk);
+    CHECK(k3_mla_scratch(&c, T, end) == nm, "MLA scratch %llu, by hand %llu",
+          (unsigned long long)k3_mla_scratch(&c, T, end), (unsigned long long)nm);
+    CHECK(k3_moe_scratch(&c, T) == ne, "MoE scratch %llu, by hand %llu",
+          (unsigned long long)k3_moe_scratch(&c, T), (unsigned long long)ne);
+    CHECK(k3_dense_mlp_scratch(&c, T) == dense, "dense scratch");
+    CHECK(k3_forward_scratch(&c, 3, T, end, 2) == laid(f1, 13),
+          "forward scratch %llu, by hand %llu",
+          (unsigned long long)k3_forward_scratch(&c, 3, T, end, 2),
+          (unsigned long long)laid(f1, 13));
+    /* One more attended position is one more float of MLA scores, when
+     * MLA's is the largest block scratch (here with 10^6 positions). */
+    CHECK(k3_forward_scratch(&c, 3, 2, 1000001, 0) - k3_forward_scratch(&c, 3, 2, 1000000, 0) == 4,
+          "one position");
+    uint64_t one = k3_forward_scratch(&c, 3, 1, 0, 0);
     k3_config_sizes z;
     k3_config_sizes_of(&c, &z);
-    uint64_t fwd = 5 * 64 + 3 * 64 + 64 + 3 + 1 + 512, kda = 6 * 32 + 16 + 2 + 3 * 32 + 2 * 16;
-    uint64_t mla = 32 + 2 * 24 + 40 + 2 * 2 * 16 + 2 * 32;
-    uint64_t moe = 8 + 8 + 2 * 2 + 3 * 64 + 2 * (64 + 64) + 2 * 32 + 64;
-    CHECK(z.token_floats == fwd + (kda > mla ? kda : mla) + (moe > 2 * 96 ? moe : 2 * 96),
-          "token floats %llu", (unsigned long long)z.token_floats);
+    CHECK(z.token_floats == (one + 3) / 4, "token floats %llu",
+          (unsigned long long)z.token_floats);
     CHECK(z.position_floats == 3 * 40, "position floats %llu",
           (unsigned long long)z.position_floats);
-    CHECK(k3_config_call_floats(&c, 3, 100, 1000) ==
-              100 * (fwd - 3 - 1 - 64) + 3 + 1 + 64 + 100 * (6 * 32 + 16 + 2) + 3 * 32 + 2 * 16 +
-                  100 * (8 + 4 + 3 * 64 + 64 + 2 * 32 + 64) + 8,
-          "100 tokens: %llu", (unsigned long long)k3_config_call_floats(&c, 3, 100, 1000));
     /* Fields far past their limits (as a caller that skipped the parser
      * might set them): every size saturates instead of wrapping. */
     k3_config big = c;
@@ -219,13 +256,24 @@ static void test_sizes(void)
     k3_config_sizes_of(&big, &z);
     CHECK(z.token_floats == UINT64_MAX && z.model_bytes == UINT64_MAX &&
               z.state_bytes == UINT64_MAX, "saturated sizes");
-    CHECK(k3_config_call_floats(&big, 3, 1, 0) == UINT64_MAX, "saturated call");
+    CHECK(k3_forward_scratch(&big, 3, 1, 0, 0) == UINT64_MAX, "saturated call");
+    CHECK(k3_forward_scratch(&c, 3, UINT64_MAX / 2, 0, 0) == UINT64_MAX, "saturated tokens");
     big = c;
-    big.attn_res_block_size = INT64_MAX;
-    CHECK(k3_config_call_floats(&big, 3, 1, 0) == fwd - 3 * 64 - 3 + 2 * 64 + 2 +
-                                                      (kda > mla ? kda : mla) +
-                                                      (moe > 2 * 96 ? moe : 2 * 96),
-          "one block: %llu", (unsigned long long)k3_config_call_floats(&big, 3, 1, 0));
+    big.attn_res_block_size = INT64_MAX; /* one block: a bank of 2 rows */
+    f1[5] = 1 * 2 * 64 * 4, f1[7] = 3 * 4, f1[8] = 3 * 8;
+    for (size_t i = 0; i < 5; i++)
+        f1[i] = 64 * 4;
+    uint64_t k0[] = { 32 * 4, 32 * 4, 32 * 4, 32 * 4, 32 * 4, 32 * 4, 16 * 4, 2 * 4,
+                      (3 * 32 + 2 * 16) * 4 };
+    uint64_t e0[] = { 8 * 4, 8 * 4, 2 * 4, 64 * 4, 64 * 4, 2 * 32 * 4, 64 * 4, 64 * 4,
+                      2 * (64 + 2 * 32) * 4, 2 * 4, 8 * 4, 8, 8, 8 * 8 };
+    uint64_t m0[] = { 32 * 4, 2 * 24 * 4, 40 * 4, 32 * 4, 32 * 4, 2 * 32 * 4 };
+    block = laid(k0, 9) > laid(e0, 14) ? laid(k0, 9) : laid(e0, 14);
+    block = block > laid(m0, 6) ? block : laid(m0, 6);
+    f1[11] = 0, f1[12] = block > 2 * 96 * 4 ? block : 2 * 96 * 4;
+    CHECK(k3_forward_scratch(&big, 3, 1, 0, 0) == laid(f1, 13), "one block: %llu, by hand %llu",
+          (unsigned long long)k3_forward_scratch(&big, 3, 1, 0, 0),
+          (unsigned long long)laid(f1, 13));
     k3_config_free(&c);
 }
 

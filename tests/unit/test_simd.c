@@ -209,19 +209,28 @@ static void check_matmul(const char *name, int kind, size_t R, size_t C, const s
             scalar->rows_mxfp4(packed, scales, C, R, X + t * C, 1, ref + t * R, R);
     }
     CHECK(k3_isa_select(name) == 0, "select %s", name);
+    /* A workspace for the whole matrix and call, the largest one, and one
+     * of 32 columns and 2 tokens (more column chunks and token blocks). */
+    void *buf = NULL;
+    CHECK(posix_memalign(&buf, 64, k3_mm_ws_bytes(2, SIZE_MAX, SIZE_MAX)) == 0,
+          "matmul workspace");
+    const k3_mm_ws wss[3] = { { buf, 2, C, Tmax }, { buf, 2, SIZE_MAX, SIZE_MAX },
+                              { buf, 2, 32, 2 } };
     for (int threads = 1; threads <= 2; threads++) {
         omp_set_num_threads(threads);
-        for (size_t i = 0; i < nT; i++) {
-            memset(got, 0xFF, Ts[i] * R * sizeof *got);
-            k3_matmul(&m, X, Ts[i], got);
-            CHECK(same(ref, got, Ts[i] * R, 0), "%s matmul kind %d %zux%zu T=%zu threads %d", name,
-                  kind, R, C, Ts[i], threads);
-        }
+        for (size_t i = 0; i < nT; i++)
+            for (int k = 0; k < 3; k++) {
+                memset(got, 0xFF, Ts[i] * R * sizeof *got);
+                k3_matmul(&m, X, Ts[i], got, &wss[k]);
+                CHECK(same(ref, got, Ts[i] * R, 0),
+                      "%s matmul kind %d %zux%zu T=%zu threads %d workspace %d", name, kind, R, C,
+                      Ts[i], threads, k);
+            }
         k3_matvec(&m, X + C, got);
         CHECK(same(ref + R, got, R, 0), "%s matvec kind %d %zux%zu threads %d", name, kind, R, C,
               threads);
     }
-    free(w), free(X), free(ref), free(got), free(wb), free(packed), free(scales);
+    free(w), free(X), free(ref), free(got), free(wb), free(packed), free(scales), free(buf);
 }
 
 static void test_drivers(const char *name)

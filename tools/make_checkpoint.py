@@ -769,6 +769,10 @@ def main(argv=None):
                  "the float64 reference)")
     preset = args.preset if args.preset else random_preset(args.random_shape)
     make_checkpoint(args.out_dir, preset, args.seed, args.vocab, args.shards, args.vision)
+    size = sum(os.path.getsize(os.path.join(args.out_dir, f)) for f in os.listdir(args.out_dir))
+    print(f"wrote {args.out_dir}: a random K3 checkpoint ({args.preset or 'random shape'}"
+          f"{', vision' if args.vision else ''}), {size / 1e6:.1f} MB; run it with "
+          f"bin/k3 {args.out_dir} --ids 1,2,3 (or --tok DIR --prompt TEXT)")
     if not args.check:
         return 0
     failed = 0

@@ -32,6 +32,10 @@ int k3_tok_encode(const k3_tokenizer *tok, const char *text, size_t len,
 int k3_tok_piece(const k3_tokenizer *tok, uint32_t id, const unsigned char **bytes,
                  size_t *len, k3_err *e);
 
+/* Whether id is in the special range (ids of special and reserved tokens,
+ * not BPE ranks). */
+int k3_tok_is_special(const k3_tokenizer *tok, uint32_t id);
+
 /* Id of a special token by its text (e.g. "<|end_of_msg|>"), or -1. */
 int64_t k3_tok_special_id(const k3_tokenizer *tok, const char *text);
 

@@ -148,13 +148,15 @@ int k3_turn_step(k3_turn *t, uint32_t id, const float *logits, int *done, k3_err
     *done = 1;
     t->res.generated++;
     if (!is_end && p->tok) {
-        int k = 0;
+        int k = 0, hidden = 0;
         while (k < 3 && t->markup[k] != (int64_t)id)
             k++;
+        if (k == 3 && !p->show_special && k3_tok_is_special(p->tok, id))
+            hidden = 1; /* a special id outside the markup: no text */
         if (k < 3) {
             if (k3_reply_markup(&t->reply, k, e))
                 return e->code;
-        } else {
+        } else if (!hidden) {
             const unsigned char *b;
             size_t n;
             if (k3_tok_piece(p->tok, id, &b, &n, e) ||

@@ -75,6 +75,9 @@ typedef struct k3_turn_params {
     int chat;                 /* the prompt is a chat generation prompt: markup ids
                                * go to the reply reader, <|end_of_msg|> ends */
     int thinking;             /* chat: the prompt opened the think element */
+    int show_special;         /* the text of special ids other than the chat markup
+                               * (reserved ids, media tokens, an ignored end id) is
+                               * shown; 0: they add no text (llama.cpp's default) */
     const char *const *stop;  /* [nstop] stop strings, matched in the content */
     size_t nstop;
 } k3_turn_params;

@@ -138,8 +138,9 @@ static int sync_context(chat *c, const char *what, int gen_prompt, int *thinking
                      &cancelled, e))
         return e->code;
     if (common < had && !o->conv.no_reuse && !o->quiet)
-        fprintf(stderr, "chat: %s: the cached sequence (%zu tokens) departs from the rendering "
-                        "at token %zu; resumed from token %zu\n", what, had, common, c->reused);
+        fprintf(stderr, "%s: the last reply re-encodes to other tokens than the model wrote "
+                        "(from token %zu of %zu), so the context is recomputed from token %zu\n",
+                what, common, had, c->reused);
     if (!o->quiet)
         fprintf(stderr, "%s: prefilled %zu new tokens, reused %zu\n", what, n - c->reused,
                 c->reused);
@@ -181,6 +182,7 @@ static int reply(chat *c, const char *what, int thinking, const char *line, size
     memset(&tp, 0, sizeof tp);
     k3_cli_gen_params(&tp.gen, o, max_tokens);
     tp.tok = c->tok;
+    tp.show_special = o->show_special;
     tp.chat = 1;
     tp.thinking = thinking;
     tp.stop = o->stop;

@@ -269,6 +269,7 @@ int k3_run_generate(k3_model *m, const k3_options *o, const uint32_t *prompt, si
     memset(&tp, 0, sizeof tp);
     k3_cli_gen_params(&tp.gen, o, (size_t)o->gen);
     tp.tok = tok;
+    tp.show_special = o->show_special;
     tp.stop = o->stop;
     tp.nstop = o->nstop;
     k3_turn_sink sink = { &r, on_text, NULL, on_token };

@@ -75,6 +75,9 @@ static const k3_opt main_table[] = {
     K3_OPT_FLAG_("--ignore-eos", O, ignore_eos,
                  "keep generating past end ids ([EOS], the config's\n"
                  "eos ids, and in --chat <|end_of_msg|>)"),
+    K3_OPT_FLAG_("--show-special", O, show_special,
+                 "print the text of special tokens (reserved ids, media\n"
+                 "tokens; default: they print nothing, as in llama.cpp)"),
     K3_OPT_INT_GIVEN("--max-context", "N", O, memory.max_context, memory.max_context_given, 1,
                      1L << 24,
                      "hard cap on prompt + generated tokens: a longer prompt,\n"
@@ -144,7 +147,9 @@ static const k3_opt main_table[] = {
                 "float32 logits, one row per prompt position"),
     K3_OPT_STR_("--dump-cache-trace", "DIR", O, output.cache_trace_dir,
                 "write every expert request to DIR/trace.txt"),
-    K3_OPT_FLAG_AS("--quiet", "-q", O, quiet, "print only the generated ids (no plan, no report)"),
+    K3_OPT_FLAG_AS("--quiet", "-q", O, quiet,
+                   "print only the generated text (ids without a tokenizer):\n"
+                   "no plan, no step table, no report on stderr"),
     K3_OPT_TEXT_("\nDiagnostics:\n"
                  "  --help, --version\n"),
     K3_OPT_FLAG_AS("--help", "-h", O, help, NULL),

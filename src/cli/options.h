@@ -72,6 +72,7 @@ typedef struct k3_options {
     int gen_given;                /* --gen was given */
     int recompute;                /* --recompute: rerun the whole sequence each step */
     int ignore_eos;               /* --ignore-eos: do not stop at an end id */
+    int show_special;             /* --show-special: special ids print their text */
     const char *stop[K3_MAX_STOP];/* --stop STRING, repeatable */
     size_t nstop;
     int threads;                  /* --threads N (0 = all cores) */

@@ -8,9 +8,11 @@
  * 0..N-1 (the special range starts at N); no two lines may share a rank or
  * token bytes; and all 256 single bytes must be tokens (byte-level BPE falls
  * back to them). Errors name the file and line. */
+#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "tokenizer/tok.h"
 #include "util/error.h"
@@ -224,6 +226,10 @@ int k3_tok_load(k3_tokenizer **out, const char *dir, k3_err *e)
         return e->code;
 
     size_t len;
+    if (access(model_path, F_OK) != 0 && errno == ENOENT)
+        return k3_fail(e, K3_EINPUT, "%s has no tiktoken.model, so it is not a tokenizer "
+                                     "directory: pass --tok DIR (the release's directory, or "
+                                     "the model's own tokenizer)", dir);
     char *text = k3_read_small_file(e, model_path, MODEL_MAX_BYTES, &len);
     if (!text)
         return e->code;

@@ -20,3 +20,8 @@ int64_t k3_tok_special_id(const k3_tokenizer *tok, const char *text)
     uint32_t id = k3_bytemap_get(&tok->specials, (const unsigned char *)text, strlen(text));
     return id == K3_BYTEMAP_NONE ? -1 : (int64_t)id;
 }
+
+int k3_tok_is_special(const k3_tokenizer *tok, uint32_t id)
+{
+    return id >= tok->nranks;
+}

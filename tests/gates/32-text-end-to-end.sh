@@ -19,3 +19,19 @@ print("prompt=%s gen=%s n=%d" % (",".join(map(str,r["prompt_ids"])), ",".join(ma
 "$K3_BIN" --tok "$REL" --detokenize "$gen" >"$work/want"
 cmp -s "$work/text" "$work/want" || die "printed text differs from the text of the generated ids"
 echo "prompt ids $prompt; generated $gen; printed text matches"
+
+# Special ids print no text unless --show-special: a prompt of <|media_pad|>
+# tokens, boosted by negative frequency and presence penalties so the model
+# generates that id too.
+sp='<|media_pad|><|media_pad|><|media_pad|><|media_pad|><|media_pad|><|media_pad|>'
+run_sp() {
+    "$K3_BIN" "$dir" --tok "$REL" --prompt "$sp" --prompt-special --gen 6 --quiet \
+        --frequency-penalty -2 --presence-penalty -2 --out "$work/sp.json" "$@"
+}
+run_sp >"$work/sp-hidden" || die "special run failed"
+run_sp --show-special >"$work/sp-shown" || die "special run (--show-special) failed"
+pad=$("$K3_BIN" --tok "$REL" --prompt '<|media_pad|>' --prompt-special --tokenize)
+grep -q "\"generated_ids\": \[$pad" "$work/sp.json" || die "the boosted special id $pad was not generated: $(cat "$work/sp.json" | head -3)"
+! grep -q 'media_pad' "$work/sp-hidden" || die "a special id printed its text without --show-special"
+grep -q '<|media_pad|>' "$work/sp-shown" || die "--show-special did not print the special id's text"
+echo "special ids: no text by default, their text with --show-special"

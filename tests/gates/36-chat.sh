@@ -70,7 +70,7 @@ set -- $(counts "turn 1" "$work/err0.txt")
 z1=$(($1 + $2))
 set -- $(counts "turn 2" "$work/err0.txt")
 [ "$2" -eq "$z1" ] || die "empty reply: turn 2 reused $2, turn 1 fed $z1"
-! grep -q "departs" "$work/err0.txt" || die "empty reply: the cache departed from the rendering"
+! grep -q "re-encodes" "$work/err0.txt" || die "empty reply: the cache departed from the rendering"
 echo "ok: empty reply: turn 2 reused exactly turn 1's $z1 tokens and fed $1"
 
 chat --gen 8 --no-reuse <"$work/in.txt" >"$work/out-noreuse.txt" 2>"$work/err-noreuse.txt" ||

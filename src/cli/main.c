@@ -94,8 +94,12 @@ static int model_options(const k3_options *o, size_t prompt_len, k3_model_opts *
     if (!o->chat) { /* a one-shot run knows its length; a conversation grows */
         mo->max_context = o->memory.max_context_given ? o->memory.max_context
                                                : (int64_t)(prompt_len + (size_t)o->gen);
-        /* max_batch stays the default, K3_PREFILL_CHUNK: the prompt is fed
-         * in calls of that many ids, longer calls are split (k3_forward). */
+        /* The largest call: the prompt goes in K3_PREFILL_CHUNK pieces,
+         * then one id a step (k3_forward splits anything longer, with the
+         * same bits), so a short prompt plans only the scratch it uses. */
+        mo->max_batch = prompt_len == 0 ? 1
+                        : prompt_len < K3_PREFILL_CHUNK ? (int)prompt_len
+                                                        : K3_PREFILL_CHUNK;
     }
     mo->plan_only = o->plan_only;
     return K3_OK;

@@ -247,29 +247,88 @@ static int turn(chat *c, int number, const char *line, size_t len, k3_err *e)
     return reply(c, what, thinking, line, len, e);
 }
 
-/* Reads user lines until "/exit" or the end of input. */
+/* A fresh conversation with the chat's settings: thinking, effort and the
+ * --system message (what /reset and the start share). */
+static int new_conversation(chat *c, k3_err *e)
+{
+    const k3_options *o = c->o;
+    k3_chat_free(c->conv);
+    c->conv = NULL;
+    if (k3_chat_new(&c->conv, e) ||
+        k3_chat_set_thinking(c->conv, c->thinking,
+                             c->thinking ? (o->conv.effort ? o->conv.effort : "max") : NULL, e))
+        return e->code;
+    if (o->conv.system &&
+        k3_chat_add_message(c->conv, "system", o->conv.system, strlen(o->conv.system), e))
+        return e->code;
+    return K3_OK;
+}
+
+static const char chat_help[] =
+    "commands:\n"
+    "  /exit         end the chat (so does the end of input)\n"
+    "  /reset        start a new conversation (the --system message is kept;\n"
+    "                a --history file keeps every turn)\n"
+    "  /save FILE    save the model's state of the conversation (--load-state FILE)\n"
+    "  /help         this list\n"
+    "a line ending in \\ continues on the next line\n";
+
+/* A line that is a command: runs it. *quit: /exit. Returns 1 when the line
+ * was a command (0: it is a message). */
+static int command(chat *c, const char *line, size_t len, int *quit, k3_err *e)
+{
+    int thinking;
+    if (len == 0 || line[0] != '/')
+        return 0;
+    if (len == 5 && !memcmp(line, "/exit", 5)) {
+        *quit = 1;
+    } else if (len == 5 && !memcmp(line, "/help", 5)) {
+        fputs(chat_help, stderr);
+    } else if (len == 6 && !memcmp(line, "/reset", 6)) {
+        if (new_conversation(c, e) == K3_OK && !c->o->quiet)
+            fputs("chat: a new conversation\n", stderr);
+    } else if (len > 6 && !memcmp(line, "/save ", 6)) {
+        char path[4096];
+        snprintf(path, sizeof path, "%.*s", (int)(len - 6), line + 6);
+        if (sync_context(c, "save", 0, &thinking, e) == K3_OK &&
+            k3_state_save(c->st, path, e) == K3_OK && !c->o->quiet)
+            fprintf(stderr, "chat: saved the state to %s\n", path);
+    } else {
+        fprintf(stderr, "chat: unknown command %.*s (/help lists them)\n", (int)len, line);
+    }
+    return 1;
+}
+
+/* Reads user messages until /exit or the end of input: a line, or lines
+ * joined while each ends in a backslash (the backslash becomes a newline). */
 static int loop(chat *c, k3_err *e)
 {
     char *line = NULL;
     size_t cap = 0;
-    int tty = isatty(STDIN_FILENO), number = 0;
-    for (;;) {
+    k3_buf msg = { 0 };
+    int tty = isatty(STDIN_FILENO), number = 0, quit = 0;
+    while (!quit && !e->code) {
         if (tty)
-            fputs("> ", stderr);
+            fputs(msg.len ? "... " : "> ", stderr);
         ssize_t got = getline(&line, &cap, stdin);
         if (got < 0)
             break;
         size_t len = (size_t)got;
         while (len && (line[len - 1] == '\n' || line[len - 1] == '\r'))
             len--;
-        if (len == 5 && !memcmp(line, "/exit", 5))
-            break;
-        if (len == 0)
+        if (len && line[len - 1] == '\\') {
+            if (k3_buf_put(&msg, line, len - 1, e) || k3_buf_put(&msg, "\n", 1, e))
+                break;
             continue;
-        if (turn(c, ++number, line, len, e))
+        }
+        if (k3_buf_put(&msg, line, len, e))
             break;
+        if (!command(c, msg.data, msg.len, &quit, e) && msg.len)
+            turn(c, ++number, msg.data, msg.len, e);
+        msg.len = 0;
     }
     free(line);
+    k3_buf_free(&msg);
     return e->code;
 }
 
@@ -293,11 +352,7 @@ int k3_run_chat(k3_model *m, const k3_options *o, const k3_tokenizer *tok, k3_ou
                     needed[i]);
             goto done;
         }
-    if (k3_chat_new(&c.conv, e) ||
-        k3_chat_set_thinking(c.conv, c.thinking,
-                             c.thinking ? (o->conv.effort ? o->conv.effort : "max") : NULL, e) ||
-        (o->conv.system &&
-         k3_chat_add_message(c.conv, "system", o->conv.system, strlen(o->conv.system), e)) ||
+    if (new_conversation(&c, e) ||
         (o->conv.history && k3_history_open(&c.hist, o->conv.history, c.conv, e)) ||
         k3_state_new(&c.st, m, e) || (o->load_state && k3_state_load(c.st, o->load_state, e)) ||
         k3_cli_sampler(&c.smp, o, k3_model_vocab(m), e))

@@ -1,7 +1,8 @@
 /* chat_run.h - `k3 MODEL --chat`: an interactive chat on stdin/stdout.
  *
- * Reads one user message per line from stdin (so it can be scripted;
- * "/exit" or the end of input ends it), renders the conversation in the
+ * Reads one user message per line from stdin (so it can be scripted; a
+ * line ending in a backslash continues on the next; "/exit" or the end of
+ * input ends it, "/reset", "/save FILE" and "/help" are commands), renders the conversation in the
  * K3 chat format, and streams each reply to stdout as it is generated:
  * the thinking hidden, or with --show-thinking shown first (dimmed when
  * stdout is a terminal and NO_COLOR is not set), then the reply text. A

@@ -116,6 +116,26 @@ head -n 4 "$work/h.jsonl" | cmp -s - "$work/h.before" || die "earlier turns were
 ls "$work" | grep -q tmp && die "temporary files left behind"
 echo "ok: a new turn appends two lines; the replay was prefilled once and reused"
 
+# --- (d) commands and multi-line messages ---------------------------------------
+printf '/help\nHello \\\nthere\n/reset\nHi\n/save %s\n/bogus\n/exit\nnever sent\n' "$work/saved.state" |
+    chat --gen 3 --history "$work/cmd.jsonl" --out "$work/cmd.json" >/dev/null 2>"$work/cmd.err" ||
+    die "commands: $(cat "$work/cmd.err")"
+grep -q '^commands:' "$work/cmd.err" || die "/help printed no command list"
+grep -q 'unknown command /bogus' "$work/cmd.err" || die "/bogus was not refused"
+grep -q 'chat: a new conversation' "$work/cmd.err" || die "/reset said nothing"
+[ -s "$work/saved.state" ] || die "/save wrote no state"
+"$PYTHON" - "$work/cmd.jsonl" "$work/cmd.json" <<'EOF2' || die "commands: the turns are wrong"
+import json, sys
+hist = [json.loads(l) for l in open(sys.argv[1])]
+users = [m["content"] for m in hist if m["role"] == "user"]
+assert users == ["Hello \nthere", "Hi"], users  # joined lines; nothing after /exit
+turns = json.load(open(sys.argv[2]))["turns"]
+assert len(turns) == 2, len(turns)
+# after /reset the second prompt holds only the new message, not turn 1
+assert len(turns[1]["prompt_ids"]) < len(turns[0]["prompt_ids"]), [len(t["prompt_ids"]) for t in turns]
+EOF2
+echo "ok: /help, a continued line, /reset, /save, an unknown command, /exit"
+
 # --- (c) bad input ------------------------------------------------------------
 cp "$work/h.before" "$work/bad.jsonl"
 sed -i '3s/.*/{"role": "user", "content": "unterminated/' "$work/bad.jsonl"

@@ -91,16 +91,45 @@ demo: $(K3_BIN)
 	@sh scripts/deps.sh demo
 	@sh scripts/demo.sh --run $(K3_BIN)
 
-# make install PREFIX=/opt/k3: the command, the scripts, the library and the
-# public headers.
+# The shared library: the same sources compiled again as position-
+# independent code into $(BUILD)/pic (the static library and bin/k3 stay
+# non-PIC), linked with its dependencies recorded (libgomp, libm, pthread),
+# so `cc prog.c -lk3` needs nothing else. The soname carries the ABI version
+# (K3_SOVERSION); the file name the release.
+K3_VERSION   := 0.1.0
+K3_SOVERSION := 0
+SHLIB        := $(BUILD)/libk3.so.$(K3_VERSION)
+PIC_OBJ      := $(LIB_SRC:%.c=$(BUILD)/pic/%.o)
+$(BUILD)/pic/%.o: %.c
+	@mkdir -p $(dir $@)
+	$(CC) $(ALL_CFLAGS) -fPIC -MMD -MP -c $< -o $@
+$(SHLIB): $(PIC_OBJ)
+	$(CC) $(ALL_CFLAGS) -shared -Wl,-soname,libk3.so.$(K3_SOVERSION) -Wl,--no-undefined \
+		-o $@ $^ $(LDLIBS)
+.PHONY: shared
+shared: $(SHLIB)
+
+# make install PREFIX=/opt/k3 [DESTDIR=...]: the command, the scripts, the
+# libraries (static and shared), the public headers, a pkg-config file
+# (k3.pc: `pkg-config --cflags --libs k3`; --static adds what libk3.a needs)
+# and the example. examples/generate.c builds against exactly that
+# (tests/gates/07-library.sh).
 PREFIX ?= /usr/local
-install: $(K3_BIN) $(BUILD)/libk3.a
-	install -d $(DESTDIR)$(PREFIX)/bin $(DESTDIR)$(PREFIX)/lib $(DESTDIR)$(PREFIX)/include/k3
+LIBDIR ?= $(PREFIX)/lib
+install: $(K3_BIN) $(BUILD)/libk3.a $(SHLIB)
+	install -d $(DESTDIR)$(PREFIX)/bin $(DESTDIR)$(LIBDIR)/pkgconfig \
+		$(DESTDIR)$(PREFIX)/include/k3 $(DESTDIR)$(PREFIX)/share/k3/examples
 	install -m 755 $(K3_BIN) $(DESTDIR)$(PREFIX)/bin/k3
 	install -m 755 scripts/k3-doctor.sh $(DESTDIR)$(PREFIX)/bin/k3-doctor
 	install -m 755 scripts/download-model.sh $(DESTDIR)$(PREFIX)/bin/k3-download-model
-	install -m 644 $(BUILD)/libk3.a $(DESTDIR)$(PREFIX)/lib/libk3.a
+	install -m 644 $(BUILD)/libk3.a $(DESTDIR)$(LIBDIR)/libk3.a
+	install -m 755 $(SHLIB) $(DESTDIR)$(LIBDIR)/libk3.so.$(K3_VERSION)
+	ln -sf libk3.so.$(K3_VERSION) $(DESTDIR)$(LIBDIR)/libk3.so.$(K3_SOVERSION)
+	ln -sf libk3.so.$(K3_SOVERSION) $(DESTDIR)$(LIBDIR)/libk3.so
 	install -m 644 include/k3/*.h $(DESTDIR)$(PREFIX)/include/k3/
+	install -m 644 examples/generate.c $(DESTDIR)$(PREFIX)/share/k3/examples/
+	sed -e 's|@PREFIX@|$(PREFIX)|; s|@LIBDIR@|$(LIBDIR)|; s|@VERSION@|$(K3_VERSION)|' \
+		k3.pc.in >$(DESTDIR)$(LIBDIR)/pkgconfig/k3.pc
 
 # make portable: no -march anywhere. The default build has none either: the
 # x86 SIMD tables carry their own target attributes and are picked at run
@@ -119,7 +148,8 @@ cross-aarch64:
 clean:
 	rm -rf build build-* bin
 
--include $(LIB_OBJ:.o=.d) $(CLI_OBJ:.o=.d) $(PACK_OBJ:.o=.d) $(TEST_BIN:=.d) $(PROG_BIN:=.d)
+-include $(LIB_OBJ:.o=.d) $(CLI_OBJ:.o=.d) $(PACK_OBJ:.o=.d) $(TEST_BIN:=.d) $(PROG_BIN:=.d) \
+	$(PIC_OBJ:.o=.d)
 
 # ---- fuzzing: replay drivers in `all`, and `make fuzz` (see tests/fuzz/fuzz.mk) ----
 include tests/fuzz/fuzz.mk

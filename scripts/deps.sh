@@ -77,6 +77,8 @@ missing() {
         has curl || echo curl
         has valgrind || echo valgrind
         has ps || echo procps
+        has pkg-config || echo pkgconf
+        has cmake || echo cmake
         /usr/bin/python3 -c 'import torch' >/dev/null 2>&1 || echo python3-torch
         /usr/bin/python3 -c 'import PIL' >/dev/null 2>&1 || echo python3-pil
         has qemu-aarch64 || echo qemu-user

@@ -1,0 +1,59 @@
+# 07-library: libk3 as a user links it. `make install PREFIX=...` into a
+# scratch prefix; examples/generate.c is built against the installed files
+# only (pkg-config k3), once with the shared library (its soname recorded,
+# found at run time) and once statically (pkg-config --static); both print
+# exactly what `k3 MODEL --ignore-eos --show-special` prints for the prompt.
+# Then the CMake way: the library built and installed by CMake, and
+# examples/CMakeLists.txt (find_package(k3)) building the same program.
+. tests/gates/lib.sh
+tok=../shared/k3-release
+[ -f "$tok/tiktoken.model" ] || die "no release tokenizer at $tok"
+command -v pkg-config >/dev/null || die "pkg-config is needed (deps.sh installs pkgconf)"
+work="$K3_BUILD/library"
+rm -rf "$work"
+mkdir -p "$work"
+prefix=$(cd "$work" && pwd)/prefix
+make -s BUILD="$K3_BUILD" PREFIX="$prefix" install >"$work/install.log" 2>&1 ||
+    die "make install failed: $(tail -5 "$work/install.log")"
+for f in bin/k3 lib/libk3.a lib/libk3.so lib/libk3.so.0 lib/pkgconfig/k3.pc include/k3/k3.h \
+    share/k3/examples/generate.c; do
+    [ -e "$prefix/$f" ] || die "make install did not install $f"
+done
+export PKG_CONFIG_PATH="$prefix/lib/pkgconfig"
+[ "$(pkg-config --modversion k3)" = 0.1.0 ] || die "k3.pc: version $(pkg-config --modversion k3)"
+src="$prefix/share/k3/examples/generate.c"
+# shellcheck disable=SC2046
+${CC:-cc} -std=c99 -Wall -Wextra -Werror "$src" $(pkg-config --cflags --libs k3) \
+    -o "$work/gen-shared" || die "the example does not build against the shared library"
+objdump -p "$work/gen-shared" | grep -q 'NEEDED *libk3.so.0' ||
+    die "gen-shared does not need libk3.so.0"
+# shellcheck disable=SC2046
+static_libs=$(pkg-config --static --libs-only-other --libs-only-l k3 | sed 's/-lk3//')
+# shellcheck disable=SC2086
+${CC:-cc} -std=c99 -Wall -Wextra -Werror "$src" $(pkg-config --cflags k3) -L"$prefix/lib" \
+    -Wl,-Bstatic -lk3 -Wl,-Bdynamic $static_libs -o "$work/gen-static" ||
+    die "the example does not build against the static library"
+! objdump -p "$work/gen-static" | grep -q 'NEEDED *libk3' || die "gen-static needs libk3.so"
+dir=$(model chat-tiny tiny-a --vocab 163840)
+prompt="The capital of France is"
+"$K3_BIN" "$dir" --tok "$tok" --prompt "$prompt" --gen 8 --ignore-eos --show-special --quiet \
+    >"$work/want" || die "k3 failed"
+LD_LIBRARY_PATH="$prefix/lib" "$work/gen-shared" "$dir" "$tok" "$prompt" 8 \
+    >"$work/got-shared" || die "gen-shared failed"
+"$work/gen-static" "$dir" "$tok" "$prompt" 8 >"$work/got-static" || die "gen-static failed"
+cmp -s "$work/want" "$work/got-shared" || die "the shared-library example printed other text"
+cmp -s "$work/want" "$work/got-static" || die "the static-library example printed other text"
+echo "ok: installed libk3 (shared and static) runs examples/generate.c to k3's own text"
+
+command -v cmake >/dev/null || die "cmake is needed (deps.sh installs it)"
+cmake -S . -B "$work/cmake" -DCMAKE_INSTALL_PREFIX="$prefix-cmake" >"$work/cmake.log" 2>&1 &&
+    cmake --build "$work/cmake" -j2 --target k3_lib k3_shared k3 >>"$work/cmake.log" 2>&1 &&
+    cmake --install "$work/cmake" >>"$work/cmake.log" 2>&1 ||
+    die "the CMake build or install failed: $(tail -5 "$work/cmake.log")"
+cmake -S examples -B "$work/cmake-example" -DCMAKE_PREFIX_PATH="$prefix-cmake" \
+    >>"$work/cmake.log" 2>&1 && cmake --build "$work/cmake-example" >>"$work/cmake.log" 2>&1 ||
+    die "find_package(k3) and the example failed: $(tail -5 "$work/cmake.log")"
+"$work/cmake-example/generate" "$dir" "$tok" "$prompt" 8 >"$work/got-cmake" ||
+    die "the CMake example failed"
+cmp -s "$work/want" "$work/got-cmake" || die "the CMake example printed other text"
+echo "ok: find_package(k3) from a CMake install builds the example to the same text"

@@ -57,6 +57,10 @@ int k3_gen_is_end(const k3_model *m, const k3_gen_params *p, uint32_t id);
  * leaves the next logits in logits. */
 uint32_t k3_gen_sample(k3_sampler *smp, const k3_gen_params *p, const k3_model *m,
                        const k3_state *s, const float *logits);
+/* The same for the id at sequence position pos after ids[0..pos) (a
+ * speculative step samples positions its state has already passed). */
+uint32_t k3_gen_sample_at(k3_sampler *smp, const k3_gen_params *p, const k3_model *m,
+                          const uint32_t *ids, size_t pos, const float *logits);
 int k3_gen_ends_after(const k3_model *m, const k3_gen_params *p, uint32_t id, size_t ngen,
                       int64_t pos);
 int k3_gen_feed(k3_model *m, k3_state *s, const k3_gen_params *p, uint32_t id, float *logits,

@@ -132,6 +132,20 @@ int64_t k3_state_mark_pos(const k3_state_mark *mark);
 int k3_state_rewind(k3_state *s, k3_state_mark *mark, k3_err *e);
 void k3_state_mark_free(k3_state_mark *mark);
 
+/* A speculative step, for verifying drafted ids: k3_state_spec_begin
+ * remembers the state (its position p and KDA states) and journals the
+ * next at most max_tokens ids fed; k3_forward then feeds the candidates
+ * (one call, all positions' logits); k3_state_spec_end keeps the first
+ * `keep` of the ids fed since begin (keep <= fed) and forgets the rest, so
+ * that the state is byte for byte the state of feeding just those ids to
+ * the state at p (last_row: the logits of the last kept id, from the
+ * verification call). Cutting back costs the KDA recurrence of the kept
+ * ids, not a forward pass. No mark may be taken between begin and end
+ * (K3_EINPUT); a reset ends the step. The journal stays allocated with the
+ * state for the next step. */
+int k3_state_spec_begin(k3_state *s, size_t max_tokens, k3_err *e);
+int k3_state_spec_end(k3_state *s, size_t keep, const float *last_row, k3_err *e);
+
 /* Brings the state to the sequence ids[0..n) at the least cost: when what
  * it consumed is a prefix of ids, it feeds only the rest; otherwise it
  * rewinds to `mark` (may be NULL) if the mark's position is within the

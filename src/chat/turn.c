@@ -143,6 +143,12 @@ static int on_call(void *ctx, const char *name, size_t nl, const char *args, siz
 
 int k3_turn_step(k3_turn *t, uint32_t id, const float *logits, int *done, k3_err *e)
 {
+    return k3_turn_step_at(t, id, logits, k3_state_pos(t->s), done, e);
+}
+
+int k3_turn_step_at(k3_turn *t, uint32_t id, const float *logits, int64_t pos, int *done,
+                    k3_err *e)
+{
     const k3_turn_params *p = t->p;
     int is_end = k3_gen_is_end(t->m, &t->gen, id), stop = 0;
     *done = 1;
@@ -167,7 +173,7 @@ int k3_turn_step(k3_turn *t, uint32_t id, const float *logits, int *done, k3_err
     }
     if (t->sink->token && t->sink->token(t->sink->ctx, id, logits, is_end, &stop, e))
         return e->code;
-    int ends = k3_gen_ends_after(t->m, &t->gen, id, t->res.generated, k3_state_pos(t->s));
+    int ends = k3_gen_ends_after(t->m, &t->gen, id, t->res.generated, pos);
     if (t->stopped)
         t->res.end = K3_TURN_STOP_STRING;
     else if (stop)
@@ -231,26 +237,103 @@ int k3_turn_finish(k3_turn *t, k3_turn_result *res, k3_err *e)
     return e->code;
 }
 
+/* One speculative step after y (sampled and reported, not fed, at position
+ * pos0 = the state's): drafts d[0..nd) follow y; [y, d...] goes through one
+ * forward call; each row's id is sampled as a plain run would and reported
+ * while it equals the next draft; the state keeps y and the accepted
+ * drafts (k3_state_spec_end). *next: the first id not fed (the model's own
+ * after the last accepted draft), unless *done. logits: [spec + 1][V]. */
+static int spec_step(k3_turn *t, k3_model *m, k3_state *s, k3_sampler *smp, uint32_t y,
+                     const uint32_t *d, size_t nd, float *logits, uint32_t *next, int *done,
+                     k3_err *e)
+{
+    size_t V = k3_model_vocab(m), keep = nd + 1;
+    int64_t pos0 = k3_state_pos(s);
+    uint32_t feed[K3_TURN_MAX_SPEC + 1];
+    feed[0] = y;
+    memcpy(feed + 1, d, nd * sizeof *d);
+    if (k3_state_spec_begin(s, nd + 1, e) || k3_forward(m, s, feed, nd + 1, logits, 1, e))
+        return e->code;
+    t->res.forwards++;
+    t->res.drafted += nd;
+    for (size_t i = 0; i <= nd; i++) {
+        const float *row = logits + i * V;
+        uint32_t z = k3_gen_sample_at(smp, &t->gen, m, k3_state_ids(s), (size_t)pos0 + 1 + i,
+                                      row);
+        if (k3_turn_step_at(t, z, row, pos0 + 1 + (int64_t)i, done, e))
+            return e->code;
+        *next = z;
+        if (*done || i == nd || z != d[i]) {
+            keep = i + 1;
+            break;
+        }
+        t->res.accepted++;
+    }
+    if (t->p->drafter->observe)
+        t->p->drafter->observe(t->p->drafter->ctx, nd, keep - 1);
+    return k3_state_spec_end(s, keep, logits + (keep - 1) * V, e);
+}
+
 int k3_turn_generate(k3_model *m, k3_state *s, k3_sampler *smp, const k3_turn_params *p,
                      const k3_turn_sink *sink, k3_turn_result *res, k3_err *e)
 {
     k3_turn t;
     float *logits = NULL;
-    size_t V = k3_model_vocab(m);
+    size_t V = k3_model_vocab(m), spec = p->drafter ? p->spec : 0;
+    uint32_t drafts[K3_TURN_MAX_SPEC];
     int done = p->gen.max_tokens == 0;
+    if (spec > K3_TURN_MAX_SPEC)
+        spec = K3_TURN_MAX_SPEC;
     if (k3_turn_begin(&t, m, s, p, sink, e) || done)
         return k3_turn_finish(&t, res, e);
     if (!k3_state_logits(s)) {
         k3_fail(e, K3_EINPUT, "nothing to continue from: the sequence is empty");
         return k3_turn_finish(&t, res, e);
     }
-    if ((logits = k3_malloc(e, V * sizeof *logits, "logits")))
+    if ((logits = k3_malloc(e, (spec + 1) * V * sizeof *logits, "logits")))
         memcpy(logits, k3_state_logits(s), V * sizeof *logits);
+    uint32_t id = 0;
+    int have = 0; /* id is sampled and reported but not fed */
     while (logits && !done) {
-        uint32_t id = k3_gen_sample(smp, &t.gen, m, s, logits);
-        if (k3_turn_step(&t, id, logits, &done, e) ||
-            (!done && k3_gen_feed(m, s, &t.gen, id, logits, e)))
+        if (!have) {
+            id = k3_gen_sample(smp, &t.gen, m, s, logits);
+            if (k3_turn_step(&t, id, logits, &done, e) || done)
+                break;
+        }
+        /* Drafts after id, within what the turn may still generate. */
+        size_t nd = 0, pos = (size_t)k3_state_pos(s), left = p->gen.max_tokens -
+                                                             t.res.generated;
+        if (spec && left > 1 && !p->gen.recompute) {
+            size_t want = spec < left - 1 ? spec : left - 1;
+            /* and never a position a plain run would not feed (max_context) */
+            if (p->gen.max_context > 0)
+                want = (int64_t)(pos + 2 + want) <= p->gen.max_context
+                           ? want
+                           : (int64_t)pos + 2 < p->gen.max_context
+                                 ? (size_t)(p->gen.max_context - (int64_t)pos - 2)
+                                 : 0;
+            uint32_t *seq = k3_malloc(e, (pos + 1) * sizeof *seq, "drafter context");
+            if (!seq)
+                break;
+            memcpy(seq, k3_state_ids(s), pos * sizeof *seq);
+            seq[pos] = id;
+            nd = p->drafter->propose(p->drafter->ctx, seq, pos + 1, drafts, want, e);
+            free(seq);
+            if (e->code)
+                break;
+        }
+        if (nd == 0) {
+            t.res.forwards++;
+            have = 0;
+            if (k3_gen_feed(m, s, &t.gen, id, logits, e))
+                break;
+            continue;
+        }
+        if (spec_step(&t, m, s, smp, id, drafts, nd, logits, &id, &done, e))
             break;
+        have = 1;
+        /* The next id was drawn from the row of the last kept position. */
+        memmove(logits, k3_state_logits(s), V * sizeof *logits);
     }
     free(logits);
     return k3_turn_finish(&t, res, e);

@@ -23,12 +23,16 @@
 #include <stdint.h>
 
 #include "chat/reply.h"
+#include "gen/draft.h"
 #include "gen/stop.h"
 #include "k3/chat.h"
 #include "k3/generate.h"
 #include "k3/k3.h"
 #include "k3/sample.h"
 #include "k3/tokenizer.h"
+
+/* The most drafts one speculative step verifies. */
+#define K3_TURN_MAX_SPEC 16
 
 /* The tokenizer's end ids (at most this many). */
 #define K3_TURN_MAX_END_IDS 2
@@ -80,12 +84,20 @@ typedef struct k3_turn_params {
                                * shown; 0: they add no text (llama.cpp's default) */
     const char *const *stop;  /* [nstop] stop strings, matched in the content */
     size_t nstop;
+    /* Speculative decoding: each step verifies up to spec ids the drafter
+     * proposes in one forward call and keeps what the sampler itself would
+     * have produced (k3/sample.h: a draw depends only on the seed and the
+     * position), so the ids, logits and state are those of spec 0. */
+    size_t spec;              /* 0: off */
+    const k3_drafter *drafter;
 } k3_turn_params;
 
 typedef struct k3_turn_result {
     k3_turn_end end;
     size_t generated;         /* ids reported, an end id included */
     size_t ncalls;            /* tool calls reported */
+    size_t forwards;          /* forward calls of the decode (speculative or not) */
+    size_t drafted, accepted; /* drafts verified; of them, kept */
 } k3_turn_result;
 
 /* The tokenizer's ids that end a turn: [EOS] always, and <|end_of_msg|>
@@ -144,6 +156,10 @@ int k3_turn_begin(k3_turn *t, const k3_model *m, const k3_state *s, const k3_tur
  * routes it to the sink and sets *done when the turn ends with it (then
  * t->res.end says why). */
 int k3_turn_step(k3_turn *t, uint32_t id, const float *logits, int *done, k3_err *e);
+/* The same for an id at sequence position pos (a speculative step's state
+ * is ahead of the ids it reports). */
+int k3_turn_step_at(k3_turn *t, uint32_t id, const float *logits, int64_t pos, int *done,
+                    k3_err *e);
 
 /* Ends the turn: on success (e clear) the held text goes to the sink;
  * *res gets the result; everything the turn holds is freed. Returns e's code. */

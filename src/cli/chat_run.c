@@ -39,6 +39,7 @@ typedef struct chat {
     k3_state *st;
     k3_state_mark *mark;   /* where the current reply began */
     k3_sampler smp;
+    k3_drafter drafter;    /* --spec: the context-lookup drafter */
     k3_history hist;
     int thinking, dim;
     FILE *report;          /* --out: the turns as JSON (NULL: none) */
@@ -183,6 +184,8 @@ static int reply(chat *c, const char *what, int thinking, const char *line, size
     k3_cli_gen_params(&tp.gen, o, max_tokens);
     tp.tok = c->tok;
     tp.show_special = o->show_special;
+    tp.spec = (size_t)o->spec;
+    tp.drafter = o->spec ? &c->drafter : NULL;
     tp.chat = 1;
     tp.thinking = thinking;
     tp.stop = o->stop;
@@ -358,6 +361,8 @@ int k3_run_chat(k3_model *m, const k3_options *o, const k3_tokenizer *tok, k3_ou
         k3_cli_sampler(&c.smp, o, k3_model_vocab(m), e))
         goto done;
     have_sampler = 1;
+    if (o->spec && k3_drafter_ngram(&c.drafter, 1, K3_NGRAM_MAX, e))
+        goto done;
     if (sync_context(&c, "start", 0, &thinking, e) || loop(&c, e))
         goto done;
     if (o->save_state && sync_context(&c, "saved state", 0, &thinking, e) == K3_OK)
@@ -371,6 +376,7 @@ done:
     if (have_sampler)
         k3_sampler_free(&c.smp);
     k3_history_free(&c.hist);
+    k3_drafter_free(&c.drafter);
     k3_state_mark_free(c.mark);
     k3_state_free(c.st);
     k3_chat_free(c.conv);

@@ -54,14 +54,20 @@ typedef struct {
 /* The --out report into f (committed by the caller with the other outputs). */
 static int write_report(FILE *f, const k3_options *o, const k3_model *m, const uint32_t *prompt,
                         size_t np, const uint32_t *gen, size_t ng, const step_cost *steps,
-                        double wall_s, const k3_io_counters *io, k3_turn_end end, k3_err *e)
+                        double wall_s, const k3_io_counters *io, const k3_turn_result *res,
+                        k3_err *e)
 {
+    k3_turn_end end = res->end;
     fprintf(f, "{\n  \"prompt_ids\": [");
     write_id_list(f, prompt, np);
     fprintf(f, "],\n  \"generated_ids\": [");
     write_id_list(f, gen, ng);
     fprintf(f, "],\n  \"end\": \"%s\",\n  \"finish_reason\": \"%s\"", k3_turn_end_name(end),
             k3_turn_finish_reason(end, 0));
+    fprintf(f, ",\n  \"spec\": {\"drafter\": \"%s\", \"max\": %ld, \"forwards\": %zu, "
+               "\"drafted\": %zu, \"accepted\": %zu, \"emitted\": %zu}",
+            o->spec ? "ngram" : "none", o->spec, res->forwards, res->drafted, res->accepted,
+            res->generated);
     fprintf(f, ",\n  \"step_seconds\": [");
     for (size_t i = 0; i < ng; i++)
         fprintf(f, "%s%.6f", i ? ", " : "", steps[i].seconds);
@@ -245,6 +251,8 @@ int k3_run_generate(k3_model *m, const k3_options *o, const uint32_t *prompt, si
     k3_state *st = NULL;
     k3_turn_params tp;
     k3_turn_result res;
+    k3_drafter drafter;
+    memset(&drafter, 0, sizeof drafter);
     double wall0 = k3_seconds();
     r.gen = k3_malloc(e, ((size_t)o->gen + 1) * sizeof *r.gen, "token sequence");
     r.steps = k3_calloc(e, (size_t)o->gen + 1, sizeof *r.steps, "timings");
@@ -270,10 +278,13 @@ int k3_run_generate(k3_model *m, const k3_options *o, const uint32_t *prompt, si
     k3_cli_gen_params(&tp.gen, o, (size_t)o->gen);
     tp.tok = tok;
     tp.show_special = o->show_special;
+    tp.spec = (size_t)o->spec;
+    tp.drafter = o->spec ? &drafter : NULL;
     tp.stop = o->stop;
     tp.nstop = o->nstop;
     k3_turn_sink sink = { &r, on_text, NULL, on_token };
-    if (k3_turn_generate(m, st, &smp, &tp, &sink, &res, e) != K3_OK)
+    if ((o->spec && k3_drafter_ngram(&drafter, 1, K3_NGRAM_MAX, e)) ||
+        k3_turn_generate(m, st, &smp, &tp, &sink, &res, e) != K3_OK)
         goto done;
     if (!tok)
         write_id_list(stdout, r.gen, r.ngen);
@@ -290,17 +301,23 @@ int k3_run_generate(k3_model *m, const k3_options *o, const uint32_t *prompt, si
                 print_step(&r, i);
         }
         k3_model_print_io(m, stderr);
+        if (o->spec)
+            fprintf(stderr, "speculation: %zu tokens in %zu forward passes (%.2f a pass); "
+                            "%zu drafted, %zu accepted\n",
+                    res.generated, res.forwards,
+                    res.forwards ? (double)res.generated / (double)res.forwards : 0.0,
+                    res.drafted, res.accepted);
         fprintf(stderr, "time: %.3f s wall, %.3f s waiting for reads (%.1f%% I/O); "
                         "peak RSS %.3f GB (quote this, not the plan)\n",
                 wall, io.io_wait_seconds, wall > 0 ? 100.0 * io.io_wait_seconds / wall : 0.0,
                 (double)peak_rss_bytes() / (1024.0 * 1024.0 * 1024.0));
     }
     if (out->report.f)
-        write_report(out->report.f, o, m, prompt, np, r.gen, r.ngen, r.steps, wall, &io, res.end,
-                     e);
+        write_report(out->report.f, o, m, prompt, np, r.gen, r.ngen, r.steps, wall, &io, &res, e);
 done:
     if (have_sampler)
         k3_sampler_free(&smp);
+    k3_drafter_free(&drafter);
     k3_state_free(st);
     free(r.gen);
     free(r.steps);

@@ -75,6 +75,11 @@ static const k3_opt main_table[] = {
     K3_OPT_FLAG_("--ignore-eos", O, ignore_eos,
                  "keep generating past end ids ([EOS], the config's\n"
                  "eos ids, and in --chat <|end_of_msg|>)"),
+    K3_OPT_INT_("--spec", "N", O, spec, 0, 16,
+                "speculative decoding: verify up to N drafted tokens per\n"
+                "forward pass; the same tokens as without (default 0: off)"),
+    K3_OPT_STR_("--draft", "NAME", O, draft,
+                "the drafter for --spec: ngram (earlier text, default)"),
     K3_OPT_FLAG_("--show-special", O, show_special,
                  "print the text of special tokens (reserved ids, media\n"
                  "tokens; default: they print nothing, as in llama.cpp)"),
@@ -191,6 +196,12 @@ void k3_options_list(void)
 static int check_combinations(const k3_options *o, k3_err *e)
 {
     const k3_conv_opts *c = &o->conv;
+    if (o->draft && strcmp(o->draft, "ngram") != 0)
+        return k3_fail(e, K3_EINPUT, "--draft %s: the drafters are ngram", o->draft);
+    if (o->draft && o->spec == 0)
+        return k3_fail(e, K3_EINPUT, "--draft goes with --spec N (N > 0)");
+    if (o->spec && o->recompute)
+        return k3_fail(e, K3_EINPUT, "--spec and --recompute do not go together");
     if ((o->prompt != NULL) + (o->prompt_file != NULL) + (o->ids_csv != NULL) > 1)
         return k3_fail(e, K3_EINPUT, "give one prompt: --prompt, --prompt-file or --ids");
     if (o->chat && (o->prompt || o->prompt_file || o->ids_csv))

@@ -73,6 +73,8 @@ typedef struct k3_options {
     int recompute;                /* --recompute: rerun the whole sequence each step */
     int ignore_eos;               /* --ignore-eos: do not stop at an end id */
     int show_special;             /* --show-special: special ids print their text */
+    long spec;                    /* --spec N: drafts verified per step (0: off) */
+    const char *draft;            /* --draft NAME: the drafter ("ngram") */
     const char *stop[K3_MAX_STOP];/* --stop STRING, repeatable */
     size_t nstop;
     int threads;                  /* --threads N (0 = all cores) */

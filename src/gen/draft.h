@@ -38,6 +38,9 @@ typedef struct k3_drafter {
  * the ids that followed it. Costs a scan of the sequence, no model. */
 int k3_drafter_ngram(k3_drafter *d, size_t min_n, size_t max_n, k3_err *e);
 
+/* The longest n-gram the command line's drafter matches. */
+#define K3_NGRAM_MAX 4
+
 void k3_drafter_free(k3_drafter *d);
 
 /* What verifying costs, in any one unit (bytes read or seconds), measured:

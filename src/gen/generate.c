@@ -33,13 +33,17 @@ int k3_gen_is_end(const k3_model *m, const k3_gen_params *p, uint32_t id)
     return k3_model_is_eos(m, id);
 }
 
+uint32_t k3_gen_sample_at(k3_sampler *smp, const k3_gen_params *p, const k3_model *m,
+                          const uint32_t *ids, size_t pos, const float *logits)
+{
+    size_t nrecent = pos < p->repeat_last_n ? pos : p->repeat_last_n;
+    return k3_sample(smp, logits, k3_model_vocab(m), ids + pos - nrecent, nrecent, pos);
+}
+
 uint32_t k3_gen_sample(k3_sampler *smp, const k3_gen_params *p, const k3_model *m,
                        const k3_state *s, const float *logits)
 {
-    size_t pos = (size_t)k3_state_pos(s);
-    size_t nrecent = pos < p->repeat_last_n ? pos : p->repeat_last_n;
-    return k3_sample(smp, logits, k3_model_vocab(m), k3_state_ids(s) + pos - nrecent, nrecent,
-                     pos);
+    return k3_gen_sample_at(smp, p, m, k3_state_ids(s), (size_t)k3_state_pos(s), logits);
 }
 
 int k3_gen_ends_after(const k3_model *m, const k3_gen_params *p, uint32_t id, size_t ngen,

@@ -149,6 +149,19 @@ int k3_kda_forward(const k3_config *cfg, const k3_layer_weights *lw, k3_state *s
     k3_matmul(&w->f_a, x, T, b.FA, wk->mm);
     k3_matmul(&w->f_b, b.FA, T, b.GR, wk->mm);
     k3_matmul(&w->b, x, T, b.B, wk->mm);
+    k3_spec_journal *jr = s->spec && s->spec->active ? s->spec : NULL;
+    size_t at = jr ? (size_t)(s->pos - jr->pos0) : 0, rec = k3_spec_record_floats(cfg);
+    if (jr && at + T > jr->cap)
+        return k3_fail(e, K3_EINPUT, "a speculative step journals %zu ids, not %zu", jr->cap,
+                       at + T);
+    for (size_t t = 0; jr && t < T; t++) { /* k3_kda_step's inputs, for k3_state_spec_end */
+        float *r = jr->in[layer] + (at + t) * rec;
+        memcpy(r, b.Q + t * C, C * sizeof *r);
+        memcpy(r + C, b.K + t * C, C * sizeof *r);
+        memcpy(r + 2 * C, b.V + t * C, C * sizeof *r);
+        memcpy(r + 3 * C, b.GR + t * C, C * sizeof *r);
+        memcpy(r + 4 * C, b.B + t * NH, NH * sizeof *r);
+    }
     for (size_t t = 0; t < T; t++) {
         float *o = b.O + t * C;
         k3_kda_step(cfg, w, s->conv[layer], s->S[layer], b.Q + t * C, b.K + t * C, b.V + t * C,

@@ -81,7 +81,25 @@ struct k3_state {
     uint32_t *ids;    /* [kv_cap]: the ids consumed, [0, pos) valid */
     float *last;      /* [vocab]: logits of position pos-1 (valid when pos > 0) */
     uint64_t epoch;   /* changed by reset, load and rewind: older marks are stale */
+    struct k3_spec_journal *spec; /* a speculative step's journal (state.c), or NULL */
 };
+
+/* A speculative step (verifying drafts, include/k3/k3.h k3_state_spec_*):
+ * the KDA states at its start and, per KDA layer and token fed since, the
+ * recurrence's inputs, so the state can be cut back to any prefix of what
+ * was fed by replaying only the recurrence. */
+typedef struct k3_spec_journal {
+    int active;
+    int64_t pos0;       /* the state's position at begin */
+    size_t cap;         /* tokens it can journal */
+    float *snap;        /* the KDA conv and S states at begin (every KDA layer) */
+    float **in;         /* [layer] -> [cap][4C + NH]: q, k, v pre-conv, decay input,
+                         * beta logits of each token; NULL for MLA layers */
+    float *step;        /* [3C + 2D] k3_kda_step's scratch, [C] its output */
+} k3_spec_journal;
+
+/* Floats of one token's journal record in a KDA layer: 4C + NH. */
+size_t k3_spec_record_floats(const k3_config *c);
 
 /* Makes room for positions [0, need) in every MLA cache and in ids. */
 int k3_state_reserve(k3_state *s, int64_t need, k3_err *e);

@@ -79,6 +79,8 @@ int k3_state_reserve(k3_state *s, int64_t need, k3_err *e)
 
 void k3_state_reset(k3_state *s)
 {
+    if (s->spec)
+        s->spec->active = 0;
     const k3_config *c = &s->m->cfg;
     for (int i = 0; i < s->m->w.n_layers; i++)
         if (s->conv[i]) {
@@ -110,6 +112,8 @@ struct k3_state_mark {
     float *last; /* [vocab] */
 };
 
+static void k3_state_spec_free(k3_state *s);
+
 /* Copies the KDA states into a mark's block (to_block) or back. */
 static void copy_kda(const k3_state *s, float *block, int to_block)
 {
@@ -131,6 +135,8 @@ static void copy_kda(const k3_state *s, float *block, int to_block)
 int k3_state_mark_take(const k3_state *s, k3_state_mark **mark, k3_err *e)
 {
     k3_state_mark *mk = *mark;
+    if (s->spec && s->spec->active)
+        return k3_fail(e, K3_EINPUT, "state mark: not during a speculative step");
     if (!mk) {
         size_t per = k3_state_conv_floats(&s->m->cfg) + k3_state_s_floats(&s->m->cfg), n = 0;
         for (int i = 0; i < s->m->w.n_layers; i++)
@@ -183,6 +189,7 @@ void k3_state_free(k3_state *s)
 {
     if (!s)
         return;
+    k3_state_spec_free(s);
     for (int i = 0; i < s->m->w.n_layers; i++) {
         if (s->conv) free(s->conv[i]);
         if (s->S) free(s->S[i]);
@@ -194,4 +201,102 @@ void k3_state_free(k3_state *s)
     free(s->ids);
     free(s->last);
     free(s);
+}
+
+size_t k3_spec_record_floats(const k3_config *c)
+{
+    size_t NH = (size_t)c->kda_num_heads, C = NH * (size_t)c->kda_head_dim;
+    return 4 * C + NH;
+}
+
+static void spec_free(k3_spec_journal *j, int n_layers)
+{
+    if (!j)
+        return;
+    for (int i = 0; j->in && i < n_layers; i++)
+        free(j->in[i]);
+    free(j->in);
+    free(j->snap);
+    free(j->step);
+    free(j);
+}
+
+int k3_state_spec_begin(k3_state *s, size_t max_tokens, k3_err *e)
+{
+    const k3_config *c = &s->m->cfg;
+    int L = s->m->w.n_layers;
+    k3_spec_journal *j = s->spec;
+    if (max_tokens == 0)
+        return k3_fail(e, K3_EINPUT, "a speculative step of no tokens");
+    if (j && j->cap < max_tokens) {
+        spec_free(j, L);
+        j = s->spec = NULL;
+    }
+    if (!j) {
+        size_t per = k3_state_conv_floats(c) + k3_state_s_floats(c), n = 0;
+        size_t rec = k3_spec_record_floats(c), C = (size_t)c->kda_num_heads * c->kda_head_dim;
+        for (int i = 0; i < L; i++)
+            n += s->conv[i] ? per : 0;
+        j = k3_calloc(e, 1, sizeof *j, "speculation journal");
+        if (!j)
+            return e->code;
+        j->cap = max_tokens;
+        j->snap = k3_malloc(e, (n ? n : 1) * sizeof *j->snap, "speculation journal");
+        j->in = k3_calloc(e, (size_t)L, sizeof *j->in, "speculation journal");
+        j->step = k3_malloc(e, (4 * C + 2 * (size_t)c->kda_head_dim + 1) * sizeof *j->step,
+                            "speculation journal");
+        for (int i = 0; !e->code && i < L; i++)
+            if (s->conv[i] && !(j->in[i] = k3_malloc(e, max_tokens * rec * sizeof(float),
+                                                      "speculation journal")))
+                break;
+        if (e->code) {
+            spec_free(j, L);
+            return e->code;
+        }
+        s->spec = j;
+    }
+    j->pos0 = s->pos;
+    j->active = 1;
+    copy_kda(s, j->snap, 1);
+    return K3_OK;
+}
+
+int k3_state_spec_end(k3_state *s, size_t keep, const float *last_row, k3_err *e)
+{
+    k3_spec_journal *j = s->spec;
+    if (!j || !j->active)
+        return k3_fail(e, K3_EINPUT, "no speculative step to end");
+    j->active = 0;
+    size_t fed = (size_t)(s->pos - j->pos0);
+    if (keep > fed)
+        return k3_fail(e, K3_EINPUT, "a speculative step fed %zu ids, not %zu", fed, keep);
+    if (keep == fed)
+        return K3_OK;
+    /* Back to the start, then the recurrence alone over the kept ids: the
+     * KDA states are then those of feeding just them (k3_kda_step is what
+     * the forward ran on the same inputs). The MLA rows of the kept
+     * positions are already in place; later rows are dropped with pos. */
+    const k3_config *c = &s->m->cfg;
+    size_t NH = (size_t)c->kda_num_heads, C = NH * (size_t)c->kda_head_dim;
+    size_t rec = k3_spec_record_floats(c);
+    copy_kda(s, j->snap, 0);
+    for (int i = 0; i < s->m->w.n_layers; i++) {
+        if (!s->conv[i])
+            continue;
+        const k3_kda_weights *w = &s->m->w.layers[i].kda; /* the small vectors */
+        for (size_t t = 0; t < keep; t++) {
+            const float *r = j->in[i] + t * rec;
+            k3_kda_step(c, w, s->conv[i], s->S[i], r, r + C, r + 2 * C, r + 3 * C, r + 4 * C,
+                        j->step + 3 * C + 2 * (size_t)c->kda_head_dim, j->step);
+        }
+    }
+    s->pos = j->pos0 + (int64_t)keep;
+    memcpy(s->last, last_row, (size_t)c->vocab_size * sizeof *s->last);
+    return K3_OK;
+}
+
+static void k3_state_spec_free(k3_state *s)
+{
+    spec_free(s->spec, s->m->w.n_layers);
+    s->spec = NULL;
 }

@@ -1,0 +1,74 @@
+# 39-spec: speculative decoding (--spec N, the context-lookup drafter) changes
+# nothing but the number of forward passes. On tiny-a with negative frequency
+# and presence penalties (so the model repeats itself and drafts are accepted,
+# and also rejected), every setting gives byte-identical printed ids,
+# --dump-logits rows and --save-state files to --spec 0: several N, greedy and
+# sampled with a seed, one thread, a fully streamed budget, and --chat (the
+# per-turn report's ids). Bad --spec / --draft values are exit 2.
+. tests/gates/lib.sh
+work="$K3_BUILD/spec"
+rm -rf "$work"
+mkdir -p "$work"
+dir=$(model tiny-a tiny-a)
+ids="5,9,17,5,9,17,5,9,17,5,9"
+# run NAME [options]: ids, logits and state of a 64-token run in $work/NAME.*
+run() {
+    name=$1
+    shift
+    "$K3_BIN" "$dir" --ids "$ids" --gen 64 --ignore-eos --frequency-penalty -1 \
+        --presence-penalty -1 --out "$work/$name.json" --dump-logits "$work/$name.f32" \
+        --save-state "$work/$name.state" "$@" >"$work/$name.ids" 2>"$work/$name.err" ||
+        die "$name: exit $?: $(tail -3 "$work/$name.err")"
+}
+# same A B: B's ids, logits and state are A's, byte for byte.
+same() {
+    for x in ids f32 state; do
+        cmp -s "$work/$1.$x" "$work/$2.$x" || die "$2 differs from $1 ($x)"
+    done
+}
+spec_of() {
+    "$PYTHON" -c 'import json,sys; s=json.load(open(sys.argv[1]))["spec"]
+print(s["forwards"], s["drafted"], s["accepted"], s["emitted"])' "$work/$1.json"
+}
+
+run plain
+for n in 1 3 16; do
+    run "spec$n" --spec "$n"
+    same plain "spec$n"
+done
+set -- $(spec_of spec3)
+[ "$3" -gt 0 ] || die "--spec 3 accepted no draft (forwards $1, drafted $2): the test proves nothing"
+[ "$2" -gt "$3" ] || die "--spec 3 rejected no draft: the cut-back path is not exercised"
+[ "$1" -lt 64 ] || die "--spec 3 took $1 forward passes for 64 tokens"
+echo "ok: --spec 1, 3, 16 = --spec 0 (ids, logits, state); spec 3: $4 tokens in $1 passes, $3 of $2 drafts kept"
+
+run sampled --temperature 0.8 --seed 7
+run sampled-spec --temperature 0.8 --seed 7 --spec 4
+same sampled sampled-spec
+run threads1 --spec 4 --threads 1
+same plain threads1
+run streamed --spec 4 --trunk-layers 0 --trunk-ring 1 --cache-experts 1 --stream-embed \
+    --stream-lm-head
+same plain streamed
+echo "ok: sampled with a seed, one thread and a streamed budget: identical with --spec 4"
+
+# --chat: the release tokenizer's chat format on a release-vocabulary model.
+tok=../shared/k3-release
+[ -f "$tok/tiktoken.model" ] || die "no release tokenizer at $tok"
+cdir=$(model chat-tiny tiny-a --vocab 163840)
+for n in 0 4; do
+    printf 'say it again and again and again\nand again\n' |
+        "$K3_BIN" "$cdir" --tok "$tok" --chat --gen 24 --quiet --spec "$n" --frequency-penalty -2 \
+            --presence-penalty -2 --out "$work/chat$n.json" >"$work/chat$n.txt" 2>"$work/chat$n.err" ||
+        die "chat --spec $n failed: $(tail -3 "$work/chat$n.err")"
+done
+cmp -s "$work/chat0.txt" "$work/chat4.txt" || die "--chat printed other text with --spec 4"
+cmp -s "$work/chat0.json" "$work/chat4.json" || die "--chat's turns differ with --spec 4"
+echo "ok: --chat with --spec 4 = without (text and every turn's ids)"
+
+expect_exit 2 "--spec expects" "$K3_BIN" "$dir" --ids 1 --spec -1
+expect_exit 2 "--spec expects" "$K3_BIN" "$dir" --ids 1 --spec 17
+expect_exit 2 "the drafters are ngram" "$K3_BIN" "$dir" --ids 1 --spec 2 --draft oracle
+expect_exit 2 "--draft goes with --spec" "$K3_BIN" "$dir" --ids 1 --draft ngram
+expect_exit 2 "do not go together" "$K3_BIN" "$dir" --ids 1 --spec 2 --recompute
+echo "ok: speculation is exact"

@@ -46,6 +46,7 @@ void k3_metrics_answer(k3_metrics *m, size_t prompt, size_t cached, size_t gener
 }
 
 /* Appends one printf-formatted line. */
+static int line(k3_buf *b, k3_err *e, const char *fmt, ...) K3_PRINTF(3, 4);
 static int line(k3_buf *b, k3_err *e, const char *fmt, ...)
 {
     char s[256];

@@ -1,7 +1,6 @@
 /* emit.c - see emit.h. */
 #include "server/emit.h"
 
-#include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -28,27 +27,12 @@ void k3_emit_free(k3_emit *em)
     k3_buf_free(&em->calls);
 }
 
-static int putf(k3_buf *b, k3_err *e, const char *fmt, ...) K3_PRINTF(3, 4);
-
-/* Appends a short formatted piece (numbers and literals). */
-static int putf(k3_buf *b, k3_err *e, const char *fmt, ...)
-{
-    char t[128];
-    va_list ap;
-    va_start(ap, fmt);
-    int n = vsnprintf(t, sizeof t, fmt, ap);
-    va_end(ap);
-    if (n < 0 || (size_t)n >= sizeof t) /* a caller's format outgrew t: never cut JSON */
-        return k3_fail(e, K3_ERUNTIME, "internal: a formatted piece of %d bytes", n);
-    return k3_buf_puts(b, t, e);
-}
-
 /* {"id":...,"object":...,"created":...,"model":...,"choices":[ */
 static int head(const k3_emit *em, const char *object, k3_buf *b, k3_err *e)
 {
     if (k3_buf_puts(b, "{\"id\":", e) || k3_jtext_put(b, em->id, strlen(em->id), e) ||
         k3_buf_puts(b, ",\"object\":\"", e) || k3_buf_puts(b, object, e) ||
-        putf(b, e, "\",\"created\":%lld,\"model\":", em->created) ||
+        k3_buf_printf(b, e, "\",\"created\":%lld,\"model\":", em->created) ||
         k3_jtext_put(b, em->model, strlen(em->model), e))
         return e->code;
     return k3_buf_puts(b, ",\"choices\":[", e);
@@ -56,11 +40,12 @@ static int head(const k3_emit *em, const char *object, k3_buf *b, k3_err *e)
 
 static int usage(const k3_usage *u, k3_buf *b, k3_err *e)
 {
-    if (putf(b, e, "\"usage\":{\"prompt_tokens\":%lld", (long long)u->prompt) ||
-        putf(b, e, ",\"completion_tokens\":%lld", (long long)u->completion) ||
-        putf(b, e, ",\"total_tokens\":%lld", (long long)(u->prompt + u->completion)))
+    if (k3_buf_printf(b, e, "\"usage\":{\"prompt_tokens\":%lld", (long long)u->prompt) ||
+        k3_buf_printf(b, e, ",\"completion_tokens\":%lld", (long long)u->completion) ||
+        k3_buf_printf(b, e, ",\"total_tokens\":%lld", (long long)(u->prompt + u->completion)))
         return e->code;
-    return putf(b, e, ",\"prompt_tokens_details\":{\"cached_tokens\":%lld}}", (long long)u->cached);
+    return k3_buf_printf(b, e, ",\"prompt_tokens_details\":{\"cached_tokens\":%lld}}",
+                         (long long)u->cached);
 }
 
 /* ,"finish_reason":REASON or null */
@@ -78,22 +63,22 @@ static int timings(const k3_usage *u, k3_buf *b, k3_err *e)
 {
     size_t pn = u->prompt - u->cached, gn = u->completion;
     double pms = u->prompt_seconds * 1e3, gms = u->gen_seconds * 1e3;
-    if (putf(b, e, ",\"timings\":{\"prompt_n\":%zu,\"prompt_ms\":%.3f,", pn, pms) ||
-        putf(b, e, "\"prompt_per_token_ms\":%.3f,\"prompt_per_second\":%.3f,",
-             pn ? pms / (double)pn : 0.0, pms > 0 ? (double)pn * 1e3 / pms : 0.0) ||
-        putf(b, e, "\"predicted_n\":%zu,\"predicted_ms\":%.3f,", gn, gms))
+    if (k3_buf_printf(b, e, ",\"timings\":{\"prompt_n\":%zu,\"prompt_ms\":%.3f,", pn, pms) ||
+        k3_buf_printf(b, e, "\"prompt_per_token_ms\":%.3f,\"prompt_per_second\":%.3f,",
+                      pn ? pms / (double)pn : 0.0, pms > 0 ? (double)pn * 1e3 / pms : 0.0) ||
+        k3_buf_printf(b, e, "\"predicted_n\":%zu,\"predicted_ms\":%.3f,", gn, gms))
         return e->code;
-    return putf(b, e, "\"predicted_per_token_ms\":%.3f,\"predicted_per_second\":%.3f}",
-                gn ? gms / (double)gn : 0.0, gms > 0 ? (double)gn * 1e3 / gms : 0.0);
+    return k3_buf_printf(b, e, "\"predicted_per_token_ms\":%.3f,\"predicted_per_second\":%.3f}",
+                         gn ? gms / (double)gn : 0.0, gms > 0 ? (double)gn * 1e3 / gms : 0.0);
 }
 
 /* ,"KEY":[id,...] */
 static int id_list(const char *key, const uint32_t *ids, size_t n, k3_buf *b, k3_err *e)
 {
-    if (putf(b, e, ",\"%s\":[", key))
+    if (k3_buf_printf(b, e, ",\"%s\":[", key))
         return e->code;
     for (size_t i = 0; i < n; i++)
-        if (putf(b, e, "%s%lu", i ? "," : "", (unsigned long)ids[i]))
+        if (k3_buf_printf(b, e, "%s%lu", i ? "," : "", (unsigned long)ids[i]))
             return e->code;
     return k3_buf_puts(b, "]", e);
 }
@@ -138,8 +123,10 @@ int k3_emit_text(k3_emit *em, int channel, const char *s, size_t n, k3_buf *out,
         if (!em->chat)
             k3_buf_puts(&d, "\"text\":", e);
         else
-            k3_buf_puts(&d, channel == K3_REPLY_REASONING ? "\"delta\":{\"reasoning_content\":"
-                                                          : "\"delta\":{\"content\":", e);
+            k3_buf_puts(&d,
+                        channel == K3_REPLY_REASONING ? "\"delta\":{\"reasoning_content\":"
+                                                      : "\"delta\":{\"content\":",
+                        e);
         if (!e->code && !k3_jtext_put(&d, s, n, e) && (!em->chat || !k3_buf_puts(&d, "}", e)))
             chunk(em, d.data, d.len, NULL, NULL, NULL, out, e);
     }
@@ -154,7 +141,7 @@ static int call_json(const k3_emit *em, const char *name, size_t nl, const char 
 {
     char id[96];
     snprintf(id, sizeof id, "call_%s_%zu", em->id, em->ncalls);
-    if ((em->stream ? putf(b, e, "{\"index\":%lld,\"id\":", (long long)em->ncalls)
+    if ((em->stream ? k3_buf_printf(b, e, "{\"index\":%lld,\"id\":", (long long)em->ncalls)
                     : k3_buf_puts(b, "{\"id\":", e)) ||
         k3_jtext_put(b, id, strlen(id), e) ||
         k3_buf_puts(b, ",\"type\":\"function\",\"function\":{\"name\":", e) ||
@@ -164,8 +151,8 @@ static int call_json(const k3_emit *em, const char *name, size_t nl, const char 
     return k3_buf_puts(b, "}}", e);
 }
 
-int k3_emit_call(k3_emit *em, const char *name, size_t name_len, const char *args,
-                 size_t args_len, k3_buf *out, k3_err *e)
+int k3_emit_call(k3_emit *em, const char *name, size_t name_len, const char *args, size_t args_len,
+                 k3_buf *out, k3_err *e)
 {
     if (!em->stream) {
         if ((em->ncalls && k3_buf_puts(&em->calls, ",", e)) ||
@@ -188,10 +175,9 @@ static int message(const k3_emit *em, k3_buf *b, k3_err *e)
 {
     if (k3_buf_puts(b, "\"message\":{\"role\":\"assistant\",\"content\":", e))
         return e->code;
-    if (em->ncalls && em->content.len == 0 ? k3_buf_puts(b, "null", e)
-                                           : k3_jtext_put(b, em->content.data ? em->content.data
-                                                                              : "",
-                                                          em->content.len, e))
+    if (em->ncalls && em->content.len == 0
+            ? k3_buf_puts(b, "null", e)
+            : k3_jtext_put(b, em->content.data ? em->content.data : "", em->content.len, e))
         return e->code;
     if (em->reasoning.len && (k3_buf_puts(b, ",\"reasoning_content\":", e) ||
                               k3_jtext_put(b, em->reasoning.data, em->reasoning.len, e)))
@@ -221,10 +207,10 @@ int k3_emit_finish(k3_emit *em, const char *reason, const k3_usage *u, const k3_
     if (head(em, em->chat ? "chat.completion" : "text_completion", out, e) ||
         k3_buf_puts(out, "{\"index\":0,", e))
         return e->code;
-    if (em->chat ? message(em, out, e)
-                 : (k3_buf_puts(out, "\"text\":", e) ||
-                    k3_jtext_put(out, em->content.data ? em->content.data : "", em->content.len,
-                                 e)))
+    if (em->chat
+            ? message(em, out, e)
+            : (k3_buf_puts(out, "\"text\":", e) ||
+               k3_jtext_put(out, em->content.data ? em->content.data : "", em->content.len, e)))
         return e->code;
     if (k3_buf_puts(out, ",\"logprobs\":null", e) || finish_reason(reason, out, e) ||
         (ids && id_list("token_ids", ids->generated, ids->ngenerated, out, e)) ||
@@ -259,7 +245,8 @@ static int model_object(const char *model, long long created, k3_buf *out, k3_er
 {
     if (k3_buf_puts(out, "{\"id\":", e) || k3_jtext_put(out, model, strlen(model), e))
         return e->code;
-    return putf(out, e, ",\"object\":\"model\",\"created\":%lld,\"owned_by\":\"k3\"}", created);
+    return k3_buf_printf(out, e, ",\"object\":\"model\",\"created\":%lld,\"owned_by\":\"k3\"}",
+                         created);
 }
 
 int k3_emit_models(const char *model, long long created, k3_buf *out, k3_err *e)

@@ -3,13 +3,12 @@
 
 #include "util/error.h"
 
-#include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
 
 static const char *const endpoint_names[K3_EP_COUNT] = {
-    "chat_completions", "completions", "tokenize", "detokenize", "models", "health", "metrics",
-    "other",
+    "chat_completions", "completions", "tokenize", "detokenize",
+    "models",           "health",      "metrics",  "other",
 };
 
 void k3_metrics_init(k3_metrics *m)
@@ -18,7 +17,10 @@ void k3_metrics_init(k3_metrics *m)
     pthread_mutex_init(&m->mu, NULL);
 }
 
-void k3_metrics_destroy(k3_metrics *m) { pthread_mutex_destroy(&m->mu); }
+void k3_metrics_destroy(k3_metrics *m)
+{
+    pthread_mutex_destroy(&m->mu);
+}
 
 void k3_metrics_request(k3_metrics *m, int ep, int status)
 {
@@ -45,24 +47,10 @@ void k3_metrics_answer(k3_metrics *m, size_t prompt, size_t cached, size_t gener
     pthread_mutex_unlock(&m->mu);
 }
 
-/* Appends one printf-formatted line. */
-static int line(k3_buf *b, k3_err *e, const char *fmt, ...) K3_PRINTF(3, 4);
-static int line(k3_buf *b, k3_err *e, const char *fmt, ...)
-{
-    char s[256];
-    va_list ap;
-    va_start(ap, fmt);
-    int n = vsnprintf(s, sizeof s, fmt, ap);
-    va_end(ap);
-    if (n < 0 || (size_t)n >= sizeof s) /* a format outgrew s: never cut a line */
-        return k3_fail(e, K3_ERUNTIME, "internal: a metrics line of %d bytes", n);
-    return k3_buf_put(b, s, (size_t)n, e);
-}
-
 /* "# HELP" and "# TYPE" of one metric. */
 static int head(k3_buf *b, k3_err *e, const char *name, const char *type, const char *help)
 {
-    return line(b, e, "# HELP k3_%s %s\n# TYPE k3_%s %s\n", name, help, name, type);
+    return k3_buf_printf(b, e, "# HELP k3_%s %s\n# TYPE k3_%s %s\n", name, help, name, type);
 }
 
 int k3_metrics_text(k3_metrics *m, size_t waiting, int running, k3_buf *out, k3_err *e)
@@ -70,54 +58,56 @@ int k3_metrics_text(k3_metrics *m, size_t waiting, int running, k3_buf *out, k3_
     pthread_mutex_lock(&m->mu);
     k3_metric_counts c = m->n;
     pthread_mutex_unlock(&m->mu);
-    double hit = c.io.expert_requests ? (double)c.io.expert_hits / (double)c.io.expert_requests
-                                      : 0.0;
+    double hit =
+        c.io.expert_requests ? (double)c.io.expert_hits / (double)c.io.expert_requests : 0.0;
     if (head(out, e, "requests_total", "counter", "Requests answered, by endpoint."))
         return e->code;
     for (int i = 0; i < K3_EP_COUNT; i++)
-        if (line(out, e, "k3_requests_total{endpoint=\"%s\"} %llu\n", endpoint_names[i],
-                 (unsigned long long)c.requests[i]))
+        if (k3_buf_printf(out, e, "k3_requests_total{endpoint=\"%s\"} %llu\n", endpoint_names[i],
+                          (unsigned long long)c.requests[i]))
             return e->code;
     if (head(out, e, "request_errors_total", "counter",
              "Requests answered with a status of 400 or more, by endpoint."))
         return e->code;
     for (int i = 0; i < K3_EP_COUNT; i++)
-        if (line(out, e, "k3_request_errors_total{endpoint=\"%s\"} %llu\n", endpoint_names[i],
-                 (unsigned long long)c.errors[i]))
+        if (k3_buf_printf(out, e, "k3_request_errors_total{endpoint=\"%s\"} %llu\n",
+                          endpoint_names[i], (unsigned long long)c.errors[i]))
             return e->code;
     if (head(out, e, "prompt_tokens_total", "counter", "Prompt tokens of the answers.") ||
-        line(out, e, "k3_prompt_tokens_total %llu\n", (unsigned long long)c.prompt_tokens) ||
+        k3_buf_printf(out, e, "k3_prompt_tokens_total %llu\n",
+                      (unsigned long long)c.prompt_tokens) ||
         head(out, e, "prompt_tokens_cached_total", "counter",
              "Prompt tokens the model's state already held (not computed again).") ||
-        line(out, e, "k3_prompt_tokens_cached_total %llu\n",
-             (unsigned long long)c.cached_tokens) ||
+        k3_buf_printf(out, e, "k3_prompt_tokens_cached_total %llu\n",
+                      (unsigned long long)c.cached_tokens) ||
         head(out, e, "generated_tokens_total", "counter", "Tokens generated.") ||
-        line(out, e, "k3_generated_tokens_total %llu\n",
-             (unsigned long long)c.generated_tokens) ||
+        k3_buf_printf(out, e, "k3_generated_tokens_total %llu\n",
+                      (unsigned long long)c.generated_tokens) ||
         head(out, e, "prompt_seconds_total", "counter", "Seconds spent feeding prompts.") ||
-        line(out, e, "k3_prompt_seconds_total %.6f\n", c.prompt_seconds) ||
+        k3_buf_printf(out, e, "k3_prompt_seconds_total %.6f\n", c.prompt_seconds) ||
         head(out, e, "generation_seconds_total", "counter", "Seconds spent generating.") ||
-        line(out, e, "k3_generation_seconds_total %.6f\n", c.generation_seconds) ||
+        k3_buf_printf(out, e, "k3_generation_seconds_total %.6f\n", c.generation_seconds) ||
         head(out, e, "generation_tokens_per_second", "gauge",
              "Generation speed of the latest answer.") ||
-        line(out, e, "k3_generation_tokens_per_second %.6f\n", c.last_tokens_per_second) ||
+        k3_buf_printf(out, e, "k3_generation_tokens_per_second %.6f\n", c.last_tokens_per_second) ||
         head(out, e, "requests_waiting", "gauge", "Requests in the queue.") ||
-        line(out, e, "k3_requests_waiting %zu\n", waiting) ||
+        k3_buf_printf(out, e, "k3_requests_waiting %zu\n", waiting) ||
         head(out, e, "requests_running", "gauge", "Requests being answered.") ||
-        line(out, e, "k3_requests_running %d\n", running) ||
+        k3_buf_printf(out, e, "k3_requests_running %d\n", running) ||
         head(out, e, "read_bytes_total", "counter", "Weight bytes read from disk, by kind.") ||
-        line(out, e, "k3_read_bytes_total{kind=\"trunk\"} %llu\n",
-             (unsigned long long)c.io.trunk_bytes) ||
-        line(out, e, "k3_read_bytes_total{kind=\"experts\"} %llu\n",
-             (unsigned long long)c.io.expert_bytes) ||
+        k3_buf_printf(out, e, "k3_read_bytes_total{kind=\"trunk\"} %llu\n",
+                      (unsigned long long)c.io.trunk_bytes) ||
+        k3_buf_printf(out, e, "k3_read_bytes_total{kind=\"experts\"} %llu\n",
+                      (unsigned long long)c.io.expert_bytes) ||
         head(out, e, "expert_requests_total", "counter", "Routed experts asked of the cache.") ||
-        line(out, e, "k3_expert_requests_total %llu\n",
-             (unsigned long long)c.io.expert_requests) ||
+        k3_buf_printf(out, e, "k3_expert_requests_total %llu\n",
+                      (unsigned long long)c.io.expert_requests) ||
         head(out, e, "expert_hits_total", "counter", "Of them, found in memory.") ||
-        line(out, e, "k3_expert_hits_total %llu\n", (unsigned long long)c.io.expert_hits) ||
+        k3_buf_printf(out, e, "k3_expert_hits_total %llu\n",
+                      (unsigned long long)c.io.expert_hits) ||
         head(out, e, "expert_cache_hit_ratio", "gauge",
              "expert_hits_total / expert_requests_total.") ||
-        line(out, e, "k3_expert_cache_hit_ratio %.6f\n", hit))
+        k3_buf_printf(out, e, "k3_expert_cache_hit_ratio %.6f\n", hit))
         return e->code;
     return K3_OK;
 }

@@ -1,6 +1,7 @@
 /* json_write.c - see json_write.h. */
 #include "util/json_write.h"
 
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -23,6 +24,33 @@ int k3_buf_put(k3_buf *b, const void *s, size_t n, k3_err *e)
         memcpy(b->data + b->len, s, n);
     b->len += n;
     b->data[b->len] = '\0';
+    return K3_OK;
+}
+
+int k3_buf_printf(k3_buf *b, k3_err *e, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    int n = vsnprintf(NULL, 0, fmt, ap);
+    va_end(ap);
+    if (n < 0)
+        return k3_fail(e, K3_ERUNTIME, "internal: a format that vsnprintf refuses");
+    if (k3_buf_put(b, "", 0, e)) /* data is allocated */
+        return e->code;
+    size_t need = b->len + (size_t)n + 1;
+    if (need > b->cap) {
+        need = need > 2 * b->cap ? need : 2 * b->cap; /* geometric, as k3_buf_put */
+        char *p = realloc(b->data, need);
+        if (!p)
+            return k3_fail(e, K3_ERUNTIME, "out of memory growing a text buffer to %zu bytes",
+                           need);
+        b->data = p;
+        b->cap = need;
+    }
+    va_start(ap, fmt);
+    vsnprintf(b->data + b->len, (size_t)n + 1, fmt, ap);
+    va_end(ap);
+    b->len += (size_t)n;
     return K3_OK;
 }
 
@@ -182,10 +210,8 @@ int k3_json_write(k3_buf *b, const k3_json *v, unsigned flags, k3_err *e)
 {
     char num[24];
     switch (v->type) {
-    case K3J_NULL:
-        return k3_buf_puts(b, "null", e);
-    case K3J_BOOL:
-        return k3_buf_puts(b, v->boolean ? "true" : "false", e);
+    case K3J_NULL: return k3_buf_puts(b, "null", e);
+    case K3J_BOOL: return k3_buf_puts(b, v->boolean ? "true" : "false", e);
     case K3J_NUMBER:
         /* Integers beyond int64 reach here as doubles and print as Python
          * would print a float; tool schemas do not carry such numbers. */
@@ -193,8 +219,7 @@ int k3_json_write(k3_buf *b, const k3_json *v, unsigned flags, k3_err *e)
             return write_float(b, v->number, e);
         snprintf(num, sizeof num, "%lld", (long long)v->integer);
         return k3_buf_puts(b, num, e);
-    case K3J_STRING:
-        return write_string(b, v->str, v->len, e);
+    case K3J_STRING: return write_string(b, v->str, v->len, e);
     case K3J_ARRAY:
         if (k3_buf_put(b, "[", 1, e))
             return e->code;
@@ -203,8 +228,7 @@ int k3_json_write(k3_buf *b, const k3_json *v, unsigned flags, k3_err *e)
                 k3_json_write(b, &v->items[i], flags, e))
                 return e->code;
         return k3_buf_put(b, "]", 1, e);
-    case K3J_OBJECT:
-        return write_object(b, v, flags, e);
+    case K3J_OBJECT: return write_object(b, v, flags, e);
     }
     return k3_fail(e, K3_ERUNTIME, "JSON writer: node of unknown type %d", (int)v->type);
 }

@@ -17,6 +17,7 @@
 #include <stddef.h>
 
 #include "k3/error.h"
+#include "util/error.h"
 #include "util/json.h"
 
 /* A growable byte buffer, kept NUL-terminated once anything was added.
@@ -29,6 +30,8 @@ typedef struct k3_buf {
 /* Appends s[0..n). Fails only for lack of memory (K3_ERUNTIME). */
 int k3_buf_put(k3_buf *b, const void *s, size_t n, k3_err *e);
 int k3_buf_puts(k3_buf *b, const char *s, k3_err *e);
+/* Appends printf-formatted text of any length. */
+int k3_buf_printf(k3_buf *b, k3_err *e, const char *fmt, ...) K3_PRINTF(3, 4);
 void k3_buf_free(k3_buf *b);
 
 enum {

@@ -214,11 +214,10 @@ static int forward_chunk(k3_model *m, k3_state *s, const uint32_t *ids, size_t T
             k3_mat head = k3_weights_lm_head(W, image);
             k3_matmul(&head, w.x + t0 * H, T - t0, logits, &mm);
             k3_trunk_release(m->trunk, L);
-            /* Fault-sweep fix (tests/gates/72-fault-sweep.sh, docs/SECURITY.md):
-             * a NaN or Inf logit means a weight (most have no checksum in the
-             * release format) or a loaded state holds one; any token chosen
-             * from such logits is arbitrary (all-NaN logits gave id 0), so the
-             * run is invalid rather than continued. */
+            /* A NaN or Inf logit means a weight (most have no checksum in
+             * the release format) or a loaded state holds one; any token
+             * chosen from such logits is arbitrary, so the run is invalid
+             * rather than continued (tests/gates/72-fault-sweep.sh). */
             for (size_t i = 0; i < (T - t0) * V && rc == K3_OK; i++)
                 if (!isfinite(logits[i]))
                     rc = k3_fail(e, K3_EINVALID, "RUN INVALID: logit %zu of position %lld is not "

@@ -37,6 +37,10 @@ static void check_request(const k3_api_request *r, int chat)
     FZ_ASSERT(r->min_p >= 0 && r->min_p <= 1, "min_p %g", r->min_p);
     FZ_ASSERT(r->repeat_penalty > 0 && r->repeat_penalty <= 10, "penalty %g", r->repeat_penalty);
     FZ_ASSERT(r->top_k >= 0, "top_k %d", r->top_k);
+    FZ_ASSERT(r->frequency_penalty >= -2 && r->frequency_penalty <= 2, "frequency_penalty %g",
+              r->frequency_penalty);
+    FZ_ASSERT(r->presence_penalty >= -2 && r->presence_penalty <= 2, "presence_penalty %g",
+              r->presence_penalty);
     FZ_ASSERT(r->nstop <= K3_API_MAX_STOP, "%zu stop strings", r->nstop);
     for (size_t i = 0; i < r->nstop; i++)
         FZ_ASSERT(r->stop[i] && r->stop[i][0], "stop string %zu empty", i);

@@ -26,7 +26,7 @@ typedef struct {
     /* Whole numbers too are read as numbers (strtod): "1e6" is a size. */
     double port, max_body, max_tokens, max_queue, timeout, header_timeout, max_per_client;
     double exit_after;
-    int port_given, threads, quiet, help, list_options;
+    int port_given, threads, quiet, help, list_options, spec;
     k3_memory_opts memory;
 } serve_args;
 
@@ -83,6 +83,9 @@ static const k3_opt serve_table[] = {
     K3_OPT_INT_GIVEN("--max-context", "N", S, memory.max_context, memory.max_context_given, 1,
                      1L << 24, "prompt + answer tokens (default 4096)"),
     K3_OPT_INT_("--threads", "N", S, threads, 1, 4096, "worker threads (default: all cores)"),
+    K3_OPT_INT_("--spec", "N", S, spec, 0, 16,
+                "speculative decoding for requests without \"spec\"\n"
+                "(drafts per step; the same answers; default 0: off)"),
     K3_OPT_FLAG_AS("--quiet", "-q", S, quiet, "no per-request log lines"),
     { .kind = K3_OPT_TABLE, .off = offsetof(S, memory), .sub = k3_memory_opt_table,
       .help = "memory:", .metavar = "(as for k3 MODEL_DIR; see k3 --help)" },
@@ -162,6 +165,7 @@ static int serve(const serve_args *a, k3_err *e)
     cfg.context = a->memory.max_context;
     cfg.threads = a->threads;
     cfg.quiet = a->quiet;
+    cfg.spec = a->spec;
     int port, lfd = k3_server_listen(&cfg, &port, e);
     if (lfd < 0)
         return e->code;

@@ -19,7 +19,7 @@
 #include "util/error.h"
 
 int k3_answerer_init(k3_answerer *a, k3_model *m, const k3_tokenizer *tok, int64_t context,
-                     k3_err *e)
+                     int spec, k3_err *e)
 {
     const char *markup[3] = { K3_XTML_OPEN, K3_XTML_CLOSE, K3_XTML_SEP };
     memset(a, 0, sizeof *a);
@@ -33,8 +33,9 @@ int k3_answerer_init(k3_answerer *a, k3_model *m, const k3_tokenizer *tok, int64
     struct timespec ts;
     clock_gettime(CLOCK_REALTIME, &ts);
     a->seeds = (uint64_t)ts.tv_sec * 1000000007u ^ (uint64_t)ts.tv_nsec;
+    a->spec = spec;
     if (k3_sampler_init(&a->sampler, k3_model_vocab(m), e) ||
-        k3_state_new(&a->state, m, e))
+        k3_state_new(&a->state, m, e) || k3_drafter_ngram(&a->drafter, 1, K3_NGRAM_MAX, e))
         k3_answerer_free(a);
     return e->code;
 }
@@ -44,6 +45,7 @@ void k3_answerer_free(k3_answerer *a)
     k3_state_mark_free(a->mark);
     k3_state_free(a->state);
     k3_sampler_free(&a->sampler);
+    k3_drafter_free(&a->drafter);
     memset(a, 0, sizeof *a);
 }
 
@@ -179,6 +181,8 @@ static int run_turn(answer *w, k3_turn_result *res, k3_answer_stats *st, k3_err 
     tp.thinking = job->thinking;
     tp.stop = (const char *const *)r->stop;
     tp.nstop = r->nstop;
+    tp.spec = (size_t)(r->spec >= 0 ? r->spec : a->spec);
+    tp.drafter = &a->drafter;
     k3_turn_sink sink = { w, on_text, on_call, on_token };
     k3_turn_generate(a->model, a->state, &a->sampler, &tp, &sink, res, e);
     st->gen_seconds = k3_seconds() - t1;

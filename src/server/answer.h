@@ -13,6 +13,7 @@
 
 #include "k3/k3.h"
 #include "k3/sample.h"
+#include "gen/draft.h"
 #include "k3/tokenizer.h"
 #include "server/api.h"
 
@@ -28,10 +29,12 @@ typedef struct k3_answerer {
     k3_state_mark *mark;
     k3_sampler sampler;
     uint64_t seeds;            /* answers without a seed get fresh ones from here */
+    int spec;                  /* drafts per step when a request gives none (k3 serve --spec) */
+    k3_drafter drafter;        /* the context-lookup drafter (gen/draft.h) */
 } k3_answerer;
 
 int k3_answerer_init(k3_answerer *a, k3_model *m, const k3_tokenizer *tok, int64_t context,
-                     k3_err *e);
+                     int spec, k3_err *e);
 void k3_answerer_free(k3_answerer *a);
 
 /* A request ready for the worker. */

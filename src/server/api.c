@@ -119,6 +119,15 @@ static int f_ignore_eos(parse *p, const char *name, const k3_json *v)
     return 0;
 }
 
+static int f_spec(parse *p, const char *name, const k3_json *v)
+{
+    long long n = 0;
+    if (integer_in(p, name, v, 0, 16, &n))
+        return p->err->status;
+    p->out->spec = (int)n;
+    return 0;
+}
+
 static int f_return_token_ids(parse *p, const char *name, const k3_json *v)
 {
     if (want(p, name, v, K3J_BOOL, "a boolean"))
@@ -393,6 +402,7 @@ static const field fields[] = {
     { "repetition_penalty", BOTH, f_repetition_penalty },
     { "ignore_eos", BOTH, f_ignore_eos },
     { "return_token_ids", BOTH, f_return_token_ids },
+    { "spec", BOTH, f_spec },
     { "user", BOTH, f_string },
     { "service_tier", CHAT, f_string },
     { "store", CHAT, f_bool },
@@ -438,6 +448,7 @@ static int parse_request(const char *body, size_t len, const k3_api_limits *lim,
     out->temperature = 1; /* OpenAI's default */
     out->top_p = 1;
     out->repeat_penalty = 1;
+    out->spec = -1;
     p.out = out;
     p.err = err;
     p.lim = lim;

@@ -24,7 +24,8 @@
  *                               {include_usage}
  *   extensions: top_k (>= 0), min_p [0, 1], repetition_penalty (0, 10], ignore_eos
  *     (bool: generate past the end ids, as `k3 --ignore-eos`), return_token_ids (bool:
- *     the answer carries prompt_token_ids and the choice token_ids, as vLLM's); (chat)
+ *     the answer carries prompt_token_ids and the choice token_ids, as vLLM's), spec
+ *     (0..16: speculative decoding's drafts per step, k3 --spec; the same answer); (chat)
  *     thinking (bool, default true) and reasoning_effort: "none" turns thinking off,
  *     "minimal" and "low" ask for low effort, "medium" adds no effort notice (the
  *     release's encoder knows no medium level), "high" and "max" ask for those.
@@ -83,6 +84,7 @@ typedef struct k3_api_request {
     int has_seed;
     uint64_t seed;
     int ignore_eos;       /* generate past the end ids */
+    int spec;             /* drafts verified per step (0..16), -1 when not given */
     int return_token_ids; /* the answer carries its prompt's and its own ids */
     char *stop[K3_API_MAX_STOP]; /* NUL-terminated, non-empty */
     size_t nstop;

@@ -105,6 +105,11 @@ py p0 'assert r["choices"][0]["text"].count("a") < 6, r' || die "penalties: p0 s
 py p1 'assert r["choices"][0]["text"].count("a") >= 12, r' ||
     die "penalties: frequency/presence_penalty -2 did not boost the prompt's ids"
 call p3 400 POST /v1/completions "$pen, \"presence_penalty\": 2.5}"
+# speculative decoding per request: the same answer (its drafts are accepted here)
+call p4 200 POST /v1/completions "$pen, \"frequency_penalty\": -2, \"presence_penalty\": -2, \"spec\": 4}"
+[ "$(py p1 'print(r["choices"][0]["text"])')" = "$(py p4 'print(r["choices"][0]["text"])')" ] ||
+    die "spec 4 changed the answer"
+call p5 400 POST /v1/completions "$pen, \"spec\": 17}"
 echo "ok: frequency and presence penalties change the answer, reproducibly"
 call metrics 200 GET /metrics
 m="$work/metrics.json"
@@ -113,7 +118,7 @@ grep -q '^k3_requests_total{endpoint="chat_completions"} 2$' "$m" || die "metric
 grep -q '^k3_requests_total{endpoint="tokenize"} 6$' "$m" || die "metrics: tokenize count: $(grep requests_total "$m")"
 grep -q '^k3_request_errors_total{endpoint="tokenize"} 3$' "$m" || die "metrics: tokenize errors"
 gen=0
-for a in chat cmpl p0 p1 p2; do gen=$((gen + $(py $a 'print(r["usage"]["completion_tokens"])'))); done
+for a in chat cmpl p0 p1 p2 p4; do gen=$((gen + $(py $a 'print(r["usage"]["completion_tokens"])'))); done
 grep -q "^k3_generated_tokens_total $gen\$" "$m" || die "metrics: generated tokens, wanted $gen: $(grep generated "$m")"
 grep -q '^k3_requests_running 0$' "$m" || die "metrics: running"
 echo "ok: timings, /metrics counts ($gen tokens generated)"

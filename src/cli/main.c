@@ -15,6 +15,7 @@
 #include "cli/generate.h"
 #include "cli/options.h"
 #include "cli/pack_cmd.h"
+#include "cli/tfcheck.h"
 #include "cli/serve_cmd.h"
 #include "cli/tokenize_cmd.h"
 #include "k3/k3.h"
@@ -200,6 +201,10 @@ static int generate(const k3_options *o, k3_err *e)
             k3_fail(e, K3_EINPUT, "the prompt is empty: there is nothing to continue from");
             goto done;
         }
+    }
+    if (o->tf_check) { /* the drafter alone: no model */
+        k3_run_tf_check(o, ids, n, &out, e);
+        goto done;
     }
     if (k3_cli_check_context(o, 0, n, e) != K3_OK ||
         open_model(o, n, tok, &m, out.trace.f, e) != K3_OK)

@@ -80,6 +80,9 @@ static const k3_opt main_table[] = {
                 "forward pass; the same tokens as without (default 0: off)"),
     K3_OPT_STR_("--draft", "NAME", O, draft,
                 "the drafter for --spec: ngram (earlier text, default)"),
+    K3_OPT_FLAG_("--tf-check", O, tf_check,
+                 "with --ids or --prompt: how often the drafter would have\n"
+                 "proposed each next id, and the tokens per pass (no model)"),
     K3_OPT_FLAG_("--show-special", O, show_special,
                  "print the text of special tokens (reserved ids, media\n"
                  "tokens; default: they print nothing, as in llama.cpp)"),
@@ -198,8 +201,11 @@ static int check_combinations(const k3_options *o, k3_err *e)
     const k3_conv_opts *c = &o->conv;
     if (o->draft && strcmp(o->draft, "ngram") != 0)
         return k3_fail(e, K3_EINPUT, "--draft %s: the drafters are ngram", o->draft);
-    if (o->draft && o->spec == 0)
+    if (o->draft && o->spec == 0 && !o->tf_check)
         return k3_fail(e, K3_EINPUT, "--draft goes with --spec N (N > 0)");
+    if (o->tf_check && (o->chat || !(o->ids_csv || o->prompt || o->prompt_file)))
+        return k3_fail(e, K3_EINPUT, "--tf-check checks a given sequence: give --ids, --prompt "
+                                     "or --prompt-file");
     if (o->spec && o->recompute)
         return k3_fail(e, K3_EINPUT, "--spec and --recompute do not go together");
     if ((o->prompt != NULL) + (o->prompt_file != NULL) + (o->ids_csv != NULL) > 1)

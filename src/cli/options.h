@@ -75,6 +75,7 @@ typedef struct k3_options {
     int show_special;             /* --show-special: special ids print their text */
     long spec;                    /* --spec N: drafts verified per step (0: off) */
     const char *draft;            /* --draft NAME: the drafter ("ngram") */
+    int tf_check;                 /* --tf-check: the drafter on the given ids, no model */
     const char *stop[K3_MAX_STOP];/* --stop STRING, repeatable */
     size_t nstop;
     int threads;                  /* --threads N (0 = all cores) */

@@ -66,6 +66,21 @@ cmp -s "$work/chat0.txt" "$work/chat4.txt" || die "--chat printed other text wit
 cmp -s "$work/chat0.json" "$work/chat4.json" || die "--chat's turns differ with --spec 4"
 echo "ok: --chat with --spec 4 = without (text and every turn's ids)"
 
+# --tf-check: the drafter on a given sequence, no model. For 5,9,17 three
+# times (worked by hand): positions 1-3 have no earlier match; from 4 on the
+# latest match proposes the rest of the cycle, runs 3,3,3,2,1; the replay
+# emits 1,1,1, then 4 (run 3 + the model's id), then the last id: 8 in 5.
+"$K3_BIN" "$dir" --ids 5,9,17,5,9,17,5,9,17 --tf-check --spec 4 --out "$work/tf.json" \
+    >"$work/tf.txt" || die "--tf-check failed"
+[ "$(awk '$4 == "hit" {printf "%s:%s ", $1, $5}' "$work/tf.txt")" = "4:3 5:3 6:3 7:2 8:1 " ] ||
+    die "--tf-check per position: $(cat "$work/tf.txt")"
+"$PYTHON" -c 'import json,sys; r=json.load(open(sys.argv[1]))
+assert (r["positions"], r["first_hits"], r["replay_passes"], r["replay_emitted"]) == (8, 5, 5, 8), r' \
+    "$work/tf.json" || die "--tf-check summary: $(cat "$work/tf.json")"
+expect_exit 2 "give --ids, --prompt" "$K3_BIN" "$dir" --tf-check
+expect_exit 2 "at least 2 ids" "$K3_BIN" "$dir" --ids 5 --tf-check
+echo "ok: --tf-check"
+
 expect_exit 2 "--spec expects" "$K3_BIN" "$dir" --ids 1 --spec -1
 expect_exit 2 "--spec expects" "$K3_BIN" "$dir" --ids 1 --spec 17
 expect_exit 2 "the drafters are ngram" "$K3_BIN" "$dir" --ids 1 --spec 2 --draft oracle

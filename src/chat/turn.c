@@ -10,6 +10,7 @@
 #include <string.h>
 
 #include "chat/xtml.h"
+#include "util/clock.h"
 #include "util/error.h"
 
 const char *k3_turn_end_name(k3_turn_end end)
@@ -274,9 +275,59 @@ static int spec_step(k3_turn *t, k3_model *m, k3_state *s, k3_sampler *smp, uint
     return k3_state_spec_end(s, keep, logits + (keep - 1) * V, e);
 }
 
+/* What forward calls cost, measured: one-row calls (plain decoding) and
+ * verification calls (their rows), so that a + b * rows can be fitted and
+ * the number of drafts chosen (gen/draft.h k3_spec_choose). */
+typedef struct {
+    double one_s;              /* seconds of the one-row calls */
+    size_t one_n;
+    double many_s, many_rows;  /* seconds and rows of the verification calls */
+    size_t many_n;
+    size_t plain_run;          /* steps in a row without drafting */
+} call_costs;
+
+/* Steps without drafting after which one is tried anyway, so acceptance
+ * and the cost of rows keep being measured. */
+#define SPEC_PROBE_EVERY 16
+
+/* The cost model: per call and per row, from the means (a prior that a
+ * pass costs far more than a row until both kinds were seen). */
+static k3_spec_cost fitted(const call_costs *c)
+{
+    k3_spec_cost k = { 1.0, 0.05 };
+    if (c->one_n == 0 || c->many_n == 0)
+        return k;
+    double t1 = c->one_s / (double)c->one_n, tm = c->many_s / (double)c->many_n;
+    double rm = c->many_rows / (double)c->many_n;
+    double b = rm > 1.0 ? (tm - t1) / (rm - 1.0) : 0.0;
+    if (b < 0)
+        b = 0;
+    k.per_row = b;
+    k.per_call = t1 - b > 0 ? t1 - b : 0;
+    if (k.per_call + k.per_row <= 0)
+        k.per_call = 1e-9;
+    return k;
+}
+
+/* How many drafts this step may verify, 0..max: what pays, by the measured
+ * acceptance and costs, with a probe every SPEC_PROBE_EVERY plain steps. */
+static size_t choose_drafts(const k3_turn *t, call_costs *c, size_t max)
+{
+    k3_spec_stats st = { t->res.drafted, t->res.accepted };
+    k3_spec_cost k = fitted(c);
+    size_t n = k3_spec_choose(&st, &k, max, 0.03);
+    if (n == 0 && ++c->plain_run >= SPEC_PROBE_EVERY)
+        n = 1;
+    if (n)
+        c->plain_run = 0;
+    return n;
+}
+
 int k3_turn_generate(k3_model *m, k3_state *s, k3_sampler *smp, const k3_turn_params *p,
                      const k3_turn_sink *sink, k3_turn_result *res, k3_err *e)
 {
+    call_costs costs;
+    memset(&costs, 0, sizeof costs);
     k3_turn t;
     float *logits = NULL;
     size_t V = k3_model_vocab(m), spec = p->drafter ? p->spec : 0;
@@ -303,8 +354,9 @@ int k3_turn_generate(k3_model *m, k3_state *s, k3_sampler *smp, const k3_turn_pa
         /* Drafts after id, within what the turn may still generate. */
         size_t nd = 0, pos = (size_t)k3_state_pos(s), left = p->gen.max_tokens -
                                                              t.res.generated;
-        if (spec && left > 1 && !p->gen.recompute) {
-            size_t want = spec < left - 1 ? spec : left - 1;
+        size_t want = spec && left > 1 && !p->gen.recompute ? choose_drafts(&t, &costs, spec) : 0;
+        if (want) {
+            want = want < left - 1 ? want : left - 1;
             /* and never a position a plain run would not feed (max_context) */
             if (p->gen.max_context > 0)
                 want = (int64_t)(pos + 2 + want) <= p->gen.max_context
@@ -322,15 +374,21 @@ int k3_turn_generate(k3_model *m, k3_state *s, k3_sampler *smp, const k3_turn_pa
             if (e->code)
                 break;
         }
+        double t0 = k3_seconds();
         if (nd == 0) {
             t.res.forwards++;
             have = 0;
             if (k3_gen_feed(m, s, &t.gen, id, logits, e))
                 break;
+            costs.one_s += k3_seconds() - t0;
+            costs.one_n++;
             continue;
         }
         if (spec_step(&t, m, s, smp, id, drafts, nd, logits, &id, &done, e))
             break;
+        costs.many_s += k3_seconds() - t0; /* the replay and the rows' sampling included */
+        costs.many_rows += (double)(nd + 1);
+        costs.many_n++;
         have = 1;
         /* The next id was drawn from the row of the last kept position. */
         memmove(logits, k3_state_logits(s), V * sizeof *logits);

@@ -103,6 +103,7 @@ static int model_options(const k3_options *o, size_t prompt_len, k3_model_opts *
                                                         : K3_PREFILL_CHUNK;
     }
     mo->plan_only = o->plan_only;
+    mo->spec = (int)o->spec;
     return K3_OK;
 }
 

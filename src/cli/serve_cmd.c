@@ -170,7 +170,7 @@ static int serve(const serve_args *a, k3_err *e)
     if (lfd < 0)
         return e->code;
     if (k3_tok_load(&tok, a->tok_dir ? a->tok_dir : a->model_dir, e) == K3_OK &&
-        k3_options_model(&a->memory, &mo, e) == K3_OK &&
+        k3_options_model(&a->memory, &mo, e) == K3_OK && (mo.spec = a->spec, 1) &&
         k3_model_open(&m, a->model_dir, &mo, e) == K3_OK &&
         k3_tok_vocab_size(tok) > k3_model_vocab(m))
         k3_fail(e, K3_EINPUT, "the tokenizer has %u ids but the model only %u: wrong --tok?",

@@ -313,8 +313,21 @@ static int plan_layout(k3_plan *p, const k3_config *c, const k3_weights *w,
     p->threads = omp_get_max_threads();
     p->scratch = k3_forward_scratch(c, L, (uint64_t)p->max_batch, (uint64_t)p->context,
                                     p->threads);
+    /* A speculative step (k3_state_spec_begin): a copy of the KDA states,
+     * the journal of spec + 1 tokens in each KDA layer, and the turn's
+     * spec + 1 rows of logits. */
+    p->spec_drafts = o->spec > 0 ? o->spec : 0;
+    if (p->spec_drafts) {
+        uint64_t rows = (uint64_t)p->spec_drafts + 1, nkda = 0;
+        for (int i = 0; i < L; i++)
+            nkda += c->layer_kind[i] == K3_LAYER_KDA;
+        uint64_t rec = 4 * C + (uint64_t)c->kda_num_heads;
+        p->spec = k3_sat_add(p->kda_state,
+                             k3_sat_add(k3_sat_mul(k3_sat_mul(rows, rec), nkda * 4),
+                                        k3_sat_mul(rows, (uint64_t)c->vocab_size * 4)));
+    }
     const uint64_t parts[] = { p->pinned_trunk, p->ring, p->lm_head, p->embed, p->small,
-                               p->expert_cache, p->kda_state, p->kv_cache, p->scratch };
+                               p->expert_cache, p->kda_state, p->kv_cache, p->scratch, p->spec };
     p->total = 0;
     for (size_t i = 0; i < sizeof parts / sizeof *parts; i++)
         p->total = k3_sat_add(p->total, parts[i]);
@@ -366,6 +379,9 @@ void k3_plan_print(const k3_plan *p, FILE *f)
     fprintf(f, "  KDA state        %9.3f GB\n", p->kda_state / GIB);
     fprintf(f, "  MLA KV cache     %9.3f GB  %lld positions\n", p->kv_cache / GIB,
             (long long)p->context);
+    if (p->spec_drafts)
+        fprintf(f, "  speculation      %9.3f GB  KDA copy + journal for %d drafts a step\n",
+                p->spec / GIB, p->spec_drafts);
     fprintf(f, "  scratch          %9.3f GB  %d tokens a call, %d threads\n", p->scratch / GIB,
             p->max_batch, p->threads);
     fprintf(f, "  total            %9.3f GB  of %.3f GB allowed%s\n", p->total / GIB,
@@ -382,12 +398,14 @@ void k3_plan_print_json(const k3_plan *p, FILE *f, const char *in)
             (unsigned long long)p->expert_slots, in, (unsigned long long)p->experts_total);
     fprintf(f, "%s\"bytes\": {\"pinned_trunk\": %llu, \"ring\": %llu, \"lm_head\": %llu, "
                "\"embedding\": %llu, \"small\": %llu, \"expert_cache\": %llu, \"kda_state\": %llu, "
-               "\"kv_cache\": %llu, \"scratch\": %llu, \"total\": %llu},\n",
+               "\"kv_cache\": %llu, \"scratch\": %llu, \"speculation\": %llu, "
+               "\"total\": %llu},\n",
             in, (unsigned long long)p->pinned_trunk, (unsigned long long)p->ring,
             (unsigned long long)p->lm_head, (unsigned long long)p->embed,
             (unsigned long long)p->small, (unsigned long long)p->expert_cache,
             (unsigned long long)p->kda_state, (unsigned long long)p->kv_cache,
-            (unsigned long long)p->scratch, (unsigned long long)p->total);
+            (unsigned long long)p->scratch, (unsigned long long)p->spec,
+            (unsigned long long)p->total);
     fprintf(f, "%s\"mem_available\": %llu,\n%s\"cgroup_limit\": %llu", in,
             (unsigned long long)p->mem_available, in, (unsigned long long)p->cgroup_limit);
 }

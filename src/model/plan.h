@@ -36,6 +36,8 @@ typedef struct k3_plan {
     /* bytes */
     uint64_t pinned_trunk, ring, embed, lm_head, small, expert_slot_bytes, expert_cache;
     uint64_t kda_state, kv_cache, scratch, total;
+    uint64_t spec;              /* a speculative step: KDA copy + journal + logits rows */
+    int spec_drafts;            /* the drafts it is planned for (0: none) */
     uint64_t trunk_total;       /* all layer runs, pinned or not */
     int64_t context;            /* positions the KV cache is sized for */
     int max_batch;              /* tokens per k3_forward piece (the arena's size) */

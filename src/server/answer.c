@@ -181,7 +181,8 @@ static int run_turn(answer *w, k3_turn_result *res, k3_answer_stats *st, k3_err 
     tp.thinking = job->thinking;
     tp.stop = (const char *const *)r->stop;
     tp.nstop = r->nstop;
-    tp.spec = (size_t)(r->spec >= 0 ? r->spec : a->spec);
+    /* A request may ask for fewer drafts than the server planned, not more. */
+    tp.spec = (size_t)(r->spec >= 0 && r->spec < a->spec ? r->spec : a->spec);
     tp.drafter = &a->drafter;
     k3_turn_sink sink = { w, on_text, on_call, on_token };
     k3_turn_generate(a->model, a->state, &a->sampler, &tp, &sink, res, e);

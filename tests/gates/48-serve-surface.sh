@@ -22,7 +22,7 @@ rm -rf "$work"
 mkdir -p "$work"
 dir=$(model serve-tiny tiny-a --vocab 163840)
 . tests/gates/serve_lib.sh
-start_server srv "$K3_BIN" || die "k3 serve did not start: $(cat "$work/srv.log")"
+start_server srv "$K3_BIN" --spec 4 || die "k3 serve did not start: $(cat "$work/srv.log")"
 name=$(basename "$dir")
 url="http://127.0.0.1:$port"
 
@@ -97,7 +97,7 @@ call cmpl 200 POST /v1/completions '{"prompt": "Once upon", "max_tokens": 3, "te
 # prompt's "a"s, 8 times: +18), which then take over a greedy answer, the same way twice
 pen='{"prompt": "a a a a a a a a", "max_tokens": 24, "temperature": 0'
 call p0 200 POST /v1/completions "$pen}"
-call p1 200 POST /v1/completions "$pen, \"frequency_penalty\": -2, \"presence_penalty\": -2}"
+call p1 200 POST /v1/completions "$pen, \"frequency_penalty\": -2, \"presence_penalty\": -2, \"spec\": 0}"
 call p2 200 POST /v1/completions "$pen, \"frequency_penalty\": -2, \"presence_penalty\": -2}"
 [ "$(py p1 'print(r["choices"][0]["text"])')" = "$(py p2 'print(r["choices"][0]["text"])')" ] ||
     die "penalties: the same request gave two answers"
@@ -105,7 +105,8 @@ py p0 'assert r["choices"][0]["text"].count("a") < 6, r' || die "penalties: p0 s
 py p1 'assert r["choices"][0]["text"].count("a") >= 12, r' ||
     die "penalties: frequency/presence_penalty -2 did not boost the prompt's ids"
 call p3 400 POST /v1/completions "$pen, \"presence_penalty\": 2.5}"
-# speculative decoding per request: the same answer (its drafts are accepted here)
+# speculative decoding (the server's --spec 4; p1 asked for none): the same
+# answer (its drafts are accepted here)
 call p4 200 POST /v1/completions "$pen, \"frequency_penalty\": -2, \"presence_penalty\": -2, \"spec\": 4}"
 [ "$(py p1 'print(r["choices"][0]["text"])')" = "$(py p4 'print(r["choices"][0]["text"])')" ] ||
     die "spec 4 changed the answer"

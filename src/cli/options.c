@@ -45,7 +45,7 @@ static const k3_opt main_table[] = {
                  "       k3 --tok DIR --detokenize 1,2,3\n"
                  "       k3 --tok DIR --render-chat CONVERSATION.json [--tokenize]\n"
                  "       k3 pack-trunk MODEL_DIR TRUNK_DIR [--layers N] [--force] [--verify]\n"
-                 "       k3 serve MODEL_DIR --port N [options]\n"
+                 "       k3 serve MODEL_DIR [--port N] [options]   (see k3 serve --help)\n"
                  "\n"
                  "Prompt and tokenizer:\n"),
     K3_OPT_STR_("--prompt", "TEXT", O, prompt,

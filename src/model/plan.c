@@ -339,17 +339,20 @@ int k3_plan_make(k3_plan *p, const k3_config *c, const k3_weights *w,
 {
     memset(p, 0, sizeof *p);
     k3_model_opts o = *opts;
-    if (o.budget_gb >= 0 && o.trunk_layers < 0 && o.cache_experts <= 0 &&
-        split_budget(&o, o.budget_gb, c, w, e) != K3_OK)
+    double budget = o.budget_gb >= 0 && o.trunk_layers < 0 && o.cache_experts <= 0
+                        ? o.budget_gb
+                        : -1;
+    if (budget >= 0 && split_budget(&o, o.budget_gb, c, w, e) != K3_OK)
         return e->code;
-    if (plan_layout(p, c, w, &o, e) != K3_OK)
+    if (plan_layout(p, c, w, &o, e) != K3_OK) /* (it clears *p) */
         return e->code;
+    p->budget_gb = budget;
     uint64_t room = k3_mem_available(&p->mem_available, &p->cgroup_limit);
     if (!o.no_mem_check && room && p->total > room)
         return k3_fail(e, K3_EBUDGET,
                        "the memory plan needs %.2f GB but this machine allows %.2f GB%s "
                        "(short by %.2f GB): lower --trunk-gb or --cache-gb, or pick a smaller "
-                       "--preset (see k3 --list-presets)",
+                       "--preset (see k3 --list-presets); --no-mem-check plans it anyway",
                        p->total / GIB, room / GIB,
                        p->cgroup_limit ? " (the cgroup memory limit)" : " (MemAvailable)",
                        (p->total - room) / GIB);
@@ -384,10 +387,17 @@ void k3_plan_print(const k3_plan *p, FILE *f)
                 p->spec / GIB, p->spec_drafts);
     fprintf(f, "  scratch          %9.3f GB  %d tokens a call, %d threads\n", p->scratch / GIB,
             p->max_batch, p->threads);
-    fprintf(f, "  total            %9.3f GB  of %.3f GB allowed%s\n", p->total / GIB,
-            (p->cgroup_limit && p->cgroup_limit < p->mem_available ? p->cgroup_limit
-                                                                    : p->mem_available) / GIB,
-            p->cgroup_limit ? " (cgroup limit set)" : "");
+    double machine = (p->cgroup_limit && p->cgroup_limit < p->mem_available ? p->cgroup_limit
+                                                                              : p->mem_available) /
+                     GIB;
+    if (p->budget_gb >= 0)
+        fprintf(f, "  total            %9.3f GB  within a %.3f GB budget; this machine allowed "
+                   "%.3f GB%s\n",
+                p->total / GIB, p->budget_gb, machine,
+                p->cgroup_limit ? " (cgroup limit set)" : " (MemAvailable)");
+    else
+        fprintf(f, "  total            %9.3f GB  of %.3f GB allowed%s\n", p->total / GIB, machine,
+                p->cgroup_limit ? " (cgroup limit set)" : " (MemAvailable)");
 }
 
 void k3_plan_print_json(const k3_plan *p, FILE *f, const char *in)

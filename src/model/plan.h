@@ -40,6 +40,7 @@ typedef struct k3_plan {
     int spec_drafts;            /* the drafts it is planned for (0: none) */
     uint64_t trunk_total;       /* all layer runs, pinned or not */
     int64_t context;            /* positions the KV cache is sized for */
+    double budget_gb;           /* the total budget split (a preset, --budget-gb), or -1 */
     int max_batch;              /* tokens per k3_forward piece (the arena's size) */
     int threads;                /* matmul threads the arena has workspace for */
     /* the machine */

@@ -8,7 +8,8 @@
 # TRUNK_DIR is where the trunk (every weight but the routed experts, ~109 GB) lives
 # or will live; default $K3_TRUNK_DIR, else ".". A path that does not exist yet is
 # measured at its nearest existing parent. Sizes are in GB (10^9 bytes), the unit
-# of docs/presets.tsv. Never downloads anything; the only file it writes is the
+# of docs/presets.tsv, or without that table the largest budget that fits in
+# memory. Never downloads anything; the only file it writes is the
 # temporary O_DIRECT test file in TRUNK_DIR, removed on exit.
 #
 # Environment:
@@ -256,7 +257,18 @@ report_odirect() {
 
 report_preset() {
     if [ ! -f "$presets" ]; then
-        line preset "no measurements yet ($presets does not exist)"
+        # No measured table: the largest named budget (k3 --list-presets) that
+        # fits in usable memory, with 10% kept for the system as the plan does.
+        awk -v ram="$usable" 'BEGIN {
+            split("ultra laptop desktop workstation server", name, " ")
+            split("8 16 32 64 256", gb, " ")
+            for (i = 1; i <= 5; i++) if (gb[i] * 1073741824 <= ram * 0.9) best = i
+            if (!best) {
+                printf "preset:     none: %.1f GB of usable memory is under the smallest budget (ultra, 8 GB); try --budget-gb\n", ram / 1e9
+                exit
+            }
+            printf "preset:     --preset %s (a %s GB budget, the largest that fits in %.1f GB usable); no measurements yet of its s/token\n", name[best], gb[best], ram / 1e9
+        }'
         return
     fi
     awk -F'\t' -v ram="$usable" -v disk="$trunk_free" '

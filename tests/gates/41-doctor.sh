@@ -20,7 +20,8 @@ doctor() {
 }
 
 doctor none "$work/none.tsv"
-grep -q '^preset: .*no measurements yet' "$work/none.out" || die "no 'no measurements yet' without a table"
+grep -Eq '^preset: +(--preset (ultra|laptop|desktop|workstation|server) \(a [0-9]+ GB budget.*no measurements yet|none: )' \
+    "$work/none.out" || die "no preset recommended from memory without a table: $(grep '^preset' "$work/none.out")"
 grep -q '^disk model: .* 0/96 shards here' "$work/none.out" || die "the missing release was not reported"
 
 printf 'preset\tmin_ram_gb\ttrunk_gb\tcache_gb\texpected_s_per_token\tmeasured_on\n' >"$work/presets.tsv"

@@ -129,7 +129,7 @@ stop_server "$pid" srv
 # --api-key, --alias, --host localhost, --cors ""
 start_server srv2 "$K3_BIN" --api-key s3cret --alias gpt-4o-mini --host localhost --cors "" ||
     die "k3 serve did not start: $(cat "$work/srv2.log")"
-url="http://127.0.0.1:$port"
+url="http://localhost:$port" # localhost may be ::1 (a fresh Debian root) or 127.0.0.1
 grep -q "listening on http://localhost:$port" "$work/srv2.log" || die "--host localhost: $(cat "$work/srv2.log")"
 body='{"model": "gpt-4o-mini", "messages": [{"role": "user", "content": "Hi"}], "max_tokens": 2}'
 call noauth 401 POST /v1/chat/completions "$body"
@@ -153,6 +153,7 @@ got=$(curl -s -o "$work/wrongmodel.json" -w '%{http_code}' --max-time 120 -H 'Au
 py wrongmodel 'assert r["error"]["code"] == "model_not_found" and r["error"]["param"] == "model"' ||
     die "model_not_found body"
 echo "ok: --api-key (401 / 200), --alias, model_not_found, --host localhost, --cors \"\""
-expect_exit 1 "cannot listen on 127.0.0.1 port $port" "$K3_BIN" serve "$dir" --tok "$tokdir" --port "$port"
+expect_exit 1 "cannot listen on localhost port $port" "$K3_BIN" serve "$dir" --tok "$tokdir" \
+    --host localhost --port "$port" --exit-after 5
 stop_server "$pid" srv2
 echo "ok: the server's surface"

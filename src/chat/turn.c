@@ -343,7 +343,8 @@ int k3_turn_generate(k3_model *m, k3_state *s, k3_sampler *smp, const k3_turn_pa
     }
     if ((logits = k3_malloc(e, (spec + 1) * V * sizeof *logits, "logits")))
         memcpy(logits, k3_state_logits(s), V * sizeof *logits);
-    uint32_t id = 0;
+    uint32_t id = 0, *seq = NULL; /* seq: [seq_cap] scratch for the drafter */
+    size_t seq_cap = 0;
     int have = 0; /* id is sampled and reported but not fed */
     while (logits && !done) {
         if (!have) {
@@ -364,13 +365,18 @@ int k3_turn_generate(k3_model *m, k3_state *s, k3_sampler *smp, const k3_turn_pa
                            : (int64_t)pos + 2 < p->gen.max_context
                                  ? (size_t)(p->gen.max_context - (int64_t)pos - 2)
                                  : 0;
-            uint32_t *seq = k3_malloc(e, (pos + 1) * sizeof *seq, "drafter context");
-            if (!seq)
-                break;
+            if (pos + 1 > seq_cap) { /* the drafter's view: the sequence, then id */
+                uint32_t *grown = realloc(seq, 2 * (pos + 1) * sizeof *seq);
+                if (!grown) {
+                    k3_fail(e, K3_ERUNTIME, "out of memory for the drafter's context");
+                    break;
+                }
+                seq = grown;
+                seq_cap = 2 * (pos + 1);
+            }
             memcpy(seq, k3_state_ids(s), pos * sizeof *seq);
             seq[pos] = id;
             nd = p->drafter->propose(p->drafter->ctx, seq, pos + 1, drafts, want, e);
-            free(seq);
             if (e->code)
                 break;
         }
@@ -394,5 +400,6 @@ int k3_turn_generate(k3_model *m, k3_state *s, k3_sampler *smp, const k3_turn_pa
         memmove(logits, k3_state_logits(s), V * sizeof *logits);
     }
     free(logits);
+    free(seq);
     return k3_turn_finish(&t, res, e);
 }

@@ -151,8 +151,7 @@ static int sync_context(chat *c, const char *what, int gen_prompt, int *thinking
 static void report_ids(FILE *f, const char *key, const uint32_t *ids, size_t n)
 {
     fprintf(f, "\"%s\": [", key);
-    for (size_t i = 0; i < n; i++)
-        fprintf(f, "%s%u", i ? "," : "", ids[i]);
+    k3_cli_write_ids(f, ids, n);
     fputs("]", f);
 }
 

@@ -39,7 +39,7 @@ static int write_floats(FILE *f, const float *x, size_t n, const char *path, k3_
     return K3_OK;
 }
 
-static void write_id_list(FILE *f, const uint32_t *ids, size_t n)
+void k3_cli_write_ids(FILE *f, const uint32_t *ids, size_t n)
 {
     for (size_t i = 0; i < n; i++)
         fprintf(f, "%s%u", i ? "," : "", ids[i]);
@@ -59,9 +59,9 @@ static int write_report(FILE *f, const k3_options *o, const k3_model *m, const u
 {
     k3_turn_end end = res->end;
     fprintf(f, "{\n  \"prompt_ids\": [");
-    write_id_list(f, prompt, np);
+    k3_cli_write_ids(f, prompt, np);
     fprintf(f, "],\n  \"generated_ids\": [");
-    write_id_list(f, gen, ng);
+    k3_cli_write_ids(f, gen, ng);
     fprintf(f, "],\n  \"end\": \"%s\",\n  \"finish_reason\": \"%s\"", k3_turn_end_name(end),
             k3_turn_finish_reason(end, 0));
     fprintf(f, ",\n  \"spec\": {\"drafter\": \"%s\", \"max\": %ld, \"forwards\": %zu, "
@@ -287,7 +287,7 @@ int k3_run_generate(k3_model *m, const k3_options *o, const uint32_t *prompt, si
         k3_turn_generate(m, st, &smp, &tp, &sink, &res, e) != K3_OK)
         goto done;
     if (!tok)
-        write_id_list(stdout, r.gen, r.ngen);
+        k3_cli_write_ids(stdout, r.gen, r.ngen);
     fputc('\n', stdout);
     if (o->save_state && save_state(&r, st, e) != K3_OK)
         goto done;

@@ -2,12 +2,17 @@
 #ifndef K3_CLI_GENERATE_H
 #define K3_CLI_GENERATE_H
 
+#include <stdio.h>
+
 #include "cli/options.h"
 #include "cli/outputs.h"
 #include "k3/generate.h"
 #include "k3/k3.h"
 #include "k3/sample.h"
 #include "k3/tokenizer.h"
+
+/* Writes ids[0..n) as "1,2,3" (no brackets, no newline). */
+void k3_cli_write_ids(FILE *f, const uint32_t *ids, size_t n);
 
 /* A sampler set up from the sampling options (--temperature ...). */
 int k3_cli_sampler(k3_sampler *s, const k3_options *o, size_t vocab, k3_err *e);

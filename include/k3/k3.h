@@ -43,6 +43,7 @@ typedef struct k3_model_opts {
                           * the scratch planned; <= 0 = K3_PREFILL_CHUNK */
     int spec;            /* drafts a speculative step may verify (0: none): the plan
                           * counts the step's KDA copy, journal and logits rows */
+    int self_draft;      /* with spec: plan the self drafter's second state too */
     int no_mem_check;    /* plan, but do not refuse a plan larger than the machine */
     int plan_only;       /* index, bind and plan; load nothing (k3_forward unusable) */
     const char *trunk_dir; /* packed trunk (k3 pack-trunk): layers and lm_head from
@@ -64,6 +65,12 @@ typedef struct k3_io_counters {
     double io_wait_seconds;                  /* compute stalled on reads */
 } k3_io_counters;
 void k3_model_io(const k3_model *m, k3_io_counters *c);
+
+/* Bytes a forward call reads of the trunk (every layer's run and lm_head,
+ * resident or streamed: once per call, whatever its rows), and of one
+ * routed expert (each row reads the experts it routes to; rows of a call
+ * that chose the same expert share one read). */
+void k3_model_pass_bytes(const k3_model *m, uint64_t *trunk, uint64_t *expert);
 
 /* Writes every routed-expert request as a line "layer expert hit|miss"
  * (for tools/sim_cache.py); NULL stops. */
@@ -87,6 +94,8 @@ uint32_t k3_model_vocab(const k3_model *m);
 /* Tensors in the checkpoint's shards (all of them, vision tower included). */
 size_t k3_model_tensor_count(const k3_model *m);
 int k3_model_n_layers(const k3_model *m);
+/* Routed experts each token uses (the config's num_experts_per_token). */
+int k3_model_experts_per_token(const k3_model *m);
 /* Generation stops on these ids (the config's eos_token_id list). */
 int k3_model_is_eos(const k3_model *m, uint32_t id);
 
@@ -147,6 +156,13 @@ void k3_state_mark_free(k3_state_mark *mark);
  * state for the next step. */
 int k3_state_spec_begin(k3_state *s, size_t max_tokens, k3_err *e);
 int k3_state_spec_end(k3_state *s, size_t keep, const float *last_row, k3_err *e);
+
+/* Routed experts per token in this state's forwards: 0 (the default) is
+ * the checkpoint's num_experts_per_token, the exact model; 1 .. that many
+ * picks only the top k (weights renormalised over them): an approximation
+ * that reads fewer experts, for a drafter's own state (gen/draft.h), never
+ * for what is output. K3_EINPUT outside 0 .. num_experts_per_token. */
+int k3_state_set_route_k(k3_state *s, int k, k3_err *e);
 
 /* Brings the state to the sequence ids[0..n) at the least cost: when what
  * it consumed is a prefix of ids, it feeds only the rest; otherwise it

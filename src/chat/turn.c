@@ -323,6 +323,19 @@ static size_t choose_drafts(const k3_turn *t, call_costs *c, size_t max)
     return n;
 }
 
+/* The drafter's pick (gen/draft.h): this turn's sampler and parameters. */
+typedef struct {
+    k3_sampler *smp;
+    const k3_gen_params *gen;
+    const k3_model *m;
+} turn_pick;
+
+static uint32_t pick_as_sampled(void *ctx, const uint32_t *ids, size_t pos, const float *row)
+{
+    const turn_pick *tp = ctx;
+    return k3_gen_sample_at(tp->smp, tp->gen, tp->m, ids, pos, row);
+}
+
 int k3_turn_generate(k3_model *m, k3_state *s, k3_sampler *smp, const k3_turn_params *p,
                      const k3_turn_sink *sink, k3_turn_result *res, k3_err *e)
 {
@@ -376,7 +389,9 @@ int k3_turn_generate(k3_model *m, k3_state *s, k3_sampler *smp, const k3_turn_pa
             }
             memcpy(seq, k3_state_ids(s), pos * sizeof *seq);
             seq[pos] = id;
-            nd = p->drafter->propose(p->drafter->ctx, seq, pos + 1, drafts, want, e);
+            turn_pick tpk = { smp, &t.gen, m };
+            k3_draft_pick pick = { pick_as_sampled, &tpk };
+            nd = p->drafter->propose(p->drafter->ctx, seq, pos + 1, drafts, want, &pick, e);
             if (e->code)
                 break;
         }

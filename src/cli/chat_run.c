@@ -360,7 +360,8 @@ int k3_run_chat(k3_model *m, const k3_options *o, const k3_tokenizer *tok, k3_ou
         k3_cli_sampler(&c.smp, o, k3_model_vocab(m), e))
         goto done;
     have_sampler = 1;
-    if (o->spec && k3_drafter_ngram(&c.drafter, 1, K3_NGRAM_MAX, e))
+    if (o->spec &&
+        k3_drafter_make(&c.drafter, o->draft, m, (int)o->draft_topk, (size_t)o->spec, e))
         goto done;
     if (sync_context(&c, "start", 0, &thinking, e) || loop(&c, e))
         goto done;

@@ -64,10 +64,20 @@ static int write_report(FILE *f, const k3_options *o, const k3_model *m, const u
     k3_cli_write_ids(f, gen, ng);
     fprintf(f, "],\n  \"end\": \"%s\",\n  \"finish_reason\": \"%s\"", k3_turn_end_name(end),
             k3_turn_finish_reason(end, 0));
-    fprintf(f, ",\n  \"spec\": {\"drafter\": \"%s\", \"max\": %ld, \"forwards\": %zu, "
-               "\"drafted\": %zu, \"accepted\": %zu, \"emitted\": %zu}",
-            o->spec ? "ngram" : "none", o->spec, res->forwards, res->drafted, res->accepted,
-            res->generated);
+    /* What the decode read per emitted id: the trunk once per forward call,
+     * the experts each row routed to (step 0 is the prompt's: left out). */
+    uint64_t trunk_pass, expert_each, requests = 0;
+    k3_model_pass_bytes(m, &trunk_pass, &expert_each);
+    for (size_t i = 1; i < ng; i++)
+        requests += steps[i].requests;
+    double per = ng > 1 ? 1.0 / (double)(ng - 1) : 0.0;
+    fprintf(f, ",\n  \"spec\": {\"drafter\": \"%s\", \"max\": %ld, \"auto\": %s, "
+               "\"forwards\": %zu, \"drafted\": %zu, \"accepted\": %zu, \"emitted\": %zu, "
+               "\"trunk_bytes_per_token\": %.0f, \"expert_bytes_per_token\": %.0f}",
+            o->spec ? o->draft ? o->draft : "ngram" : "none", o->spec,
+            o->spec_auto ? "true" : "false", res->forwards, res->drafted, res->accepted,
+            res->generated, (double)trunk_pass * (double)res->forwards * per,
+            (double)expert_each * (double)requests * per);
     fprintf(f, ",\n  \"step_seconds\": [");
     for (size_t i = 0; i < ng; i++)
         fprintf(f, "%s%.6f", i ? ", " : "", steps[i].seconds);
@@ -283,7 +293,8 @@ int k3_run_generate(k3_model *m, const k3_options *o, const uint32_t *prompt, si
     tp.stop = o->stop;
     tp.nstop = o->nstop;
     k3_turn_sink sink = { &r, on_text, NULL, on_token };
-    if ((o->spec && k3_drafter_ngram(&drafter, 1, K3_NGRAM_MAX, e)) ||
+    if ((o->spec &&
+         k3_drafter_make(&drafter, o->draft, m, (int)o->draft_topk, (size_t)o->spec, e)) ||
         k3_turn_generate(m, st, &smp, &tp, &sink, &res, e) != K3_OK)
         goto done;
     if (!tok)

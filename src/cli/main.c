@@ -104,6 +104,7 @@ static int model_options(const k3_options *o, size_t prompt_len, k3_model_opts *
     }
     mo->plan_only = o->plan_only;
     mo->spec = (int)o->spec;
+    mo->self_draft = o->draft && !strcmp(o->draft, "self");
     return K3_OK;
 }
 
@@ -203,8 +204,8 @@ static int generate(const k3_options *o, k3_err *e)
             goto done;
         }
     }
-    if (o->tf_check) { /* the drafter alone: no model */
-        k3_run_tf_check(o, ids, n, &out, e);
+    if (o->tf_check && !(o->draft && !strcmp(o->draft, "self"))) { /* ngram: no model */
+        k3_run_tf_check(o, NULL, ids, n, &out, e);
         goto done;
     }
     if (k3_cli_check_context(o, 0, n, e) != K3_OK ||
@@ -216,7 +217,10 @@ static int generate(const k3_options *o, k3_err *e)
                     k3_model_vocab(m));
             goto done;
         }
-    k3_run_generate(m, o, ids, n, tok, &out, e);
+    if (o->tf_check)
+        k3_run_tf_check(o, m, ids, n, &out, e);
+    else
+        k3_run_generate(m, o, ids, n, tok, &out, e);
 done:
     k3_model_close(m);
     k3_tok_free(tok);

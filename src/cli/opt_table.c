@@ -29,12 +29,16 @@ static const k3_opt *find(const k3_opt *t, size_t at, const char *arg, size_t *b
 
 static int parse_int(const k3_opt *o, const char *arg, const char *s, void *p, k3_err *e)
 {
-    char *end;
-    errno = 0;
-    long v = strtol(s, &end, 10);
-    if (!*s || *end || errno || v < (long)o->lo || v > (long)o->hi)
-        return k3_fail(e, K3_EINPUT, "%s expects an integer from %ld to %ld, got \"%s\"", arg,
-                       (long)o->lo, (long)o->hi, s);
+    long v = K3_OPT_AUTO;
+    if (!(o->flags & K3_OPTF_AUTO) || strcmp(s, "auto") != 0) {
+        char *end;
+        errno = 0;
+        v = strtol(s, &end, 10);
+        if (!*s || *end || errno || v < (long)o->lo || v > (long)o->hi)
+            return k3_fail(e, K3_EINPUT, "%s expects %san integer from %ld to %ld, got \"%s\"",
+                           arg, o->flags & K3_OPTF_AUTO ? "auto or " : "", (long)o->lo,
+                           (long)o->hi, s);
+    }
     if (o->size == sizeof(int)) {
         int x = (int)v;
         memcpy(p, &x, sizeof x);

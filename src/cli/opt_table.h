@@ -46,6 +46,10 @@ typedef enum {
 #define K3_OPTF_WHOLE 2   /* REAL: the value must be a whole number ("an integer") */
 #define K3_OPTF_GB 4      /* REAL: the message says "a number of GB >= 0" (lo = 0) */
 #define K3_OPTF_GIVEN 8   /* also set the int at .off2 to 1 when the option is given */
+#define K3_OPTF_AUTO 16   /* INT: the word "auto" is accepted too, stored as K3_OPT_AUTO */
+
+/* What an INT with K3_OPTF_AUTO holds for "auto" (below any lo it has). */
+#define K3_OPT_AUTO (-1)
 
 typedef struct k3_opt {
     k3_opt_kind kind;
@@ -84,6 +88,10 @@ typedef struct k3_opt {
     { .kind = K3_OPT_INT, .name = N, .metavar = M, .off = offsetof(T, f),                         \
       .size = K3_OPT_SIZEOF(T, f), .lo = L, .hi = U, .flags = K3_OPTF_GIVEN,                      \
       .off2 = offsetof(T, g), .help = H }
+/* An INT that also accepts "auto" (K3_OPT_AUTO). */
+#define K3_OPT_INT_AUTO(N, M, T, f, L, U, H)                                                      \
+    { .kind = K3_OPT_INT, .name = N, .metavar = M, .off = offsetof(T, f),                         \
+      .size = K3_OPT_SIZEOF(T, f), .lo = L, .hi = U, .flags = K3_OPTF_AUTO, .help = H }
 #define K3_OPT_REAL_(N, M, T, f, L, U, F, H)                                                      \
     { .kind = K3_OPT_REAL, .name = N, .metavar = M, .off = offsetof(T, f), .lo = L, .hi = U,    \
       .flags = F, .help = H }

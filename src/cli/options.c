@@ -5,6 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "gen/draft.h"
 #include "util/error.h"
 
 #define O k3_options
@@ -75,11 +76,16 @@ static const k3_opt main_table[] = {
     K3_OPT_FLAG_("--ignore-eos", O, ignore_eos,
                  "keep generating past end ids ([EOS], the config's\n"
                  "eos ids, and in --chat <|end_of_msg|>)"),
-    K3_OPT_INT_("--spec", "N", O, spec, 0, 16,
-                "speculative decoding: verify up to N drafted tokens per\n"
-                "forward pass; the same tokens as without (default 0: off)"),
+    K3_OPT_INT_AUTO("--spec", "N", O, spec, 0, 16,
+                    "speculative decoding: verify up to N drafted tokens per\n"
+                    "forward pass, as many as the measured cost says pay; the\n"
+                    "same tokens as without. 0: off; default auto (up to 8)"),
     K3_OPT_STR_("--draft", "NAME", O, draft,
-                "the drafter for --spec: ngram (earlier text, default)"),
+                "the drafter for --spec: ngram (earlier text, default) or\n"
+                "self (the model itself with fewer experts, on its own state)"),
+    K3_OPT_INT_("--draft-topk", "K", O, draft_topk, 1, 1024,
+                "routed experts per token of --draft self (default: a\n"
+                "quarter of the model's, at least 1)"),
     K3_OPT_FLAG_("--tf-check", O, tf_check,
                  "with --ids or --prompt: how often the drafter would have\n"
                  "proposed each next id, and the tokens per pass (no model)"),
@@ -199,14 +205,16 @@ void k3_options_list(void)
 static int check_combinations(const k3_options *o, k3_err *e)
 {
     const k3_conv_opts *c = &o->conv;
-    if (o->draft && strcmp(o->draft, "ngram") != 0)
-        return k3_fail(e, K3_EINPUT, "--draft %s: the drafters are ngram", o->draft);
+    if (o->draft && strcmp(o->draft, "ngram") != 0 && strcmp(o->draft, "self") != 0)
+        return k3_fail(e, K3_EINPUT, "--draft %s: the drafters are ngram and self", o->draft);
+    if (o->draft_topk >= 0 && !(o->draft && !strcmp(o->draft, "self")))
+        return k3_fail(e, K3_EINPUT, "--draft-topk goes with --draft self");
     if (o->draft && o->spec == 0 && !o->tf_check)
-        return k3_fail(e, K3_EINPUT, "--draft goes with --spec N (N > 0)");
+        return k3_fail(e, K3_EINPUT, "--draft goes with --spec N (N > 0) or auto");
     if (o->tf_check && (o->chat || !(o->ids_csv || o->prompt || o->prompt_file)))
         return k3_fail(e, K3_EINPUT, "--tf-check checks a given sequence: give --ids, --prompt "
                                      "or --prompt-file");
-    if (o->spec && o->recompute)
+    if (o->spec > 0 && o->recompute)
         return k3_fail(e, K3_EINPUT, "--spec and --recompute do not go together");
     if ((o->prompt != NULL) + (o->prompt_file != NULL) + (o->ids_csv != NULL) > 1)
         return k3_fail(e, K3_EINPUT, "give one prompt: --prompt, --prompt-file or --ids");
@@ -250,9 +258,13 @@ int k3_options_parse(k3_options *o, int argc, char **argv, k3_err *e)
     o->sampling.top_p = 1.0;
     o->sampling.repeat_penalty = 1.0;
     o->sampling.repeat_last_n = 64;
-    if (k3_opt_parse(&main_cmd, o, argc, argv, e) != K3_OK)
+    o->spec = K3_OPT_AUTO;
+    o->draft_topk = -1;
+    if (k3_opt_parse(&main_cmd, o, argc, argv, e) != K3_OK || check_combinations(o, e))
         return e->code;
-    return check_combinations(o, e);
+    if (o->spec == K3_OPT_AUTO) /* auto: drafting where it pays; --recompute has no steps */
+        o->spec = o->recompute ? 0 : K3_SPEC_AUTO, o->spec_auto = 1;
+    return K3_OK;
 }
 
 int k3_parse_ids(const char *csv, uint32_t **ids, size_t *n, k3_err *e)

@@ -73,9 +73,11 @@ typedef struct k3_options {
     int recompute;                /* --recompute: rerun the whole sequence each step */
     int ignore_eos;               /* --ignore-eos: do not stop at an end id */
     int show_special;             /* --show-special: special ids print their text */
-    long spec;                    /* --spec N: drafts verified per step (0: off) */
-    const char *draft;            /* --draft NAME: the drafter ("ngram") */
-    int tf_check;                 /* --tf-check: the drafter on the given ids, no model */
+    long spec;                    /* --spec N: drafts verified per step at most (0: off) */
+    int spec_auto;                /* --spec auto (the default): spec is K3_SPEC_AUTO */
+    const char *draft;            /* --draft NAME: the drafter ("ngram", "self"; NULL: ngram) */
+    long draft_topk;              /* --draft-topk K: the self drafter's experts (-1: default) */
+    int tf_check;                 /* --tf-check: the drafter on the given ids (ngram: no model) */
     const char *stop[K3_MAX_STOP];/* --stop STRING, repeatable */
     size_t nstop;
     int threads;                  /* --threads N (0 = all cores) */

@@ -11,6 +11,7 @@
 #include <unistd.h>
 
 #include "cli/options.h"
+#include "gen/draft.h"
 #include "k3/k3.h"
 #include "k3/tokenizer.h"
 #include "server/server.h"
@@ -26,7 +27,8 @@ typedef struct {
     /* Whole numbers too are read as numbers (strtod): "1e6" is a size. */
     double port, max_body, max_tokens, max_queue, timeout, header_timeout, max_per_client;
     double exit_after;
-    int port_given, threads, quiet, help, list_options, spec;
+    int port_given, threads, quiet, help, list_options, spec, draft_topk;
+    const char *draft;
     k3_memory_opts memory;
 } serve_args;
 
@@ -83,9 +85,13 @@ static const k3_opt serve_table[] = {
     K3_OPT_INT_GIVEN("--max-context", "N", S, memory.max_context, memory.max_context_given, 1,
                      1L << 24, "prompt + answer tokens (default 4096)"),
     K3_OPT_INT_("--threads", "N", S, threads, 1, 4096, "worker threads (default: all cores)"),
-    K3_OPT_INT_("--spec", "N", S, spec, 0, 16,
-                "speculative decoding for requests without \"spec\"\n"
-                "(drafts per step; the same answers; default 0: off)"),
+    K3_OPT_INT_AUTO("--spec", "N", S, spec, 0, 16,
+                    "speculative decoding: the most drafts per step a request\n"
+                    "may ask for (\"spec\") and what one without gets; the\n"
+                    "same answers. 0: off; default auto (up to 8, where it pays)"),
+    K3_OPT_STR_("--draft", "NAME", S, draft, "the drafter: ngram (default) or self (k3 --help)"),
+    K3_OPT_INT_("--draft-topk", "K", S, draft_topk, 1, 1024,
+                "routed experts per token of --draft self"),
     K3_OPT_FLAG_AS("--quiet", "-q", S, quiet, "no per-request log lines"),
     { .kind = K3_OPT_TABLE, .off = offsetof(S, memory), .sub = k3_memory_opt_table,
       .help = "memory:", .metavar = "(as for k3 MODEL_DIR; see k3 --help)" },
@@ -122,7 +128,18 @@ static int parse(serve_args *a, int argc, char **argv, k3_err *e)
     a->host = "127.0.0.1";
     a->port = 8080;
     k3_memory_opts_default(&a->memory);
-    return k3_opt_parse(&serve_cmd, a, argc, argv, e);
+    a->spec = K3_OPT_AUTO;
+    a->draft_topk = -1;
+    if (k3_opt_parse(&serve_cmd, a, argc, argv, e))
+        return e->code;
+    if (a->draft && strcmp(a->draft, "ngram") != 0 && strcmp(a->draft, "self") != 0)
+        return k3_fail(e, K3_EINPUT, "serve: --draft %s: the drafters are ngram and self",
+                       a->draft);
+    if (a->draft_topk >= 0 && !(a->draft && !strcmp(a->draft, "self")))
+        return k3_fail(e, K3_EINPUT, "serve: --draft-topk goes with --draft self");
+    if (a->spec == K3_OPT_AUTO)
+        a->spec = K3_SPEC_AUTO;
+    return K3_OK;
 }
 
 /* "NAME" of MODEL_DIR ".../NAME/" */
@@ -166,11 +183,13 @@ static int serve(const serve_args *a, k3_err *e)
     cfg.threads = a->threads;
     cfg.quiet = a->quiet;
     cfg.spec = a->spec;
+    cfg.draft = a->draft;
+    cfg.draft_topk = a->draft_topk;
     int port, lfd = k3_server_listen(&cfg, &port, e);
     if (lfd < 0)
         return e->code;
     if (k3_tok_load(&tok, a->tok_dir ? a->tok_dir : a->model_dir, e) == K3_OK &&
-        k3_options_model(&a->memory, &mo, e) == K3_OK && (mo.spec = a->spec, 1) &&
+        k3_options_model(&a->memory, &mo, e) == K3_OK && (mo.spec = a->spec, mo.self_draft = a->draft && !strcmp(a->draft, "self"), 1) &&
         k3_model_open(&m, a->model_dir, &mo, e) == K3_OK &&
         k3_tok_vocab_size(tok) > k3_model_vocab(m))
         k3_fail(e, K3_EINPUT, "the tokenizer has %u ids but the model only %u: wrong --tok?",

@@ -20,7 +20,10 @@
 #include "cli/options.h"
 #include "cli/outputs.h"
 
-int k3_run_tf_check(const k3_options *o, const uint32_t *ids, size_t n, k3_outputs *out,
-                    k3_err *e);
+/* Teacher-forces ids[0..n) through the drafter (--draft; m: the model for
+ * the self drafter, NULL for ngram): per position, whether its first draft
+ * is the next id, and the ids per pass a speculative replay would emit. */
+int k3_run_tf_check(const k3_options *o, k3_model *m, const uint32_t *ids, size_t n,
+                    k3_outputs *out, k3_err *e);
 
 #endif

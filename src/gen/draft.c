@@ -22,9 +22,10 @@ static size_t latest_match(const uint32_t *seq, size_t n, size_t k)
 }
 
 static size_t ngram_propose(void *ctx, const uint32_t *seq, size_t n, uint32_t *out, size_t max,
-                            k3_err *e)
+                            const k3_draft_pick *pick, k3_err *e)
 {
     const ngram *g = ctx;
+    (void)pick;
     (void)e;
     for (size_t k = g->max_n; k >= g->min_n && max > 0; k--) {
         if (k >= n)
@@ -57,6 +58,23 @@ int k3_drafter_ngram(k3_drafter *d, size_t min_n, size_t max_n, k3_err *e)
     d->propose = ngram_propose;
     d->free = free;
     return K3_OK;
+}
+
+int k3_drafter_make(k3_drafter *d, const char *name, k3_model *m, int route_k, size_t max,
+                    k3_err *e)
+{
+    memset(d, 0, sizeof *d);
+    if (!name || !strcmp(name, "ngram"))
+        return k3_drafter_ngram(d, 1, K3_NGRAM_MAX, e);
+    if (strcmp(name, "self") != 0)
+        return k3_fail(e, K3_EINPUT, "drafter \"%s\": the drafters are ngram and self", name);
+    if (!m)
+        return k3_fail(e, K3_EINPUT, "the self drafter needs the model");
+    if (route_k < 0) {
+        route_k = k3_model_experts_per_token(m) / 4;
+        route_k = route_k > 0 ? route_k : 1;
+    }
+    return k3_drafter_self(d, m, route_k, max, e);
 }
 
 void k3_drafter_free(k3_drafter *d)

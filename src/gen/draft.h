@@ -17,6 +17,17 @@
 #include <stdint.h>
 
 #include "k3/error.h"
+#include "k3/k3.h"
+
+/* How a drafter that computes logits (self) turns a row of them into the
+ * id at sequence position pos after ids[0..pos): the verifier's own
+ * sampler (the turn driver passes it), so a draft is exactly the id the
+ * exact model emits wherever the two rows agree, greedy or sampled (the
+ * draw depends only on the seed and pos, k3/sample.h). NULL: greedy. */
+typedef struct k3_draft_pick {
+    uint32_t (*fn)(void *ctx, const uint32_t *ids, size_t pos, const float *row);
+    void *ctx;
+} k3_draft_pick;
 
 typedef struct k3_drafter {
     const char *name;  /* "ngram", ... (reported) */
@@ -25,7 +36,7 @@ typedef struct k3_drafter {
      * prompt and generated), into out; returns how many (0: no guess).
      * Must be a pure function of seq and the drafter's state. */
     size_t (*propose)(void *ctx, const uint32_t *seq, size_t n, uint32_t *out, size_t max,
-                      k3_err *e);
+                      const k3_draft_pick *pick, k3_err *e);
     /* After verification: of `proposed` guesses the first `accepted`
      * matched (NULL when the drafter keeps no state). */
     void (*observe)(void *ctx, size_t proposed, size_t accepted);
@@ -37,6 +48,24 @@ typedef struct k3_drafter {
  * to min_n (longest match first; 1 <= min_n <= max_n <= 16), and proposes
  * the ids that followed it. Costs a scan of the sequence, no model. */
 int k3_drafter_ngram(k3_drafter *d, size_t min_n, size_t max_n, k3_err *e);
+
+/* The self-drafter (draft_self.c): the checkpoint m itself, run on a state
+ * of its own with route_k routed experts per token (k3_state_set_route_k;
+ * 0 = all of them), proposing up to max (1..16) greedy ids a step. Its
+ * forwards share m's working memory, so it runs between m's forwards on
+ * the same thread. It pays where a token's cost is mostly its experts. */
+int k3_drafter_self(k3_drafter *d, k3_model *m, int route_k, size_t max, k3_err *e);
+
+/* The drafter called name: "ngram" (or NULL) or "self" (on m, with
+ * route_k experts per token, < 0 for the default: a quarter of the
+ * checkpoint's, at least 1; max drafts a step). K3_EINPUT for another. */
+int k3_drafter_make(k3_drafter *d, const char *name, k3_model *m, int route_k, size_t max,
+                    k3_err *e);
+
+/* The most drafts a step verifies under `--spec auto` (the default): the
+ * cost gate (k3_spec_choose) picks 0..K3_SPEC_AUTO per step from what it
+ * measured, so drafting runs only where it pays. */
+#define K3_SPEC_AUTO 8
 
 /* The longest n-gram the command line's drafter matches. */
 #define K3_NGRAM_MAX 4

@@ -141,6 +141,15 @@ static int forward_chunk(k3_model *m, k3_state *s, const uint32_t *ids, size_t T
     fwd_layout(c, W->n_layers, T, (uint64_t)s->pos + T, m->plan.threads, m->arena, &w);
     k3_mm_ws mm = { w.mm, m->plan.threads, w.mm_cols, T };
     k3_work wk = { w.block, (size_t)w.block_bytes, &mm };
+    /* The routing: the checkpoint's, or a drafter state's fewer experts
+     * (k3_state_set_route_k); nothing else reads the copy. */
+    k3_config fewer;
+    const k3_config *route = c;
+    if (s->route_k > 0 && s->route_k < c->num_experts_per_token) {
+        fewer = *c;
+        fewer.num_experts_per_token = s->route_k;
+        route = &fewer;
+    }
 
     int rc = K3_OK;
     for (size_t t = 0; t < T && rc == K3_OK; t++)
@@ -191,7 +200,7 @@ static int forward_chunk(k3_model *m, k3_state *s, const uint32_t *ids, size_t T
         }
         k3_expert_source src = { NULL, m->experts, (int)li };
         rc = lw->dense ? k3_dense_mlp_forward(c, lw, w.x, T, w.a, &wk, e)
-                       : k3_moe_block(c, &lw->moe, &src, w.x, T, w.a, &wk, e);
+                       : k3_moe_block(route, &lw->moe, &src, w.x, T, w.a, &wk, e);
         k3_trunk_release(m->trunk, li);
         /* §4.3 step 7: the next layer's input. */
         for (size_t i = 0; i < T * H; i++)

@@ -103,6 +103,13 @@ void k3_model_set_trace(k3_model *m, FILE *trace)
         k3_ec_set_trace(m->experts, trace);
 }
 
+void k3_model_pass_bytes(const k3_model *m, uint64_t *trunk, uint64_t *expert)
+{
+    int L = m->w.n_layers;
+    *trunk = m->plan.trunk_total + m->w.runs[L].bytes; /* both sum file sizes: no overflow */
+    *expert = m->plan.expert_slot_bytes;
+}
+
 void k3_model_io(const k3_model *m, k3_io_counters *c)
 {
     memset(c, 0, sizeof *c);
@@ -183,6 +190,8 @@ void k3_model_print_json(const k3_model *m, FILE *f, const char *in)
 uint32_t k3_model_vocab(const k3_model *m) { return (uint32_t)m->cfg.vocab_size; }
 size_t k3_model_tensor_count(const k3_model *m) { return k3_st_count(m->ix); }
 int k3_model_n_layers(const k3_model *m) { return m->w.n_layers; }
+
+int k3_model_experts_per_token(const k3_model *m) { return (int)m->cfg.num_experts_per_token; }
 
 int k3_model_is_eos(const k3_model *m, uint32_t id)
 {

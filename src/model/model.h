@@ -82,6 +82,8 @@ struct k3_state {
     float *last;      /* [vocab]: logits of position pos-1 (valid when pos > 0) */
     uint64_t epoch;   /* changed by reset, load and rewind: older marks are stale */
     struct k3_spec_journal *spec; /* a speculative step's journal (state.c), or NULL */
+    int route_k;      /* routed experts per token in this state's forwards: 0 = the
+                       * config's (exact); fewer = a self-drafter's approximation */
 };
 
 /* A speculative step (verifying drafts, include/k3/k3.h k3_state_spec_*):

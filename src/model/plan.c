@@ -326,8 +326,14 @@ static int plan_layout(k3_plan *p, const k3_config *c, const k3_weights *w,
                              k3_sat_add(k3_sat_mul(k3_sat_mul(rows, rec), nkda * 4),
                                         k3_sat_mul(rows, (uint64_t)c->vocab_size * 4)));
     }
+    /* The self drafter (gen/draft_self.c): a second state (KDA states, MLA
+     * cache) with a speculative step of its own. */
+    p->draft = o->self_draft && p->spec_drafts
+                   ? k3_sat_add(k3_sat_add(p->kda_state, p->kv_cache), p->spec)
+                   : 0;
     const uint64_t parts[] = { p->pinned_trunk, p->ring, p->lm_head, p->embed, p->small,
-                               p->expert_cache, p->kda_state, p->kv_cache, p->scratch, p->spec };
+                               p->expert_cache, p->kda_state, p->kv_cache, p->scratch, p->spec,
+                               p->draft };
     p->total = 0;
     for (size_t i = 0; i < sizeof parts / sizeof *parts; i++)
         p->total = k3_sat_add(p->total, parts[i]);
@@ -385,6 +391,9 @@ void k3_plan_print(const k3_plan *p, FILE *f)
     if (p->spec_drafts)
         fprintf(f, "  speculation      %9.3f GB  KDA copy + journal for %d drafts a step\n",
                 p->spec / GIB, p->spec_drafts);
+    if (p->draft)
+        fprintf(f, "  self drafter     %9.3f GB  its own state, cache and journal\n",
+                p->draft / GIB);
     fprintf(f, "  scratch          %9.3f GB  %d tokens a call, %d threads\n", p->scratch / GIB,
             p->max_batch, p->threads);
     double machine = (p->cgroup_limit && p->cgroup_limit < p->mem_available ? p->cgroup_limit
@@ -409,13 +418,13 @@ void k3_plan_print_json(const k3_plan *p, FILE *f, const char *in)
     fprintf(f, "%s\"bytes\": {\"pinned_trunk\": %llu, \"ring\": %llu, \"lm_head\": %llu, "
                "\"embedding\": %llu, \"small\": %llu, \"expert_cache\": %llu, \"kda_state\": %llu, "
                "\"kv_cache\": %llu, \"scratch\": %llu, \"speculation\": %llu, "
-               "\"total\": %llu},\n",
+               "\"self_drafter\": %llu, \"total\": %llu},\n",
             in, (unsigned long long)p->pinned_trunk, (unsigned long long)p->ring,
             (unsigned long long)p->lm_head, (unsigned long long)p->embed,
             (unsigned long long)p->small, (unsigned long long)p->expert_cache,
             (unsigned long long)p->kda_state, (unsigned long long)p->kv_cache,
             (unsigned long long)p->scratch, (unsigned long long)p->spec,
-            (unsigned long long)p->total);
+            (unsigned long long)p->draft, (unsigned long long)p->total);
     fprintf(f, "%s\"mem_available\": %llu,\n%s\"cgroup_limit\": %llu", in,
             (unsigned long long)p->mem_available, in, (unsigned long long)p->cgroup_limit);
 }

@@ -38,6 +38,7 @@ typedef struct k3_plan {
     uint64_t kda_state, kv_cache, scratch, total;
     uint64_t spec;              /* a speculative step: KDA copy + journal + logits rows */
     int spec_drafts;            /* the drafts it is planned for (0: none) */
+    uint64_t draft;             /* the self drafter's state + cache + journal (0: none) */
     uint64_t trunk_total;       /* all layer runs, pinned or not */
     int64_t context;            /* positions the KV cache is sized for */
     double budget_gb;           /* the total budget split (a preset, --budget-gb), or -1 */

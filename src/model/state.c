@@ -21,6 +21,15 @@ size_t k3_state_kv_width(const k3_config *c)
     return (size_t)(c->kv_lora_rank + c->qk_rope_head_dim);
 }
 
+int k3_state_set_route_k(k3_state *s, int k, k3_err *e)
+{
+    if (k < 0 || k > s->m->cfg.num_experts_per_token)
+        return k3_fail(e, K3_EINPUT, "routed experts per token: %d is not in 0..%lld", k,
+                       (long long)s->m->cfg.num_experts_per_token);
+    s->route_k = k;
+    return K3_OK;
+}
+
 int k3_state_new(k3_state **out, const k3_model *m, k3_err *e)
 {
     *out = NULL;

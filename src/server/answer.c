@@ -19,7 +19,7 @@
 #include "util/error.h"
 
 int k3_answerer_init(k3_answerer *a, k3_model *m, const k3_tokenizer *tok, int64_t context,
-                     int spec, k3_err *e)
+                     int spec, const char *draft, int draft_topk, k3_err *e)
 {
     const char *markup[3] = { K3_XTML_OPEN, K3_XTML_CLOSE, K3_XTML_SEP };
     memset(a, 0, sizeof *a);
@@ -35,7 +35,8 @@ int k3_answerer_init(k3_answerer *a, k3_model *m, const k3_tokenizer *tok, int64
     a->seeds = (uint64_t)ts.tv_sec * 1000000007u ^ (uint64_t)ts.tv_nsec;
     a->spec = spec;
     if (k3_sampler_init(&a->sampler, k3_model_vocab(m), e) ||
-        k3_state_new(&a->state, m, e) || k3_drafter_ngram(&a->drafter, 1, K3_NGRAM_MAX, e))
+        k3_state_new(&a->state, m, e) || k3_drafter_make(&a->drafter, spec ? draft : NULL, m, draft_topk,
+                                                       spec > 0 ? (size_t)spec : 1, e))
         k3_answerer_free(a);
     return e->code;
 }

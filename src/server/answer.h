@@ -29,12 +29,13 @@ typedef struct k3_answerer {
     k3_state_mark *mark;
     k3_sampler sampler;
     uint64_t seeds;            /* answers without a seed get fresh ones from here */
-    int spec;                  /* drafts per step when a request gives none (k3 serve --spec) */
-    k3_drafter drafter;        /* the context-lookup drafter (gen/draft.h) */
+    int spec;                  /* the most drafts per step (k3 serve --spec; 0: off) */
+    k3_drafter drafter;        /* k3 serve --draft's drafter (gen/draft.h) */
 } k3_answerer;
 
+/* draft, draft_topk: k3_drafter_make's name and route_k. */
 int k3_answerer_init(k3_answerer *a, k3_model *m, const k3_tokenizer *tok, int64_t context,
-                     int spec, k3_err *e);
+                     int spec, const char *draft, int draft_topk, k3_err *e);
 void k3_answerer_free(k3_answerer *a);
 
 /* A request ready for the worker. */

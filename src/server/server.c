@@ -199,7 +199,8 @@ int k3_server_run(const k3_server_config *cfg, int lfd, int port, k3_model *m,
     k3_metrics_init(&s.metrics);
     pthread_mutex_init(&s.mu, NULL);
     pthread_cond_init(&s.idle, NULL);
-    if (k3_answerer_init(&a, m, tok, cfg->context, cfg->spec, e) == K3_OK) {
+    if (k3_answerer_init(&a, m, tok, cfg->context, cfg->spec, cfg->draft, cfg->draft_topk, e) ==
+        K3_OK) {
         if (k3_clients_init(&s.clients, cfg->max_per_client, e) == K3_OK) {
             if (k3_queue_init(&s.queue, cfg->max_queue, e) == K3_OK) {
                 serve(&s, &a, &lfd, port, e);

@@ -41,7 +41,9 @@ typedef struct k3_server_config {
     double exit_after;      /* > 0: stop by itself after this many seconds (tests) */
     int64_t context;        /* prompt + answer tokens */
     int threads;            /* worker threads for the model (0 = OpenMP's default) */
-    int spec;               /* drafts per step when a request gives no "spec" (0: off) */
+    int spec;               /* the most drafts per step; a request without "spec" gets it */
+    const char *draft;      /* the drafter: "ngram" (NULL) or "self" (gen/draft.h) */
+    int draft_topk;         /* the self drafter's experts per token (-1: default) */
     int quiet;              /* no per-request log lines */
     const char *cors;       /* the Access-Control-Allow-Origin every answer carries (and
                              * OPTIONS preflights get): NULL = "*" when host is loopback,

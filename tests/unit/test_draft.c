@@ -41,12 +41,12 @@ static void test_ngram(void)
     /* A quoted passage: "a b c d" seen, then "a b" again -> "c d ...". */
     const uint32_t seq[] = { 1, 2, 3, 4, 9, 1, 2 };
     uint32_t out[8];
-    size_t got = d.propose(d.ctx, seq, 7, out, 8, &e);
+    size_t got = d.propose(d.ctx, seq, 7, out, 8, NULL, &e);
     CHECK(got == 5 && out[0] == 3 && out[1] == 4 && out[2] == 9, "passage: %zu", got);
-    CHECK(d.propose(d.ctx, seq, 7, out, 2, &e) == 2, "capped at max");
+    CHECK(d.propose(d.ctx, seq, 7, out, 2, NULL, &e) == 2, "capped at max");
     const uint32_t none[] = { 1, 2, 3 };
-    CHECK(d.propose(d.ctx, none, 3, out, 8, &e) == 0, "no repeat, no guess");
-    CHECK(d.propose(d.ctx, none, 1, out, 8, &e) == 0, "one id, no guess");
+    CHECK(d.propose(d.ctx, none, 3, out, 8, NULL, &e) == 0, "no repeat, no guess");
+    CHECK(d.propose(d.ctx, none, 1, out, 8, NULL, &e) == 0, "one id, no guess");
     /* Random sequences over 3 symbols against the slow rule. */
     uint64_t x = 12345;
     uint32_t s[64], want[16];
@@ -57,7 +57,7 @@ static void test_ngram(void)
             x = x * 6364136223846793005ull + 1442695040888963407ull;
             s[i] = (uint32_t)(x >> 62) % 3;
         }
-        size_t max = (size_t)(trial % 7), a = d.propose(d.ctx, s, n, out, max, &e);
+        size_t max = (size_t)(trial % 7), a = d.propose(d.ctx, s, n, out, max, NULL, &e);
         size_t b = slow(s, n, 1, 4, want, max);
         bad += a != b || memcmp(out, want, a * sizeof *out) != 0;
     }

@@ -133,3 +133,5 @@ disk disk_odirect_gbps_after | tee -a "$out/disk.txt"
 
 echo "load_after $(cut -d' ' -f1-3 /proc/loadavg 2>/dev/null)" >>"$out/machine.txt"
 "$PYTHON" benchmarks/report.py "$out" "$slice" "$runs" | tee "$out/report.md"
+echo "== speculative decoding (benchmarks/spec_bench.sh)"
+K3_SLICE_DIR=$slice K3_SLICE_TRUNK_DIR=$trunk sh benchmarks/spec_bench.sh

@@ -188,8 +188,10 @@ static int serve(const serve_args *a, k3_err *e)
     int port, lfd = k3_server_listen(&cfg, &port, e);
     if (lfd < 0)
         return e->code;
+    int self_draft = a->draft && !strcmp(a->draft, "self");
     if (k3_tok_load(&tok, a->tok_dir ? a->tok_dir : a->model_dir, e) == K3_OK &&
-        k3_options_model(&a->memory, &mo, e) == K3_OK && (mo.spec = a->spec, mo.self_draft = a->draft && !strcmp(a->draft, "self"), 1) &&
+        k3_options_model(&a->memory, &mo, e) == K3_OK &&
+        (mo.spec = a->spec, mo.self_draft = self_draft, 1) &&
         k3_model_open(&m, a->model_dir, &mo, e) == K3_OK &&
         k3_tok_vocab_size(tok) > k3_model_vocab(m))
         k3_fail(e, K3_EINPUT, "the tokenizer has %u ids but the model only %u: wrong --tok?",

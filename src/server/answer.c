@@ -34,9 +34,9 @@ int k3_answerer_init(k3_answerer *a, k3_model *m, const k3_tokenizer *tok, int64
     clock_gettime(CLOCK_REALTIME, &ts);
     a->seeds = (uint64_t)ts.tv_sec * 1000000007u ^ (uint64_t)ts.tv_nsec;
     a->spec = spec;
-    if (k3_sampler_init(&a->sampler, k3_model_vocab(m), e) ||
-        k3_state_new(&a->state, m, e) || k3_drafter_make(&a->drafter, spec ? draft : NULL, m, draft_topk,
-                                                       spec > 0 ? (size_t)spec : 1, e))
+    if (k3_sampler_init(&a->sampler, k3_model_vocab(m), e) || k3_state_new(&a->state, m, e) ||
+        k3_drafter_make(&a->drafter, spec ? draft : NULL, m, draft_topk,
+                        spec > 0 ? (size_t)spec : 1, e))
         k3_answerer_free(a);
     return e->code;
 }

@@ -122,6 +122,28 @@ expect_exit 2 "give --ids, --prompt" "$K3_BIN" "$dir" --tf-check
 expect_exit 2 "at least 2 ids" "$K3_BIN" "$dir" --ids 5 --tf-check
 echo "ok: --tf-check"
 
+# k3 serve with the self drafter: a request's ids equal --spec 0's on the CLI.
+command -v curl >/dev/null || die "curl is needed"
+tokdir=$tok
+dir=$cdir
+. tests/gates/serve_lib.sh
+start_server srv "$K3_BIN" --spec 4 --draft self --draft-topk 2 ||
+    die "k3 serve --draft self did not start: $(cat "$work/srv.log")"
+body='{"prompt": "a a a a a a a a", "max_tokens": 24, "temperature": 0.7, "seed": 3,
+ "frequency_penalty": -2, "presence_penalty": -2, "ignore_eos": true, "return_token_ids": true}'
+curl -s --max-time 120 -H 'Content-Type: application/json' -d "$body" \
+    "http://127.0.0.1:$port/v1/completions" >"$work/srv.json" || die "the request failed"
+want=$("$K3_BIN" "$cdir" --tok "$tok" --prompt "a a a a a a a a" --gen 24 --temperature 0.7 --seed 3 \
+    --frequency-penalty -2 --presence-penalty -2 --ignore-eos --spec 0 --quiet --out "$work/cli.json" \
+    >/dev/null && "$PYTHON" -c 'import json,sys; print(json.load(open(sys.argv[1]))["generated_ids"])' \
+    "$work/cli.json")
+got=$("$PYTHON" -c 'import json,sys; print(json.load(open(sys.argv[1]))["choices"][0]["token_ids"])' \
+    "$work/srv.json") || die "no token_ids: $(head -c 300 "$work/srv.json")"
+[ "$got" = "$want" ] || die "k3 serve --draft self: $got, the CLI with --spec 0: $want"
+stop_server "$pid" srv
+echo "ok: k3 serve --spec 4 --draft self = the CLI's --spec 0 (sampled, 24 ids)"
+dir=$(model tiny-a tiny-a)
+
 expect_exit 2 "--spec expects" "$K3_BIN" "$dir" --ids 1 --spec -1
 expect_exit 2 "--spec expects" "$K3_BIN" "$dir" --ids 1 --spec 17
 expect_exit 2 "the drafters are ngram" "$K3_BIN" "$dir" --ids 1 --spec 2 --draft oracle

@@ -55,6 +55,11 @@ static const k3_opt main_table[] = {
     K3_OPT_FLAG_("--prompt-special", O, prompt_special,
                  "let special-token text in the prompt become its ids"),
     K3_OPT_STR_("--ids", "LIST", O, ids_csv, "prompt token ids, comma-separated (output: ids)"),
+    K3_OPT_STR_("--batch-file", "F", O, batch_file,
+                "run every prompt of the JSONL file F together, one line\n"
+                "{\"prompt\": TEXT} or {\"ids\": [...]} each (optional \"gen\",\n"
+                "\"temperature\", \"top_p\", \"top_k\", \"seed\"); answers\n"
+                "under \"==> line N <==\" headings, in input order"),
     K3_OPT_STR_("--tok", "DIR", O, tok_dir, "tokenizer directory (default: MODEL_DIR)"),
     K3_OPT_FLAG_("--tokenize", O, tokenize,
                  "print the prompt's token ids and exit (no model needed)"),
@@ -208,6 +213,14 @@ static int check_combinations(const k3_options *o, k3_err *e)
                                      "or --prompt-file");
     if (o->spec && o->recompute)
         return k3_fail(e, K3_EINPUT, "--spec and --recompute do not go together");
+    if (o->batch_file && (o->prompt || o->prompt_file || o->ids_csv || o->chat ||
+                          o->load_state || o->save_state || o->spec || o->recompute ||
+                          o->tf_check || o->output.dump_logits ||
+                          o->output.dump_prompt_logits))
+        return k3_fail(e, K3_EINPUT, "--batch-file takes its prompts from the file: it does not "
+                                     "go with --prompt, --prompt-file, --ids, --chat, "
+                                     "--load-state, --save-state, --spec, --recompute, "
+                                     "--tf-check or the logit dumps");
     if ((o->prompt != NULL) + (o->prompt_file != NULL) + (o->ids_csv != NULL) > 1)
         return k3_fail(e, K3_EINPUT, "give one prompt: --prompt, --prompt-file or --ids");
     if (o->chat && (o->prompt || o->prompt_file || o->ids_csv))

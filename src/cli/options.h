@@ -60,6 +60,7 @@ typedef struct k3_conv_opts {
 typedef struct k3_options {
     const char *model_dir;
     const char *ids_csv;          /* --ids */
+    const char *batch_file;       /* --batch-file F.jsonl (cli/batch.h) */
     const char *tok_dir;          /* --tok DIR (default: the model directory) */
     const char *prompt;           /* --prompt TEXT */
     const char *prompt_file;      /* --prompt-file FILE */

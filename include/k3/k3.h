@@ -43,6 +43,8 @@ typedef struct k3_model_opts {
                           * the scratch planned; <= 0 = K3_PREFILL_CHUNK */
     int spec;            /* drafts a speculative step may verify (0: none): the plan
                           * counts the step's KDA copy, journal and logits rows */
+    int sequences;       /* states run together (k3_forward_multi): the plan counts
+                          * each one's KDA state and MLA cache; <= 0 = 1 */
     int no_mem_check;    /* plan, but do not refuse a plan larger than the machine */
     int plan_only;       /* index, bind and plan; load nothing (k3_forward unusable) */
     const char *trunk_dir; /* packed trunk (k3 pack-trunk): layers and lm_head from

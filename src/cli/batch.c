@@ -557,7 +557,9 @@ int k3_cmd_batch_file(const k3_options *o, k3_batch_open open_model, k3_err *e)
         size_t len = b.L[i].np + (size_t)b.L[i].gen;
         longest = len > longest ? len : longest;
     }
-    if (open_model(o, longest, tok, &m, out.trace.f, e) != K3_OK)
+    k3_options sized = *o; /* the plan counts every line's state */
+    sized.memory.sequences = (int)b.n;
+    if (open_model(&sized, longest, tok, &m, out.trace.f, e) != K3_OK)
         goto done;
     run_batch(m, o, &b, tok, &out, e);
 done:

@@ -323,5 +323,6 @@ int k3_options_model(const k3_memory_opts *o, k3_model_opts *mo, k3_err *e)
     mo->max_context = o->max_context;
     mo->no_mem_check = o->no_mem_check;
     mo->trunk_dir = o->trunk_dir;
+    mo->sequences = o->sequences;
     return K3_OK;
 }

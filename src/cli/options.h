@@ -45,6 +45,8 @@ typedef struct k3_memory_opts {
     int max_context_given;        /* --max-context was given */
     int no_mem_check;             /* --no-mem-check */
     const char *trunk_dir;        /* --trunk DIR: packed trunk (k3 pack-trunk) */
+    int sequences;                /* states run together (no option: --batch-file's lines);
+                                   * 0 = 1 */
 } k3_memory_opts;
 
 /* The conversation of --chat (cli/chat_run.h); each is refused without it. */

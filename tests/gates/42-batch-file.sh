@@ -3,7 +3,8 @@
 # ids are those of the same prompt run alone with --prompt or --ids and the
 # same sampling: text and id lines, greedy and sampled, of 3 to 600 ids (a
 # prompt longer than K3_PREFILL_CHUNK is fed a chunk a step beside the
-# others' decodes), resident at 1 thread and fully streamed at 2 threads.
+# others' decodes), resident at 1 thread and fully streamed at 2 threads;
+# the memory plan counts each line's state (KDA state + MLA cache).
 # A text line's section of stdout is the text the lone run prints. Bad
 # input is exit 2 naming the line: not JSON, an unknown key, both prompt and
 # ids, an empty file, --batch-file with --prompt.
@@ -64,6 +65,10 @@ for name in ("resident", "streamed"):
               f"{len(r['generated_ids'])} generated, {'same' if same else 'DIFFERENT'}")
         ok = ok and same
     ok = ok and d["generated_ids"] == res[0]["generated_ids"] and len(d["step_seconds"]) > 0
+    plan = d["plan"]  # the plan counts one state per line
+    b = plan["bytes"]
+    ok = (ok and plan["sequences"] == 5 and
+          b["kda_state"] + b["kv_cache"] == 5 * plan["sequence_bytes"])
     rows = [s["rows"] for s in d["steps"]]
     print(f"{name}: {len(rows)} batched steps, rows {rows}")
     ok = ok and max(rows) <= 512 + 4 and len(rows) >= 2

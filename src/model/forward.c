@@ -346,6 +346,10 @@ static int check_seq(const k3_model *m, const k3_seq *q, size_t i, size_t nseq, 
         if (q->ids[t] >= V)
             return k3_fail(e, K3_EINPUT, "%s%stoken id %u is outside the vocabulary (%zu ids)",
                            w, at, q->ids[t], V);
+    const k3_spec_journal *jr = s->spec && s->spec->active ? s->spec : NULL;
+    if (jr && (size_t)(s->pos - jr->pos0) + q->n > jr->cap) /* kda.c journals every id */
+        return k3_fail(e, K3_EINPUT, "%s%sa speculative step journals %zu ids, not %zu", w, at,
+                       jr->cap, (size_t)(s->pos - jr->pos0) + q->n);
     return K3_OK;
 }
 

@@ -15,7 +15,8 @@
  * pieces, sequences cut across them); everything streamed (no pinned layer,
  * a one-slot ring, 2 cached experts, embedding and lm_head from disk). Then
  * the refusals: a shared state, an empty sequence, an id outside the
- * vocabulary (K3_EINPUT; no state moved). Threads: OMP_NUM_THREADS.
+ * vocabulary, more ids than a speculative step journals (K3_EINPUT; no
+ * state moved). Threads: OMP_NUM_THREADS.
  *
  * Exit: 0 all checks held; 9 a check failed ("CHECK FAILED: ..."); 1 the
  * model did not open or run. Run by tests/gates/49-multi-seq.sh. */
@@ -191,6 +192,13 @@ int main(int argc, char **argv)
             check(k3_forward_multi(m, bad, 3, &e) == K3_EINPUT && strstr(e.msg, "vocabulary"),
                   "an id outside the vocabulary is refused", mode, 3, 2);
             e.code = 0;
+            bad[2].ids = ids[2];
+            bad[2].n = 2; /* more than its speculative step journals */
+            check(k3_state_spec_begin(st[2], 1, &e) == K3_OK &&
+                      k3_forward_multi(m, bad, 3, &e) == K3_EINPUT && strstr(e.msg, "journals"),
+                  "more ids than a speculative step journals are refused", mode, 3, 2);
+            e.code = 0;
+            check(k3_state_spec_end(st[2], 0, NULL, &e) == K3_OK, "the step ends", mode, 3, 2);
             check(k3_state_pos(st[0]) == p0 && k3_state_pos(st[1]) == p1,
                   "a refused call moves no state", mode, 3, 0);
         }

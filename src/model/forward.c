@@ -10,7 +10,11 @@
  *
  * All T tokens of a call go through one layer before the next (layer-major),
  * which is what weight streaming needs; each token's arithmetic is the same
- * as in a one-token call, so logits are bit-identical either way. */
+ * as in a one-token call, so logits are bit-identical either way. The T rows
+ * may be several sequences' (k3_forward_multi): they share every matrix
+ * product, expert read and head product, and each sequence's recurrences
+ * run on its own state (kda.c, mla.c), so its bits are those of a call of
+ * its ids alone. */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>

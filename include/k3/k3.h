@@ -44,6 +44,8 @@ typedef struct k3_model_opts {
     int spec;            /* drafts a speculative step may verify (0: none): the plan
                           * counts the step's KDA copy, journal and logits rows */
     int self_draft;      /* with spec: plan the self drafter's second state too */
+    int sequences;       /* states run together (k3_forward_multi): the plan counts
+                          * each one's KDA state and MLA cache; <= 0 = 1 */
     int no_mem_check;    /* plan, but do not refuse a plan larger than the machine */
     int plan_only;       /* index, bind and plan; load nothing (k3_forward unusable) */
     const char *trunk_dir; /* packed trunk (k3 pack-trunk): layers and lm_head from
@@ -121,6 +123,34 @@ int64_t k3_state_pos(const k3_state *s);
  * or rewind it to a mark before further use. */
 int k3_forward(k3_model *m, k3_state *s, const uint32_t *ids, size_t n, float *logits,
                int all_positions, k3_err *e);
+
+/* One sequence of a k3_forward_multi call: the next n ids of `state`,
+ * with logits as in k3_forward (NULL; the last row, vocab floats; or, with
+ * all_positions, n rows of vocab floats). */
+typedef struct k3_seq {
+    k3_state *state;
+    const uint32_t *ids;
+    size_t n;
+    float *logits;
+    int all_positions;
+} k3_seq;
+
+/* Advances several sequences in one pass over the weights: sequence i
+ * consumes seqs[i].ids[0..n) (n >= 1: a prompt chunk, one decode id, a few
+ * ids to verify) at its state's next positions. The rows of all sequences
+ * share every layer's matrix products and each routed expert's read (the
+ * union of the rows that chose it); each sequence's recurrences (KDA conv
+ * and recurrent state, MLA cache, position) run on its own state. Every
+ * sequence's logits and state are bit-identical to a k3_forward of its ids
+ * alone, whatever the other sequences, their order and the model's
+ * max_batch. Rows beyond max_batch run as consecutive pieces (a sequence's
+ * ids in order), so the working memory is the plan's scratch. The states
+ * must be distinct states of this model (K3_EINPUT otherwise; so is any
+ * sequence k3_forward would refuse, naming it; then no state changed). The
+ * arena and the failure rules are k3_forward's: after a failure past the
+ * checks, reset or rewind every state of the call. k3_forward is this with
+ * one sequence. */
+int k3_forward_multi(k3_model *m, const k3_seq *seqs, size_t n_seqs, k3_err *e);
 
 /* The ids consumed so far (k3_state_pos of them), and the logits of the
  * last one (vocab floats; NULL when nothing was consumed), so generation

@@ -10,6 +10,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "cli/batch.h"
 #include "cli/chat_cmd.h"
 #include "cli/chat_run.h"
 #include "cli/generate.h"
@@ -148,6 +149,15 @@ static int open_model(const k3_options *o, size_t prompt_len, const k3_tokenizer
         k3_model_print_plan(*m, stderr);
     k3_model_set_trace(*m, trace);
     return K3_OK;
+}
+
+/* --batch-file's open: one-shot sizing for its longest sequence. */
+static int batch_open(const k3_options *o, size_t longest, const k3_tokenizer *tok,
+                      k3_model **m, FILE *trace, k3_err *e)
+{
+    k3_options b = *o;
+    b.gen = 0; /* longest counts each line's gen */
+    return open_model(&b, longest, tok, m, trace, e);
 }
 
 static int chat(const k3_options *o, k3_err *e)
@@ -292,5 +302,7 @@ int main(int argc, char **argv)
         return plan_only(&o, &e) ? fail(&e) : 0;
     if (o.chat)
         return chat(&o, &e) ? fail(&e) : 0;
+    if (o.batch_file)
+        return k3_cmd_batch_file(&o, batch_open, &e) ? fail(&e) : 0;
     return generate(&o, &e) ? fail(&e) : 0;
 }

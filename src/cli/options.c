@@ -56,6 +56,11 @@ static const k3_opt main_table[] = {
     K3_OPT_FLAG_("--prompt-special", O, prompt_special,
                  "let special-token text in the prompt become its ids"),
     K3_OPT_STR_("--ids", "LIST", O, ids_csv, "prompt token ids, comma-separated (output: ids)"),
+    K3_OPT_STR_("--batch-file", "F", O, batch_file,
+                "run every prompt of the JSONL file F together, one line\n"
+                "{\"prompt\": TEXT} or {\"ids\": [...]} each (optional \"gen\",\n"
+                "\"temperature\", \"top_p\", \"top_k\", \"seed\"); answers\n"
+                "under \"==> line N <==\" headings, in input order"),
     K3_OPT_STR_("--tok", "DIR", O, tok_dir, "tokenizer directory (default: MODEL_DIR)"),
     K3_OPT_FLAG_("--tokenize", O, tokenize,
                  "print the prompt's token ids and exit (no model needed)"),
@@ -216,6 +221,14 @@ static int check_combinations(const k3_options *o, k3_err *e)
                                      "or --prompt-file");
     if (o->spec > 0 && o->recompute)
         return k3_fail(e, K3_EINPUT, "--spec and --recompute do not go together");
+    if (o->batch_file && (o->prompt || o->prompt_file || o->ids_csv || o->chat ||
+                          o->load_state || o->save_state || o->spec > 0 || o->recompute ||
+                          o->tf_check || o->output.dump_logits ||
+                          o->output.dump_prompt_logits))
+        return k3_fail(e, K3_EINPUT, "--batch-file takes its prompts from the file: it does not "
+                                     "go with --prompt, --prompt-file, --ids, --chat, "
+                                     "--load-state, --save-state, --spec, --recompute, "
+                                     "--tf-check or the logit dumps");
     if ((o->prompt != NULL) + (o->prompt_file != NULL) + (o->ids_csv != NULL) > 1)
         return k3_fail(e, K3_EINPUT, "give one prompt: --prompt, --prompt-file or --ids");
     if (o->chat && (o->prompt || o->prompt_file || o->ids_csv))
@@ -262,8 +275,12 @@ int k3_options_parse(k3_options *o, int argc, char **argv, k3_err *e)
     o->draft_topk = -1;
     if (k3_opt_parse(&main_cmd, o, argc, argv, e) != K3_OK || check_combinations(o, e))
         return e->code;
-    if (o->spec == K3_OPT_AUTO) /* auto: drafting where it pays; --recompute has no steps */
-        o->spec = o->recompute ? 0 : K3_SPEC_AUTO, o->spec_auto = 1;
+    /* auto: drafting where it pays; --recompute has no decode steps to draft
+     * for, and --batch-file's lines decode one id a step each (not yet
+     * verified drafts: the multi-sequence forward admits them, the batch
+     * driver does not draft yet). */
+    if (o->spec == K3_OPT_AUTO)
+        o->spec = o->recompute || o->batch_file ? 0 : K3_SPEC_AUTO, o->spec_auto = 1;
     return K3_OK;
 }
 
@@ -322,5 +339,6 @@ int k3_options_model(const k3_memory_opts *o, k3_model_opts *mo, k3_err *e)
     mo->max_context = o->max_context;
     mo->no_mem_check = o->no_mem_check;
     mo->trunk_dir = o->trunk_dir;
+    mo->sequences = o->sequences;
     return K3_OK;
 }

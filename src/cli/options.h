@@ -45,6 +45,8 @@ typedef struct k3_memory_opts {
     int max_context_given;        /* --max-context was given */
     int no_mem_check;             /* --no-mem-check */
     const char *trunk_dir;        /* --trunk DIR: packed trunk (k3 pack-trunk) */
+    int sequences;                /* states run together (no option: --batch-file's lines);
+                                   * 0 = 1 */
 } k3_memory_opts;
 
 /* The conversation of --chat (cli/chat_run.h); each is refused without it. */
@@ -60,6 +62,7 @@ typedef struct k3_conv_opts {
 typedef struct k3_options {
     const char *model_dir;
     const char *ids_csv;          /* --ids */
+    const char *batch_file;       /* --batch-file F.jsonl (cli/batch.h) */
     const char *tok_dir;          /* --tok DIR (default: the model directory) */
     const char *prompt;           /* --prompt TEXT */
     const char *prompt_file;      /* --prompt-file FILE */

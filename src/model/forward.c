@@ -10,8 +10,13 @@
  *
  * All T tokens of a call go through one layer before the next (layer-major),
  * which is what weight streaming needs; each token's arithmetic is the same
- * as in a one-token call, so logits are bit-identical either way. */
+ * as in a one-token call, so logits are bit-identical either way. The T rows
+ * may be several sequences' (k3_forward_multi): they share every matrix
+ * product, expert read and head product, and each sequence's recurrences
+ * run on its own state (kda.c, mla.c), so its bits are those of a call of
+ * its ids alone. */
 #include <math.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -33,7 +38,7 @@ typedef struct {
     float *tmp;    /* [H] AttnRes scratch: one normed source */
     float *score;  /* [nbank_max + 1] AttnRes scratch: one score per source */
     const float **src; /* [nbank_max + 1] the sources of one mix */
-    float *head;   /* [vocab] the last row's logits when the caller takes none */
+    float *head;   /* [min(T, K3_HEAD_ROWS)][vocab] last rows' logits, computed together */
     uint16_t *raw; /* [H] one streamed embedding row as read (BF16) */
     float *mm;     /* the matmul workspace (kernels.h) for threads, mm_cols and T */
     size_t mm_cols;       /* the widest input of any matrix k3_matmul gets */
@@ -41,6 +46,15 @@ typedef struct {
     uint64_t block_bytes; /* the largest k3_*_scratch of any layer's blocks */
     size_t nbank_max;     /* bank rows per token: ceil(L / block) + 1 >= the rows ever banked */
 } work;
+
+/* Rows of the lm_head product run together for sequences that need only
+ * their last row's logits (a decode step of several sequences): the head's
+ * weights are then traversed once per K3_HEAD_ROWS sequences. */
+#define K3_HEAD_ROWS 8
+
+/* Segments (sequences) a piece holds at most: a call of more sequences runs
+ * as several pieces, which the bits do not depend on. */
+#define K3_PIECE_SEQS 64
 
 static uint64_t max_u64(uint64_t a, uint64_t b) { return a > b ? a : b; }
 
@@ -74,6 +88,7 @@ static uint64_t fwd_layout(const k3_config *c, int64_t layers, uint64_t T, uint6
     uint64_t L = layers > 0 ? (uint64_t)layers : 0, f = sizeof(float);
     uint64_t block = c->attn_res_block_size > 0 ? (uint64_t)c->attn_res_block_size : 1;
     uint64_t nbank = k3_sat_add(L / block + (L % block != 0), 1), TH = k3_sat_mul(T, H);
+    uint64_t hr = T < K3_HEAD_ROWS ? (T > 0 ? T : 1) : K3_HEAD_ROWS;
     int kda = 0, mla = 0; /* the attention kinds among the layers (both if unknown) */
     for (uint64_t i = 0; i < L && !(kda && mla); i++) {
         kda |= !c->layer_kind || c->layer_kind[i] == K3_LAYER_KDA;
@@ -93,7 +108,7 @@ static uint64_t fwd_layout(const k3_config *c, int64_t layers, uint64_t T, uint6
     w->tmp = k3_carve_take(&a, H, f);
     w->score = k3_carve_take(&a, k3_sat_add(nbank, 1), f);
     w->src = k3_carve_take(&a, k3_sat_add(nbank, 1), sizeof(const float *));
-    w->head = k3_carve_take(&a, V, f);
+    w->head = k3_carve_take(&a, k3_sat_mul(hr, V), f);
     w->raw = k3_carve_take(&a, H, sizeof(uint16_t));
     w->mm_cols = (size_t)widest(c);
     w->mm = k3_carve_take(&a, k3_mm_ws_bytes(threads, w->mm_cols, (size_t)T), 1);
@@ -127,33 +142,126 @@ static void bank_mix(work *w, size_t t, size_t nbank, const float *cur, const fl
     k3_attn_res(w->h + t * H, w->src, nbank + 1, norm, proj, H, eps, w->tmp, w->score);
 }
 
-/* One chunk of T <= plan.max_batch checked ids, whose room in the state is
- * reserved and whose working memory fits the arena. */
-static int forward_chunk(k3_model *m, k3_state *s, const uint32_t *ids, size_t T, float *logits,
-                         int all_positions, k3_err *e)
+/* One piece: the segments seg[0..nseg) (model.h) of T <= plan.max_batch
+ * rows in all, each with its checked ids, its logits destination (NULL, the
+ * last row, or all rows when all[g]), room reserved in its state, and a
+ * working memory that fits the arena (end: the largest pos + n). */
+typedef struct {
+    k3_seg seg[K3_PIECE_SEQS];
+    const uint32_t *ids[K3_PIECE_SEQS];
+    float *logits[K3_PIECE_SEQS];
+    int all[K3_PIECE_SEQS];
+    size_t nseg, T;
+    uint64_t end;
+} piece;
+
+/* A NaN or Inf logit means a weight (most have no checksum in the release
+ * format) or a loaded state holds one; any token chosen from such logits is
+ * arbitrary, so the run is invalid rather than continued
+ * (tests/gates/72-fault-sweep.sh). rows [rows][V] are the logits of the
+ * state's positions from pos + first on. */
+static int check_finite(const float *rows, size_t nrows, size_t V, const k3_state *s,
+                        size_t first, k3_err *e)
+{
+    for (size_t i = 0; i < nrows * V; i++)
+        if (!isfinite(rows[i]))
+            return k3_fail(e, K3_EINVALID, "RUN INVALID: logit %zu of position %lld is not "
+                           "finite: a weight or the loaded state holds NaN or Inf",
+                           i % V, (long long)(s->pos + (int64_t)(first + i / V)));
+    return K3_OK;
+}
+
+/* The final mix and norm of row t, into row r of w->x (r <= t: rows only
+ * move towards the front, and w->x is not a source of the mix). */
+static void final_row(work *w, const k3_weights *W, size_t t, size_t r, size_t nbank, size_t H,
+                      float eps)
+{
+    bank_mix(w, t, nbank, w->hin + t * H, W->out_res_norm, W->out_res_proj, H, eps);
+    k3_rmsnorm(w->x + r * H, w->h + t * H, W->final_norm, H, eps);
+}
+
+/* The output head of a piece (§4.9) and the states' commits: a segment
+ * that asked for all rows gets one product into its caller's buffer; the
+ * others' last rows are gathered, K3_HEAD_ROWS at a time, into one product
+ * into w->head, then copied to their callers' buffers (if any). */
+static int head_and_commit(k3_model *m, const piece *p, work *w, size_t nbank,
+                           const k3_mm_ws *mm, k3_err *e)
+{
+    const k3_weights *W = &m->w;
+    size_t H = (size_t)m->cfg.hidden_size, V = (size_t)m->cfg.vocab_size;
+    size_t L = (size_t)W->n_layers;
+    float eps = (float)m->cfg.rms_norm_eps;
+    const uint8_t *image = k3_trunk_acquire(m->trunk, L, e);
+    if (!image)
+        return e->code;
+    k3_mat head = k3_weights_lm_head(W, image);
+    int rc = K3_OK;
+    for (size_t g = 0; g < p->nseg && rc == K3_OK; g++) {
+        const k3_seg *sg = &p->seg[g];
+        if (!p->all[g])
+            continue;
+        for (size_t i = 0; i < sg->n; i++)
+            final_row(w, W, sg->t0 + i, i, nbank, H, eps);
+        k3_matmul(&head, w->x, sg->n, p->logits[g], mm);
+        rc = check_finite(p->logits[g], sg->n, V, sg->s, 0, e);
+        if (rc == K3_OK)
+            k3_state_commit(sg->s, p->ids[g], sg->n, p->logits[g] + (sg->n - 1) * V);
+    }
+    for (size_t g0 = 0; g0 < p->nseg && rc == K3_OK;) {
+        size_t grp[K3_HEAD_ROWS], r = 0, g = g0;
+        for (; g < p->nseg && r < K3_HEAD_ROWS; g++)
+            if (!p->all[g]) {
+                final_row(w, W, p->seg[g].t0 + p->seg[g].n - 1, r, nbank, H, eps);
+                grp[r++] = g;
+            }
+        g0 = g;
+        if (r == 0)
+            break;
+        k3_matmul(&head, w->x, r, w->head, mm);
+        for (size_t i = 0; i < r && rc == K3_OK; i++) {
+            const k3_seg *sg = &p->seg[grp[i]];
+            const float *row = w->head + i * V;
+            rc = check_finite(row, 1, V, sg->s, sg->n - 1, e);
+            if (rc == K3_OK && p->logits[grp[i]])
+                memcpy(p->logits[grp[i]], row, V * sizeof *row);
+            if (rc == K3_OK)
+                k3_state_commit(sg->s, p->ids[grp[i]], sg->n, row);
+        }
+    }
+    k3_trunk_release(m->trunk, L);
+    return rc;
+}
+
+/* The decoder stack over a piece's rows, layer-major: row t's arithmetic is
+ * that of its token in a call of its sequence alone. */
+static int forward_piece(k3_model *m, const piece *p, k3_err *e)
 {
     const k3_config *c = &m->cfg;
     const k3_weights *W = &m->w;
-    size_t H = (size_t)c->hidden_size, V = (size_t)c->vocab_size;
+    size_t H = (size_t)c->hidden_size, T = p->T;
     size_t block = (size_t)c->attn_res_block_size, L = (size_t)W->n_layers;
     float eps = (float)c->rms_norm_eps;
     work w;
-    fwd_layout(c, W->n_layers, T, (uint64_t)s->pos + T, m->plan.threads, m->arena, &w);
+    fwd_layout(c, W->n_layers, T, p->end, m->plan.threads, m->arena, &w);
     k3_mm_ws mm = { w.mm, m->plan.threads, w.mm_cols, T };
     k3_work wk = { w.block, (size_t)w.block_bytes, &mm };
     /* The routing: the checkpoint's, or a drafter state's fewer experts
-     * (k3_state_set_route_k); nothing else reads the copy. */
+     * (k3_state_set_route_k; every sequence of a call has the same, checked
+     * by k3_forward_multi); nothing else reads the copy. */
     k3_config fewer;
     const k3_config *route = c;
-    if (s->route_k > 0 && s->route_k < c->num_experts_per_token) {
+    int route_k = p->seg[0].s->route_k;
+    if (route_k > 0 && route_k < c->num_experts_per_token) {
         fewer = *c;
-        fewer.num_experts_per_token = s->route_k;
+        fewer.num_experts_per_token = route_k;
         route = &fewer;
     }
 
     int rc = K3_OK;
-    for (size_t t = 0; t < T && rc == K3_OK; t++)
-        rc = k3_weights_embed_row(W, m->ix, ids[t], w.hin + t * H, w.raw, e);
+    for (size_t g = 0; g < p->nseg && rc == K3_OK; g++)
+        for (size_t i = 0; i < p->seg[g].n && rc == K3_OK; i++)
+            rc = k3_weights_embed_row(W, m->ix, p->ids[g][i], w.hin + (p->seg[g].t0 + i) * H,
+                                      w.raw, e);
 
     size_t nbank = 0;
     for (size_t li = 0; li < L && rc == K3_OK; li++) {
@@ -185,8 +293,9 @@ static int forward_chunk(k3_model *m, k3_state *s, const uint32_t *ids, size_t T
         /* §4.3 steps 3-4: attention; prefix = a (after a boundary) or h_in + a. */
         for (size_t t = 0; t < T; t++)
             k3_rmsnorm(w.x + t * H, w.h + t * H, lw->input_norm, H, eps);
-        rc = lw->kind == K3_LAYER_KDA ? k3_kda_forward(c, lw, s, (int)li, w.x, T, w.a, &wk, e)
-                                      : k3_mla_forward(c, lw, s, (int)li, w.x, T, w.a, &wk, e);
+        rc = lw->kind == K3_LAYER_KDA
+                 ? k3_kda_forward(c, lw, p->seg, p->nseg, (int)li, w.x, T, w.a, &wk, e)
+                 : k3_mla_forward(c, lw, p->seg, p->nseg, (int)li, w.x, T, w.a, &wk, e);
         if (rc != K3_OK) {
             k3_trunk_release(m->trunk, li);
             break;
@@ -206,52 +315,21 @@ static int forward_chunk(k3_model *m, k3_state *s, const uint32_t *ids, size_t T
         for (size_t i = 0; i < T * H; i++)
             w.hin[i] = w.prefix[i] + w.a[i];
     }
-    if (rc == K3_OK) {
-        /* Final mix, norm and head, for the positions asked for (only the
-         * last when the caller takes no logits: it goes to w.head). */
-        if (!logits) {
-            all_positions = 0;
-            logits = w.head;
-        }
-        size_t t0 = all_positions ? 0 : T - 1;
-        for (size_t t = t0; t < T; t++) {
-            bank_mix(&w, t, nbank, w.hin + t * H, W->out_res_norm, W->out_res_proj, H, eps);
-            k3_rmsnorm(w.x + t * H, w.h + t * H, W->final_norm, H, eps);
-        }
-        const uint8_t *image = k3_trunk_acquire(m->trunk, L, e);
-        if (image) {
-            k3_mat head = k3_weights_lm_head(W, image);
-            k3_matmul(&head, w.x + t0 * H, T - t0, logits, &mm);
-            k3_trunk_release(m->trunk, L);
-            /* A NaN or Inf logit means a weight (most have no checksum in
-             * the release format) or a loaded state holds one; any token
-             * chosen from such logits is arbitrary, so the run is invalid
-             * rather than continued (tests/gates/72-fault-sweep.sh). */
-            for (size_t i = 0; i < (T - t0) * V && rc == K3_OK; i++)
-                if (!isfinite(logits[i]))
-                    rc = k3_fail(e, K3_EINVALID, "RUN INVALID: logit %zu of position %lld is not "
-                                 "finite: a weight or the loaded state holds NaN or Inf",
-                                 i % V, (long long)(s->pos + (int64_t)(t0 + i / V)));
-            if (rc == K3_OK)
-                k3_state_commit(s, ids, T, logits + (all_positions ? (T - 1) * V : 0));
-        } else {
-            rc = e->code;
-        }
-    }
-    return rc;
+    return rc == K3_OK ? head_and_commit(m, p, &w, nbank, &mm, e) : rc;
 }
 
 /* Makes the arena hold a chunk of `chunk` tokens whose last attends to
  * `end` positions. The plan sized it for the planned context; a sequence
  * that goes past that (its KV cache grows past the plan too,
- * k3_state_reserve) grows it, for the state's capacity at once. */
-static int arena_fit(k3_model *m, const k3_state *s, size_t chunk, uint64_t end, k3_err *e)
+ * k3_state_reserve) grows it, for the largest state's capacity (kv_cap)
+ * at once. */
+static int arena_fit(k3_model *m, int64_t kv_cap, size_t chunk, uint64_t end, k3_err *e)
 {
     const k3_config *c = &m->cfg;
     int64_t L = m->w.n_layers;
     if (k3_forward_scratch(c, L, chunk, end, m->plan.threads) <= m->arena_bytes)
         return K3_OK;
-    uint64_t cap = s->kv_cap > 0 && (uint64_t)s->kv_cap > end ? (uint64_t)s->kv_cap : end;
+    uint64_t cap = kv_cap > 0 && (uint64_t)kv_cap > end ? (uint64_t)kv_cap : end;
     uint64_t need = k3_forward_scratch(c, L, (uint64_t)m->plan.max_batch, cap, m->plan.threads);
     unsigned char *grown = k3_arena_alloc(need, e);
     if (!grown)
@@ -262,32 +340,103 @@ static int arena_fit(k3_model *m, const k3_state *s, size_t chunk, uint64_t end,
     return K3_OK;
 }
 
-int k3_forward(k3_model *m, k3_state *s, const uint32_t *ids, size_t T, float *logits,
-               int all_positions, k3_err *e)
+/* The checks of one sequence of a call, before anything runs. */
+static int check_seq(const k3_model *m, const k3_seq *q, size_t i, size_t nseq, k3_err *e)
 {
     size_t V = (size_t)m->cfg.vocab_size;
-    if (T == 0)
-        return k3_fail(e, K3_EINPUT, "no tokens to process");
+    const char *w = nseq > 1 ? "sequence " : "";
+    char at[32] = "";
+    if (nseq > 1)
+        snprintf(at, sizeof at, "%zu: ", i);
+    if (!q->state || q->state->m != m)
+        return k3_fail(e, K3_EINPUT, "%s%sno state of this model", w, at);
+    if (q->n == 0 || !q->ids)
+        return k3_fail(e, K3_EINPUT, "%s%sno tokens to process", w, at);
+    const k3_state *s = q->state;
+    if (q->n > K3_MAX_CALL_TOKENS || s->pos > K3_MAX_POSITIONS - (int64_t)q->n) /* config.h */
+        return k3_fail(e, K3_EINPUT, "%s%s%zu tokens at position %lld: over the limit of %zu "
+                       "tokens a call, %lld positions", w, at, q->n, (long long)s->pos,
+                       K3_MAX_CALL_TOKENS, (long long)K3_MAX_POSITIONS);
+    for (size_t t = 0; t < q->n; t++)
+        if (q->ids[t] >= V)
+            return k3_fail(e, K3_EINPUT, "%s%stoken id %u is outside the vocabulary (%zu ids)",
+                           w, at, q->ids[t], V);
+    const k3_spec_journal *jr = s->spec && s->spec->active ? s->spec : NULL;
+    if (jr && (size_t)(s->pos - jr->pos0) + q->n > jr->cap) /* kda.c journals every id */
+        return k3_fail(e, K3_EINPUT, "%s%sa speculative step journals %zu ids, not %zu", w, at,
+                       jr->cap, (size_t)(s->pos - jr->pos0) + q->n);
+    return K3_OK;
+}
+
+int k3_forward_multi(k3_model *m, const k3_seq *seqs, size_t nseq, k3_err *e)
+{
+    size_t V = (size_t)m->cfg.vocab_size;
+    if (nseq == 0)
+        return k3_fail(e, K3_EINPUT, "no sequences to advance");
     if (!m->arena)
         return k3_fail(e, K3_EINPUT, "the model was opened to plan only: it cannot run");
-    if (T > K3_MAX_CALL_TOKENS || s->pos > K3_MAX_POSITIONS - (int64_t)T) /* config.h */
-        return k3_fail(e, K3_EINPUT, "%zu tokens at position %lld: over the limit of %zu tokens "
-                       "a call, %lld positions", T, (long long)s->pos, K3_MAX_CALL_TOKENS,
-                       (long long)K3_MAX_POSITIONS);
-    for (size_t t = 0; t < T; t++)
-        if (ids[t] >= V)
-            return k3_fail(e, K3_EINPUT, "token id %u is outside the vocabulary (%zu ids)",
-                           ids[t], V);
+    uint64_t total = 0;
+    for (size_t i = 0; i < nseq; i++) {
+        if (check_seq(m, &seqs[i], i, nseq, e) != K3_OK)
+            return e->code;
+        for (size_t j = 0; j < i; j++)
+            if (seqs[j].state == seqs[i].state)
+                return k3_fail(e, K3_EINPUT, "sequences %zu and %zu share one state", j, i);
+        if (seqs[i].state->route_k != seqs[0].state->route_k)
+            return k3_fail(e, K3_EINPUT, "sequences 0 and %zu route to different numbers of "
+                                         "experts (k3_state_set_route_k): not in one call", i);
+        total = k3_sat_add(total, seqs[i].n);
+    }
     size_t chunk = (size_t)m->plan.max_batch;
-    if (k3_state_reserve(s, s->pos + (int64_t)T, e) != K3_OK ||
-        arena_fit(m, s, T < chunk ? T : chunk, (uint64_t)s->pos + T, e) != K3_OK)
+    uint64_t end = 0;
+    int64_t cap = 0;
+    for (size_t i = 0; i < nseq; i++) {
+        k3_state *s = seqs[i].state;
+        if (k3_state_reserve(s, s->pos + (int64_t)seqs[i].n, e) != K3_OK)
+            return e->code;
+        end = max_u64(end, (uint64_t)s->pos + seqs[i].n);
+        cap = s->kv_cap > cap ? s->kv_cap : cap;
+    }
+    if (arena_fit(m, cap, total < chunk ? (size_t)total : chunk, end, e) != K3_OK)
         return e->code;
-    /* Pieces of at most max_batch tokens: the same bits as one call. */
-    for (size_t t0 = 0; t0 < T; t0 += chunk) {
-        size_t n = T - t0 < chunk ? T - t0 : chunk;
-        float *out = logits && all_positions ? logits + t0 * V : logits;
-        if (forward_chunk(m, s, ids + t0, n, out, all_positions, e) != K3_OK)
+    /* Pieces of at most max_batch rows and K3_PIECE_SEQS sequences, taking
+     * the sequences in order from a cursor (sequence i, its ids from off):
+     * each sequence's ids run in order, so the bits are those of one call
+     * per sequence. */
+    piece p;
+    size_t i = 0, off = 0;
+    while (i < nseq) {
+        p.nseg = 0;
+        p.T = 0;
+        p.end = 0;
+        while (i < nseq && p.T < chunk && p.nseg < K3_PIECE_SEQS) {
+            const k3_seq *q = &seqs[i];
+            size_t n = q->n - off < chunk - p.T ? q->n - off : chunk - p.T;
+            size_t g = p.nseg++;
+            p.seg[g].s = q->state;
+            p.seg[g].t0 = p.T;
+            p.seg[g].n = n;
+            p.ids[g] = q->ids + off;
+            p.all[g] = q->logits && q->all_positions;
+            /* A sequence's last row goes to the caller; earlier pieces' to w->head. */
+            p.logits[g] = p.all[g] ? q->logits + off * V : off + n == q->n ? q->logits : NULL;
+            p.end = max_u64(p.end, (uint64_t)q->state->pos + n);
+            p.T += n;
+            off += n;
+            if (off == q->n) {
+                i++;
+                off = 0;
+            }
+        }
+        if (forward_piece(m, &p, e) != K3_OK)
             return e->code;
     }
     return K3_OK;
+}
+
+int k3_forward(k3_model *m, k3_state *s, const uint32_t *ids, size_t T, float *logits,
+               int all_positions, k3_err *e)
+{
+    k3_seq q = { s, ids, T, logits, all_positions };
+    return k3_forward_multi(m, &q, 1, e);
 }

@@ -14,7 +14,8 @@
  * channel j the sum over key channels c runs c = 0..d-1 with one fmaf per
  * term, so a vectorised path works across j and keeps the same bits. The
  * projections go through k3_matmul, so a T-token call and T one-token calls
- * produce identical results. */
+ * produce identical results, and so do rows of several sequences in one
+ * call (each sequence's recurrence runs on its own state). */
 #include <math.h>
 #include <string.h>
 
@@ -130,8 +131,9 @@ uint64_t k3_kda_scratch(const k3_config *c, uint64_t T)
     return kda_layout(c, T, NULL, &b);
 }
 
-int k3_kda_forward(const k3_config *cfg, const k3_layer_weights *lw, k3_state *s, int layer,
-                   const float *x, size_t T, float *out, const k3_work *wk, k3_err *e)
+int k3_kda_forward(const k3_config *cfg, const k3_layer_weights *lw, const k3_seg *seg,
+                   size_t nseg, int layer, const float *x, size_t T, float *out,
+                   const k3_work *wk, k3_err *e)
 {
     const k3_kda_weights *w = &lw->kda;
     size_t NH = (size_t)cfg->kda_num_heads, D = (size_t)cfg->kda_head_dim, C = NH * D;
@@ -141,7 +143,8 @@ int k3_kda_forward(const k3_config *cfg, const k3_layer_weights *lw, k3_state *s
         return k3_fail(e, K3_ERUNTIME, "KDA scratch: %llu bytes needed, %zu given",
                        (unsigned long long)k3_kda_scratch(cfg, T), wk->bytes);
     kda_layout(cfg, T, wk->buf, &b);
-    /* Projections of all T tokens, then the recurrence token by token. */
+    /* Projections of all T rows, then each sequence's recurrence over its
+     * rows, token by token, on its own conv and recurrent state. */
     k3_matmul(&w->q, x, T, b.Q, wk->mm);
     k3_matmul(&w->k, x, T, b.K, wk->mm);
     k3_matmul(&w->v, x, T, b.V, wk->mm);
@@ -149,27 +152,32 @@ int k3_kda_forward(const k3_config *cfg, const k3_layer_weights *lw, k3_state *s
     k3_matmul(&w->f_a, x, T, b.FA, wk->mm);
     k3_matmul(&w->f_b, b.FA, T, b.GR, wk->mm);
     k3_matmul(&w->b, x, T, b.B, wk->mm);
-    k3_spec_journal *jr = s->spec && s->spec->active ? s->spec : NULL;
-    size_t at = jr ? (size_t)(s->pos - jr->pos0) : 0, rec = k3_spec_record_floats(cfg);
-    if (jr && at + T > jr->cap)
-        return k3_fail(e, K3_EINPUT, "a speculative step journals %zu ids, not %zu", jr->cap,
-                       at + T);
-    for (size_t t = 0; jr && t < T; t++) { /* k3_kda_step's inputs, for k3_state_spec_end */
-        float *r = jr->in[layer] + (at + t) * rec;
-        memcpy(r, b.Q + t * C, C * sizeof *r);
-        memcpy(r + C, b.K + t * C, C * sizeof *r);
-        memcpy(r + 2 * C, b.V + t * C, C * sizeof *r);
-        memcpy(r + 3 * C, b.GR + t * C, C * sizeof *r);
-        memcpy(r + 4 * C, b.B + t * NH, NH * sizeof *r);
-    }
-    for (size_t t = 0; t < T; t++) {
-        float *o = b.O + t * C;
-        k3_kda_step(cfg, w, s->conv[layer], s->S[layer], b.Q + t * C, b.K + t * C, b.V + t * C,
-                    b.GR + t * C, b.B + t * NH, o, b.step);
-        for (size_t h = 0; h < NH; h++) {
-            k3_rmsnorm(o + h * D, o + h * D, w->o_norm, D, eps);
-            for (size_t j = 0; j < D; j++)
-                o[h * D + j] *= k3_sigmoidf(b.G[t * C + h * D + j]);
+    size_t rec = k3_spec_record_floats(cfg);
+    for (size_t g = 0; g < nseg; g++) {
+        k3_state *s = seg[g].s;
+        size_t t0 = seg[g].t0, t1 = t0 + seg[g].n;
+        k3_spec_journal *jr = s->spec && s->spec->active ? s->spec : NULL;
+        size_t at = jr ? (size_t)(s->pos - jr->pos0) : 0;
+        if (jr && at + seg[g].n > jr->cap)
+            return k3_fail(e, K3_EINPUT, "a speculative step journals %zu ids, not %zu",
+                           jr->cap, at + seg[g].n);
+        for (size_t t = t0; jr && t < t1; t++) { /* k3_kda_step's inputs, for spec_end */
+            float *r = jr->in[layer] + (at + t - t0) * rec;
+            memcpy(r, b.Q + t * C, C * sizeof *r);
+            memcpy(r + C, b.K + t * C, C * sizeof *r);
+            memcpy(r + 2 * C, b.V + t * C, C * sizeof *r);
+            memcpy(r + 3 * C, b.GR + t * C, C * sizeof *r);
+            memcpy(r + 4 * C, b.B + t * NH, NH * sizeof *r);
+        }
+        for (size_t t = t0; t < t1; t++) {
+            float *o = b.O + t * C;
+            k3_kda_step(cfg, w, s->conv[layer], s->S[layer], b.Q + t * C, b.K + t * C,
+                        b.V + t * C, b.GR + t * C, b.B + t * NH, o, b.step);
+            for (size_t h = 0; h < NH; h++) {
+                k3_rmsnorm(o + h * D, o + h * D, w->o_norm, D, eps);
+                for (size_t j = 0; j < D; j++)
+                    o[h * D + j] *= k3_sigmoidf(b.G[t * C + h * D + j]);
+            }
         }
     }
     k3_matmul(&w->o, b.O, T, out, wk->mm);

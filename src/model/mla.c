@@ -84,22 +84,27 @@ uint64_t k3_mla_scratch(const k3_config *c, uint64_t T, uint64_t end)
     return mla_layout(c, T, end, NULL, &b);
 }
 
-int k3_mla_forward(const k3_config *cfg, const k3_layer_weights *lw, k3_state *s, int layer,
-                   const float *x, size_t T, float *out, const k3_work *wk, k3_err *e)
+int k3_mla_forward(const k3_config *cfg, const k3_layer_weights *lw, const k3_seg *seg,
+                   size_t nseg, int layer, const float *x, size_t T, float *out,
+                   const k3_work *wk, k3_err *e)
 {
     const k3_mla_weights *w = &lw->mla;
     size_t NH = (size_t)cfg->num_attention_heads, QL = (size_t)cfg->q_lora_rank;
     size_t R = (size_t)cfg->kv_lora_rank, DR = (size_t)cfg->qk_rope_head_dim;
     size_t DV = (size_t)cfg->v_head_dim, DQ = (size_t)cfg->qk_nope_head_dim + DR, KW = R + DR;
-    uint64_t end = (uint64_t)s->pos + T;
+    uint64_t end = 0;
+    for (size_t g = 0; g < nseg; g++) {
+        uint64_t e_g = (uint64_t)seg[g].s->pos + seg[g].n;
+        end = e_g > end ? e_g : end;
+    }
     mla_bufs b;
     if (k3_mla_scratch(cfg, T, end) > wk->bytes)
         return k3_fail(e, K3_ERUNTIME, "MLA scratch: %llu bytes needed, %zu given",
                        (unsigned long long)k3_mla_scratch(cfg, T, end), wk->bytes);
-    if (k3_state_reserve(s, (int64_t)end, e) != K3_OK)
-        return e->code;
+    for (size_t g = 0; g < nseg; g++)
+        if (k3_state_reserve(seg[g].s, seg[g].s->pos + (int64_t)seg[g].n, e) != K3_OK)
+            return e->code;
     mla_layout(cfg, T, end, wk->buf, &b);
-    float *cache = s->kv[layer];
 
     k3_matmul(&w->q_a, x, T, b.QA, wk->mm);
     for (size_t t = 0; t < T; t++)
@@ -107,18 +112,25 @@ int k3_mla_forward(const k3_config *cfg, const k3_layer_weights *lw, k3_state *s
     k3_matmul(&w->q_b, b.QA, T, b.Q, wk->mm);
     k3_matmul(&w->kv_a, x, T, b.CKV, wk->mm);
     k3_matmul(&w->g, x, T, b.G, wk->mm);
-    for (size_t t = 0; t < T; t++) {
-        float *row = cache + (size_t)(s->pos + (int64_t)t) * KW;
-        k3_rmsnorm(row, b.CKV + t * KW, w->kv_a_norm, R, 1e-6f);
-        memcpy(row + R, b.CKV + t * KW + R, DR * sizeof *row);
-    }
-    for (size_t t = 0; t < T; t++) {
-        float *o = b.O + t * NH * DV;
-        /* causal: token t sees positions 0 .. pos + t */
-        k3_mla_attend(cfg, &w->kv_b, cache, (size_t)s->pos + t + 1, b.Q + t * NH * DQ, o,
-                      b.attend);
-        for (size_t j = 0; j < NH * DV; j++)
-            o[j] *= k3_sigmoidf(b.G[t * NH * DV + j]);
+    /* Each sequence's rows go to its own cache, then attend over it. */
+    for (size_t g = 0; g < nseg; g++) {
+        const k3_state *s = seg[g].s;
+        float *cache = s->kv[layer];
+        size_t t0 = seg[g].t0, n = seg[g].n;
+        for (size_t i = 0; i < n; i++) {
+            float *row = cache + (size_t)(s->pos + (int64_t)i) * KW;
+            k3_rmsnorm(row, b.CKV + (t0 + i) * KW, w->kv_a_norm, R, 1e-6f);
+            memcpy(row + R, b.CKV + (t0 + i) * KW + R, DR * sizeof *row);
+        }
+        for (size_t i = 0; i < n; i++) {
+            size_t t = t0 + i;
+            float *o = b.O + t * NH * DV;
+            /* causal: the sequence's token i sees its positions 0 .. pos + i */
+            k3_mla_attend(cfg, &w->kv_b, cache, (size_t)s->pos + i + 1, b.Q + t * NH * DQ, o,
+                          b.attend);
+            for (size_t j = 0; j < NH * DV; j++)
+                o[j] *= k3_sigmoidf(b.G[t * NH * DV + j]);
+        }
     }
     k3_matmul(&w->o, b.O, T, out, wk->mm);
     return K3_OK;

@@ -146,15 +146,29 @@ void k3_route(const k3_config *c, const float *logit, const float *bias, int32_t
 int k3_moe_block(const k3_config *c, const k3_moe_weights *w, const k3_expert_source *src,
                  const float *x, size_t T, float *out, const k3_work *wk, k3_err *e);
 
-/* The blocks, over T consecutive tokens at positions s->pos... with layer
- * `layer`'s weights in view lw. x is [T][H] (already normed); out [T][H];
- * wk holds the block's k3_*_scratch for T (and, for MLA, end = s->pos + T;
- * the state has room for those positions). A wk smaller than that is
- * K3_ERUNTIME. */
-int k3_kda_forward(const k3_config *c, const k3_layer_weights *lw, k3_state *s, int layer,
-                   const float *x, size_t T, float *out, const k3_work *wk, k3_err *e);
-int k3_mla_forward(const k3_config *c, const k3_layer_weights *lw, k3_state *s, int layer,
-                   const float *x, size_t T, float *out, const k3_work *wk, k3_err *e);
+/* One sequence's rows in a call over several sequences (forward.c): rows
+ * [t0, t0 + n) of the call's row-major buffers are the next n tokens of
+ * state s, at its positions s->pos... . A call's segments are ordered by
+ * t0, adjacent (the first at 0, each ending where the next starts), each of
+ * n >= 1 rows and each of a different state. */
+typedef struct k3_seg {
+    k3_state *s;
+    size_t t0, n;
+} k3_seg;
+
+/* The attention blocks over the T rows of segments seg[0..nseg) with layer
+ * `layer`'s weights in view lw: the projections run once over all T rows
+ * (k3_matmul: each row's bits are its one-row product's), the recurrence
+ * per segment on that segment's state. x is [T][H] (already normed); out
+ * [T][H]; wk holds the block's k3_*_scratch for T (and, for MLA, end = the
+ * largest s->pos + n of the segments; each state has room for its
+ * positions). A wk smaller than that is K3_ERUNTIME. */
+int k3_kda_forward(const k3_config *c, const k3_layer_weights *lw, const k3_seg *seg,
+                   size_t nseg, int layer, const float *x, size_t T, float *out,
+                   const k3_work *wk, k3_err *e);
+int k3_mla_forward(const k3_config *c, const k3_layer_weights *lw, const k3_seg *seg,
+                   size_t nseg, int layer, const float *x, size_t T, float *out,
+                   const k3_work *wk, k3_err *e);
 int k3_dense_mlp_forward(const k3_config *c, const k3_layer_weights *lw, const float *x,
                          size_t T, float *out, const k3_work *wk, k3_err *e);
 

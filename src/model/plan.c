@@ -331,6 +331,13 @@ static int plan_layout(k3_plan *p, const k3_config *c, const k3_weights *w,
     p->draft = o->self_draft && p->spec_drafts
                    ? k3_sat_add(k3_sat_add(p->kda_state, p->kv_cache), p->spec)
                    : 0;
+    /* Every sequence run together has its own state (a --batch-file line,
+     * a server slot): the KDA state and the MLA cache count once per state
+     * (a speculative step's copy, above, is of one). */
+    p->sequences = o->sequences > 0 ? o->sequences : 1;
+    p->sequence_bytes = k3_sat_add(p->kda_state, p->kv_cache);
+    p->kda_state = k3_sat_mul(p->kda_state, (uint64_t)p->sequences);
+    p->kv_cache = k3_sat_mul(p->kv_cache, (uint64_t)p->sequences);
     const uint64_t parts[] = { p->pinned_trunk, p->ring, p->lm_head, p->embed, p->small,
                                p->expert_cache, p->kda_state, p->kv_cache, p->scratch, p->spec,
                                p->draft };
@@ -388,6 +395,8 @@ void k3_plan_print(const k3_plan *p, FILE *f)
     fprintf(f, "  KDA state        %9.3f GB\n", p->kda_state / GIB);
     fprintf(f, "  MLA KV cache     %9.3f GB  %lld positions\n", p->kv_cache / GIB,
             (long long)p->context);
+    fprintf(f, "  per sequence     %9.3f GB  KDA state + MLA cache for %lld positions; %d "
+               "planned\n", p->sequence_bytes / GIB, (long long)p->context, p->sequences);
     if (p->spec_drafts)
         fprintf(f, "  speculation      %9.3f GB  KDA copy + journal for %d drafts a step\n",
                 p->spec / GIB, p->spec_drafts);
@@ -425,6 +434,8 @@ void k3_plan_print_json(const k3_plan *p, FILE *f, const char *in)
             (unsigned long long)p->kda_state, (unsigned long long)p->kv_cache,
             (unsigned long long)p->scratch, (unsigned long long)p->spec,
             (unsigned long long)p->draft, (unsigned long long)p->total);
+    fprintf(f, "%s\"sequences\": %d,\n%s\"sequence_bytes\": %llu,\n", in, p->sequences, in,
+            (unsigned long long)p->sequence_bytes);
     fprintf(f, "%s\"mem_available\": %llu,\n%s\"cgroup_limit\": %llu", in,
             (unsigned long long)p->mem_available, in, (unsigned long long)p->cgroup_limit);
 }

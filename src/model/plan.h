@@ -39,6 +39,8 @@ typedef struct k3_plan {
     uint64_t spec;              /* a speculative step: KDA copy + journal + logits rows */
     int spec_drafts;            /* the drafts it is planned for (0: none) */
     uint64_t draft;             /* the self drafter's state + cache + journal (0: none) */
+    int sequences;              /* states planned (kda_state and kv_cache count each) */
+    uint64_t sequence_bytes;    /* one state: its KDA state + MLA cache for the context */
     uint64_t trunk_total;       /* all layer runs, pinned or not */
     int64_t context;            /* positions the KV cache is sized for */
     double budget_gb;           /* the total budget split (a preset, --budget-gb), or -1 */

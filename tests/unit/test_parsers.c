@@ -221,9 +221,9 @@ static void test_sizes(void)
     uint64_t block = nk > nm ? nk : nm;
     block = block > ne ? block : ne;
     block = block > dense ? block : dense;
-    /* hin, prefix, h, x, a; bank; tmp, score, src; head, raw; matmul, block */
+    /* hin, prefix, h, x, a; bank; tmp, score, src; head (8 rows), raw; matmul, block */
     uint64_t f1[] = { T * 64 * 4,     T * 64 * 4, T * 64 * 4, T * 64 * 4, T * 64 * 4,
-                      T * 3 * 64 * 4, 64 * 4,     4 * 4,      4 * 8,      512 * 4,
+                      T * 3 * 64 * 4, 64 * 4,     4 * 4,      4 * 8,      8 * 512 * 4,
                       64 * 2,         k3_mm_ws_bytes(2, 96, T),           block };
     CHECK(k3_kda_scratch(&c, T) == nk, "KDA scratch %llu, by hand %llu",
           (unsigned long long)k3_kda_scratch(&c, T), (unsigned long long)nk);
@@ -260,7 +260,7 @@ static void test_sizes(void)
     CHECK(k3_forward_scratch(&c, 3, UINT64_MAX / 2, 0, 0) == UINT64_MAX, "saturated tokens");
     big = c;
     big.attn_res_block_size = INT64_MAX; /* one block: a bank of 2 rows */
-    f1[5] = 1 * 2 * 64 * 4, f1[7] = 3 * 4, f1[8] = 3 * 8;
+    f1[5] = 1 * 2 * 64 * 4, f1[7] = 3 * 4, f1[8] = 3 * 8, f1[9] = 512 * 4; /* head: 1 row */
     for (size_t i = 0; i < 5; i++)
         f1[i] = 64 * 4;
     uint64_t k0[] = { 32 * 4, 32 * 4, 32 * 4, 32 * 4, 32 * 4, 32 * 4, 16 * 4, 2 * 4,

@@ -23,6 +23,7 @@
 #include "util/clock.h"
 #include "util/error.h"
 #include "util/file.h"
+#include "util/os.h"
 
 #ifndef K3_VERSION
 #define K3_VERSION "0.1.0"
@@ -250,6 +251,7 @@ static void default_wait_policy(char **argv)
 
 int main(int argc, char **argv)
 {
+    k3_os_console_init(); /* Windows: bytes out as on POSIX, UTF-8 console */
     default_wait_policy(argv);
     if (argc > 1 && !strcmp(argv[1], "serve"))
         return k3_cmd_serve(argc - 1, argv + 1);

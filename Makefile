@@ -154,7 +154,7 @@ cross-aarch64:
 WIN_CC     ?= x86_64-w64-mingw32-gcc
 # C99 printf (%zu, %lld) from mingw's own stdio instead of msvcrt's.
 WIN_CFLAGS  = -static -D__USE_MINGW_ANSI_STDIO=1
-WIN_LIBS    = -lws2_32 -lpsapi
+WIN_LIBS    = -lws2_32 -lpsapi -lshell32
 # What the Wine suite runs (the unit tests that need no fork, Unix sockets
 # or POSIX-only test helpers).
 WIN_TESTS   = test_simd test_kernels test_fixtures test_xxh64 test_parsers
@@ -166,6 +166,7 @@ windows:
 		$(WIN_TESTS:%=build-win/tests/%.exe) $(WIN_PROGS:%=build-win/progs/%.exe)
 	cp build-win/bin/k3.exe build-win/k3.exe
 test-windows: windows $(K3_BIN)
+	@sh scripts/deps.sh windows
 	K3_BIN=$(K3_BIN) PYTHON=$(PYTHON) WIN_TESTS="$(WIN_TESTS)" sh tests/windows/run.sh
 
 clean:

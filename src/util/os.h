@@ -121,6 +121,11 @@ long long k3_os_peak_rss(void);
  * mode (no CRLF translation, so output is byte-identical to POSIX) and the
  * console's output code page to UTF-8. Nothing on POSIX. */
 void k3_os_console_init(void);
+/* The command line as UTF-8: Windows hands main its arguments in the ANSI
+ * code page, which cannot hold every path; this replaces *argv by the
+ * UTF-8 form of the wide-character command line (CommandLineToArgvW; kept
+ * for the process's lifetime). Nothing on POSIX, where arguments are bytes. */
+void k3_os_utf8_args(int *argc, char ***argv);
 /* Calls handler(sig) when the user asks the process to stop (SIGINT,
  * SIGTERM; Windows: Ctrl-C, Ctrl-Break and console close via
  * SetConsoleCtrlHandler, reported as SIGINT). handler runs in a signal

@@ -322,6 +322,12 @@ void k3_os_console_init(void)
 {
 }
 
+void k3_os_utf8_args(int *argc, char ***argv)
+{
+    (void)argc;
+    (void)argv;
+}
+
 void k3_os_on_stop(void (*handler)(int sig))
 {
     struct sigaction sa;

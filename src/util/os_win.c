@@ -23,6 +23,7 @@
 #include <sys/stat.h>
 #include <windows.h>
 #include <psapi.h>
+#include <shellapi.h>
 
 #include "util/clock.h"
 
@@ -449,6 +450,26 @@ void k3_os_console_init(void)
     _setmode(_fileno(stdin), _O_BINARY);
     _setmode(_fileno(stdout), _O_BINARY);
     _setmode(_fileno(stderr), _O_BINARY);
+}
+
+void k3_os_utf8_args(int *argc, char ***argv)
+{
+    int n = 0;
+    wchar_t **w = CommandLineToArgvW(GetCommandLineW(), &n);
+    char **v = w && n > 0 ? calloc((size_t)n + 1, sizeof *v) : NULL;
+    for (int i = 0; v && i < n; i++) {
+        int len = WideCharToMultiByte(CP_UTF8, 0, w[i], -1, NULL, 0, NULL, NULL);
+        if (len <= 0 || !(v[i] = malloc((size_t)len)))
+            v = NULL; /* keep the runtime's arguments (the copies leak: once, tiny) */
+        else
+            WideCharToMultiByte(CP_UTF8, 0, w[i], -1, v[i], len, NULL, NULL);
+    }
+    if (v) {
+        *argc = n;
+        *argv = v;
+    }
+    if (w)
+        LocalFree(w);
 }
 
 static void (*volatile stop_handler)(int);

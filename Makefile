@@ -150,7 +150,7 @@ cross-aarch64:
 # ---- Windows (issue 21): a mingw-w64 cross build in build-win/, static (the
 # .exe needs no DLLs: libgomp, winpthreads, libgcc linked in), and its suite
 # under Wine (tests/windows/run.sh; not part of `make test`). The native
-# MSYS2 build is `make` itself with EXE=.exe WINFLAGS (README, "Windows").
+# MSYS2 build is `make windows WIN_CC=gcc` in its MINGW64 shell (README, "Windows").
 WIN_CC     ?= x86_64-w64-mingw32-gcc
 # C99 printf (%zu, %lld) from mingw's own stdio instead of msvcrt's.
 WIN_CFLAGS  = -static -D__USE_MINGW_ANSI_STDIO=1

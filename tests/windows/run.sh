@@ -52,9 +52,11 @@ win() { "$WINE" "$@"; }
 t0=$(date +%s)
 
 echo "== 1. kernel, reference and parser tests as Windows programs"
-win "$EXE" --version >"$work/version.txt" 2>&1 || { cat "$work/version.txt"; die "k3.exe does not start"; }
+win "$EXE" --version >"$work/version.txt" 2>&1 ||
+    { cat "$work/version.txt"; die "k3.exe does not start"; }
 for t in $WIN_TESTS; do
-    win "build-win/tests/$t.exe" >"$work/$t.out" 2>&1 || { tail -n 20 "$work/$t.out"; die "$t.exe fails"; }
+    win "build-win/tests/$t.exe" >"$work/$t.out" 2>&1 ||
+        { tail -n 20 "$work/$t.out"; die "$t.exe fails"; }
     echo "ok $(tail -n 1 "$work/$t.out")"
 done
 
@@ -69,10 +71,12 @@ same() {
     "$K3_BIN" "$mdir" --dump-logits "$work/$name.lin.f32" "$@" >"$work/$name.lin.out" \
         2>"$work/$name.lin.err" || { cat "$work/$name.lin.err"; die "$name: k3 failed"; }
     cmp -s "$work/$name.win.out" "$work/$name.lin.out" ||
-        die "$name: Windows printed $(head -c 200 "$work/$name.win.out"), Linux $(head -c 200 "$work/$name.lin.out")"
+        die "$name: Windows printed $(head -c 200 "$work/$name.win.out")," \
+            "Linux $(head -c 200 "$work/$name.lin.out")"
     [ -s "$work/$name.lin.f32" ] || die "$name: no logits dumped"
     cmp -s "$work/$name.win.f32" "$work/$name.lin.f32" || die "$name: logits differ in some bit"
-    echo "ok $name: $(wc -c <"$work/$name.lin.f32") bytes of logits identical; $(head -c 80 "$work/$name.lin.out")"
+    echo "ok $name: $(wc -c <"$work/$name.lin.f32") bytes of logits identical;" \
+        "$(head -c 80 "$work/$name.lin.out")"
 }
 
 echo "== 2. the engine: ids and logits, Windows against Linux"
@@ -96,14 +100,17 @@ echo "== 4. tokenizer cases"
 nano=models/k3-nano
 "$PYTHON" - "$work/tok.jsonl" <<'PY'
 import json, sys
-cases = ["def f(x):\n    return x + 1\n", "Grüße aus Köln, naïve café", "東京は日本の首都です。",
-         "emoji 🙂👍🏽 and ZWJ 👩‍💻", "tabs\tand\r\nCRLF\r\n", "<|im_end|> as text",
-         "  leading spaces and trailing  ", "числа 12345 и 3.14159", "مرحبا بالعالم", "a" * 300]
+cases = ["def f(x):\n    return x + 1\n", "Grüße aus Köln, naïve café",
+         "東京は日本の首都です。", "emoji 🙂👍🏽 and ZWJ 👩‍💻",
+         "tabs\tand\r\nCRLF\r\n",
+         "<|im_end|> as text", "  leading spaces and trailing  ", "числа 12345 и 3.14159",
+         "مرحبا بالعالم", "a" * 300]
 with open(sys.argv[1], "w", encoding="utf-8", newline="\n") as f:
     for c in cases:
         f.write(json.dumps(c) + "\n")
 PY
-win "$EXE" --tok "$nano" --tokenize-jsonl "$work/tok.jsonl" >"$work/tok.win" 2>"$work/tok.win.err" ||
+win "$EXE" --tok "$nano" --tokenize-jsonl "$work/tok.jsonl" >"$work/tok.win" \
+    2>"$work/tok.win.err" ||
     { cat "$work/tok.win.err"; die "k3.exe --tokenize-jsonl failed"; }
 "$K3_BIN" --tok "$nano" --tokenize-jsonl "$work/tok.jsonl" >"$work/tok.lin"
 cmp -s "$work/tok.win" "$work/tok.lin" || die "tokenizer: Windows ids differ from Linux"
@@ -140,10 +147,12 @@ serve_one() {
     code=$(curl -s -o "$work/$name.json" -w '%{http_code}' --max-time 120 \
         -H 'Content-Type: application/json' --data-binary "$body" \
         "http://127.0.0.1:$port/v1/completions") || true
-    [ "$code" = 200 ] || die "$name: /v1/completions answered $code: $(head -c 300 "$work/$name.json")"
+    [ "$code" = 200 ] ||
+        die "$name: /v1/completions answered $code: $(head -c 300 "$work/$name.json")"
     kill "$spid" 2>/dev/null || true
     wait "$spid" 2>/dev/null || true
-    "$PYTHON" -c 'import json,sys; sys.stdout.write(json.load(open(sys.argv[1]))["choices"][0]["text"])' \
+    "$PYTHON" -c 'import json, sys
+sys.stdout.write(json.load(open(sys.argv[1]))["choices"][0]["text"])' \
         "$work/$name.json" >"$work/$name.txt"
 }
 serve_one serve-win "$WINE" "$EXE"
@@ -151,6 +160,7 @@ serve_one serve-lin "$K3_BIN"
 [ -s "$work/serve-lin.txt" ] || die "the Linux server answered no text"
 cmp -s "$work/serve-win.txt" "$work/serve-lin.txt" ||
     die "serve: Windows answered $(cat "$work/serve-win.txt"), Linux $(cat "$work/serve-lin.txt")"
-echo "ok serve: /health 200; /v1/completions the same text as Linux: $(head -c 60 "$work/serve-lin.txt")"
+echo "ok serve: /health 200; /v1/completions the same text as Linux:" \
+    "$(head -c 60 "$work/serve-lin.txt")"
 
 echo "Windows build (under Wine) agrees with Linux byte for byte ($(($(date +%s) - t0)) s)"

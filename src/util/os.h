@@ -30,7 +30,7 @@ int k3_os_input_blocking(int fd);
 /* Opens path write-only, created (mode 0644 where modes exist) and truncated.
  * direct asks for uncached writes (Linux O_DIRECT; refused quietly: buffered). */
 int k3_os_open_output(const char *path, int direct);
-/* Whether fd is a socket (fstat's S_ISSOCK where it exists). */
+/* Whether an fstat mode is a socket's (S_ISSOCK; never on Windows). */
 int k3_os_is_socket_mode(unsigned mode);
 
 /* One destination of a scattered read. */
@@ -45,7 +45,9 @@ typedef struct k3_os_iov {
  * with errno (EINTR possible on POSIX). */
 int64_t k3_os_pread(int fd, void *buf, size_t n, uint64_t off);
 int64_t k3_os_preadv(int fd, const k3_os_iov *v, int niov, uint64_t off);
-/* Positioned write of one request; bytes written or -1 with errno. */
+/* Positioned write of one request; bytes written or -1 with errno. A
+ * descriptor opened for direct writes that the file system refuses one of
+ * (EINVAL) is switched to buffered writes and the request retried. */
 int64_t k3_os_pwrite(int fd, const void *buf, size_t n, uint64_t off);
 
 /* Direct (uncached) reads on an open input descriptor: on != 0 asks for

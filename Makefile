@@ -21,7 +21,7 @@ CFLAGS_BASE = -std=c99 -D_POSIX_C_SOURCE=200809L -D_FILE_OFFSET_BITS=64 \
 	-Wpointer-arith -Wvla -Wformat=2 -Wundef \
 	-ffp-contract=off -fno-fast-math -fopenmp -pthread -Iinclude -Isrc
 CFLAGS  ?=
-LDLIBS  = -lm -fopenmp -pthread
+LDLIBS  = -lm -fopenmp -pthread $(LDLIBS_OS)
 ALL_CFLAGS = $(CFLAGS_BASE) $(OPT) $(CFLAGS)
 
 LIB_SRC  := $(sort $(wildcard src/*/*.c))
@@ -35,9 +35,11 @@ PROG_SRC := $(sort $(wildcard tests/progs/*.c))
 LIB_OBJ  := $(LIB_SRC:%.c=$(BUILD)/%.o)
 CLI_OBJ  := $(CLI_SRC:%.c=$(BUILD)/%.o)
 PACK_OBJ := $(PACK_SRC:%.c=$(BUILD)/%.o)
-TEST_BIN := $(TEST_SRC:tests/unit/%.c=$(BUILD)/tests/%)
-PROG_BIN := $(PROG_SRC:tests/progs/%.c=$(BUILD)/progs/%)
-K3_BIN   := $(if $(filter build,$(BUILD)),bin/k3,$(BUILD)/bin/k3)
+# EXE: the executables' suffix (.exe for Windows, `make windows`).
+EXE      ?=
+TEST_BIN := $(TEST_SRC:tests/unit/%.c=$(BUILD)/tests/%$(EXE))
+PROG_BIN := $(PROG_SRC:tests/progs/%.c=$(BUILD)/progs/%$(EXE))
+K3_BIN   := $(if $(filter build,$(BUILD)),bin/k3,$(BUILD)/bin/k3$(EXE))
 
 .PHONY: all test asan ubsan clean demo install portable cross-aarch64
 all: $(K3_BIN) $(TEST_BIN) $(PROG_BIN)
@@ -65,11 +67,11 @@ $(K3_BIN): $(CLI_OBJ) $(PACK_OBJ) $(BUILD)/libk3.a
 	@mkdir -p $(dir $@)
 	$(CC) $(ALL_CFLAGS) -o $@ $(CLI_OBJ) $(PACK_OBJ) $(BUILD)/libk3.a $(LDLIBS)
 
-$(BUILD)/tests/%: tests/unit/%.c $(BUILD)/libk3.a
+$(BUILD)/tests/%$(EXE): tests/unit/%.c $(BUILD)/libk3.a
 	@mkdir -p $(dir $@)
 	$(CC) $(ALL_CFLAGS) -MMD -MP -o $@ $< $(BUILD)/libk3.a $(LDLIBS)
 
-$(BUILD)/progs/%: tests/progs/%.c $(BUILD)/libk3.a
+$(BUILD)/progs/%$(EXE): tests/progs/%.c $(BUILD)/libk3.a
 	@mkdir -p $(dir $@)
 	$(CC) $(ALL_CFLAGS) -Itests/unit -MMD -MP -o $@ $< $(BUILD)/libk3.a $(LDLIBS)
 
@@ -144,6 +146,28 @@ portable:
 cross-aarch64:
 	$(MAKE) BUILD=build-aarch64 CC=aarch64-linux-gnu-gcc OPT="-O2 -g -fno-tree-vectorize" \
 		CFLAGS=-static all
+
+# ---- Windows (issue 21): a mingw-w64 cross build in build-win/, static (the
+# .exe needs no DLLs: libgomp, winpthreads, libgcc linked in), and its suite
+# under Wine (tests/windows/run.sh; not part of `make test`). The native
+# MSYS2 build is `make windows WIN_CC=gcc` in its MINGW64 shell (README, "Windows").
+WIN_CC     ?= x86_64-w64-mingw32-gcc
+# C99 printf (%zu, %lld) from mingw's own stdio instead of msvcrt's.
+WIN_CFLAGS  = -static -D__USE_MINGW_ANSI_STDIO=1
+WIN_LIBS    = -lws2_32 -lpsapi -lshell32
+# What the Wine suite runs (the unit tests that need no fork, Unix sockets
+# or POSIX-only test helpers).
+WIN_TESTS   = test_simd test_kernels test_fixtures test_xxh64 test_parsers
+WIN_PROGS   =
+.PHONY: windows test-windows
+windows:
+	$(MAKE) BUILD=build-win CC=$(WIN_CC) EXE=.exe CFLAGS="$(WIN_CFLAGS)" \
+		LDLIBS_OS="$(WIN_LIBS)" build-win/bin/k3.exe \
+		$(WIN_TESTS:%=build-win/tests/%.exe) $(WIN_PROGS:%=build-win/progs/%.exe)
+	cp build-win/bin/k3.exe build-win/k3.exe
+test-windows: windows $(K3_BIN)
+	@sh scripts/deps.sh windows
+	K3_BIN=$(K3_BIN) PYTHON=$(PYTHON) WIN_TESTS="$(WIN_TESTS)" sh tests/windows/run.sh
 
 clean:
 	rm -rf build build-* bin

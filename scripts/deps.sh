@@ -1,5 +1,5 @@
 #!/bin/sh
-# deps.sh demo|test|plots - installs what `make demo`, `make test` or
+# deps.sh demo|test|plots|windows - installs what `make demo`, `make test` or
 # `make plots` needs and is missing, so the README's two commands work on a
 # fresh Debian machine (scripts/fresh-check.sh proves it on a new root).
 #   demo:  a C99 compiler with OpenMP and libc headers (build-essential),
@@ -16,6 +16,9 @@
 #          image resize against Pillow's own)
 #   plots: the demo's plus gnuplot (gnuplot-nox) for benchmarks/plots.sh;
 #          neither make test nor CI needs it
+#   windows: the demo's plus what `make windows` and `make test-windows`
+#          need: the mingw-w64 cross compiler (gcc-mingw-w64-x86-64), Wine
+#          (wine64: it runs console programs alone) and curl
 # Each need is detected by using it (a compile and run of a small OpenMP
 # program, natively and cross with -static as `make cross-aarch64` links),
 # not by a command's name alone; after installing, every check runs again.
@@ -25,9 +28,9 @@
 set -eu
 what=${1:-demo}
 case "$what" in
-demo | test | plots) ;;
+demo | test | plots | windows) ;;
 *)
-    echo "usage: sh scripts/deps.sh demo|test|plots" >&2
+    echo "usage: sh scripts/deps.sh demo|test|plots|windows" >&2
     exit 2
     ;;
 esac
@@ -93,6 +96,11 @@ missing() {
     fi
     if [ "$what" = plots ]; then
         has gnuplot || echo gnuplot-nox
+    fi
+    if [ "$what" = windows ]; then
+        has curl || echo curl
+        has x86_64-w64-mingw32-gcc || echo gcc-mingw-w64-x86-64
+        has wine64 || [ -x /usr/lib/wine/wine64 ] || echo wine64
     fi
 }
 

@@ -27,6 +27,7 @@
 #include "tokenizer/utf8.h"
 #include "util/clock.h"
 #include "util/error.h"
+#include "util/os.h"
 
 /* Reply length when --gen is not given. */
 #define DEFAULT_REPLY_TOKENS 8192
@@ -312,7 +313,7 @@ static int loop(chat *c, k3_err *e)
     while (!quit && !e->code) {
         if (tty)
             fputs(msg.len ? "... " : "> ", stderr);
-        ssize_t got = getline(&line, &cap, stdin);
+        int64_t got = k3_os_getline(&line, &cap, stdin);
         if (got < 0)
             break;
         size_t len = (size_t)got;

@@ -11,24 +11,17 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/resource.h>
 
 #include "chat/turn.h"
 #include "util/clock.h"
 #include "util/error.h"
+#include "util/os.h"
 #include "util/progress.h"
 
 /* Peak resident set size of this process, in bytes. */
 static long long peak_rss_bytes(void)
 {
-    struct rusage ru;
-    if (getrusage(RUSAGE_SELF, &ru) != 0)
-        return -1;
-#if defined(__APPLE__)
-    return (long long)ru.ru_maxrss;
-#else
-    return (long long)ru.ru_maxrss * 1024;
-#endif
+    return k3_os_peak_rss(); /* util/os.h */
 }
 
 static int write_floats(FILE *f, const float *x, size_t n, const char *path, k3_err *e)

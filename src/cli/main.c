@@ -24,6 +24,7 @@
 #include "util/clock.h"
 #include "util/error.h"
 #include "util/file.h"
+#include "util/os.h"
 
 #ifndef K3_VERSION
 #define K3_VERSION "0.1.0"
@@ -264,6 +265,8 @@ static void default_wait_policy(char **argv)
 
 int main(int argc, char **argv)
 {
+    k3_os_console_init(); /* Windows: bytes out as on POSIX, UTF-8 console */
+    k3_os_utf8_args(&argc, &argv); /* Windows: UTF-8 arguments (paths) */
     default_wait_policy(argv);
     if (argc > 1 && !strcmp(argv[1], "serve"))
         return k3_cmd_serve(argc - 1, argv + 1);

@@ -6,6 +6,7 @@
 #include <sys/stat.h>
 
 #include "util/error.h"
+#include "util/os.h"
 
 static int begin(k3_atomic_file *a, const char *path, k3_err *e)
 {
@@ -17,7 +18,7 @@ static int begin_trace(k3_outputs *out, const char *dir, k3_err *e)
 {
     if (!dir)
         return K3_OK;
-    if (mkdir(dir, 0777) != 0 && errno != EEXIST)
+    if (k3_os_mkdir(dir) != 0 && errno != EEXIST)
         return k3_fail(e, K3_EINPUT, "--dump-cache-trace %s: cannot create: %s", dir,
                        strerror(errno));
     if ((size_t)snprintf(out->trace_path, sizeof out->trace_path, "%s/trace.txt", dir) >=

@@ -14,6 +14,7 @@
 #include "model/model.h"
 #include "pack/trunk_pack.h"
 #include "util/error.h"
+#include "util/os.h"
 
 typedef struct {
     const char *model_dir, *trunk_dir;
@@ -81,7 +82,7 @@ static int pack(const pack_args *a, k3_err *e)
         k3_trunk_layout(&m, w->runs, w->nruns, model->ix, w->embed_info, e) != K3_OK)
         goto done;
     m.config_hash = config_hash;
-    if (mkdir(a->trunk_dir, 0777) != 0 && errno != EEXIST) {
+    if (k3_os_mkdir(a->trunk_dir) != 0 && errno != EEXIST) {
         k3_fail(e, K3_EINPUT, "%s: cannot create: %s", a->trunk_dir, strerror(errno));
         goto done;
     }

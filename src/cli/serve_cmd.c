@@ -16,6 +16,7 @@
 #include "k3/tokenizer.h"
 #include "server/server.h"
 #include "util/error.h"
+#include "util/os_net.h"
 
 /* --alias may be given this many times. */
 #define MAX_ALIASES 8
@@ -197,7 +198,7 @@ static int serve(const serve_args *a, k3_err *e)
         k3_fail(e, K3_EINPUT, "the tokenizer has %u ids but the model only %u: wrong --tok?",
                 k3_tok_vocab_size(tok), k3_model_vocab(m));
     if (e->code)
-        close(lfd);
+        k3_sock_close(lfd);
     else
         k3_server_run(&cfg, lfd, port, m, tok, e);
     k3_model_close(m);

@@ -8,6 +8,7 @@
 
 #include "cli/options.h"
 #include "util/error.h"
+#include "util/os.h"
 #include "util/file.h"
 #include "util/json.h"
 
@@ -122,8 +123,8 @@ int k3_cmd_tokenize_jsonl(const k3_tokenizer *tok, const char *path, int allow_s
         return e->code;
     char *line = NULL;
     size_t cap = 0, lineno = 0;
-    ssize_t got;
-    while (e->code == K3_OK && (got = getline(&line, &cap, f)) >= 0) {
+    int64_t got;
+    while (e->code == K3_OK && (got = k3_os_getline(&line, &cap, f)) >= 0) {
         size_t len = (size_t)got;
         lineno++;
         if (len > 0 && line[len - 1] == '\n')

@@ -1,24 +1,19 @@
-/* direct.c - see direct.h. */
-#if defined(__linux__)
-#define _GNU_SOURCE          /* O_DIRECT, preadv */
-#elif defined(__APPLE__)
-#define _DARWIN_C_SOURCE     /* F_NOCACHE, preadv */
-#endif
+/* direct.c - see direct.h. The system calls are the platform layer's
+ * (util/os.h). */
 #include "io/direct.h"
 
 #include <errno.h>
-#include <fcntl.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/uio.h>
 #include <unistd.h>
 
 #include "io/fault.h"
 #include "io/pread_all.h"
 #include "util/error.h"
 #include "util/file.h"
+#include "util/os.h"
 
 /* ---- process-wide counters ---- */
 
@@ -65,25 +60,18 @@ int k3_file_open(k3_file *f, const char *path, int direct, k3_err *e)
     if (!(f->path = k3_malloc(e, n, "file name")))
         return e->code;
     memcpy(f->path, path, n);
-    (void)direct; /* used below on systems with a direct-I/O switch */
     f->fd = k3_open_input(path, e);
     if (f->fd < 0) {
         k3_file_close(f);
         return e->code;
     }
-#if defined(O_DIRECT)
     /* Direct I/O is switched on the open descriptor; a file system that
      * refuses it (EINVAL) is read through the page cache instead. */
     if (direct) {
-        int fl = fcntl(f->fd, F_GETFL);
-        f->direct = fl >= 0 && fcntl(f->fd, F_SETFL, fl | O_DIRECT) == 0;
+        f->direct = k3_os_set_direct(f->fd, 1) == 0;
         if (!f->direct && errno == EINVAL)
             count_fallback();
     }
-#endif
-#if defined(__APPLE__)
-    f->direct = direct && fcntl(f->fd, F_NOCACHE, 1) == 0;
-#endif
     return K3_OK;
 }
 
@@ -98,33 +86,29 @@ void k3_file_close(k3_file *f)
 
 int k3_file_is_direct(const k3_file *f)
 {
-#if defined(O_DIRECT)
-    return f->direct && (fcntl(f->fd, F_GETFL) & O_DIRECT) != 0;
-#else
-    return f->direct;
-#endif
+    int on = f->direct;
+    lock_take();
+    on = on && !f->dropped;
+    lock_give();
+    return on;
 }
 
-/* The file system refused a direct read: clear O_DIRECT on the descriptor
- * (Linux allows it with F_SETFL) so this and every later read is buffered.
- * Several threads may get here at once; the first one switches the file. */
+/* The file system refused a direct read: switch the descriptor to buffered
+ * reads, so this and every later read is buffered. Several threads may get
+ * here at once; the first one switches the file. */
 static int drop_direct(k3_file *f)
 {
-#if defined(O_DIRECT)
     if (!f->direct)
         return 0;
     lock_take(); /* so that one switch is counted once */
-    int flags = fcntl(f->fd, F_GETFL), ok = flags >= 0;
-    if (ok && (flags & O_DIRECT)) {
-        ok = fcntl(f->fd, F_SETFL, flags & ~O_DIRECT) == 0;
+    int ok = 1;
+    if (!f->dropped) {
+        ok = k3_os_set_direct(f->fd, 0) == 0;
+        f->dropped = ok;
         counts.fallbacks += (uint64_t)ok;
     }
     lock_give();
     return ok;
-#else
-    (void)f;
-    return 0;
-#endif
 }
 
 /* ---- memory ---- */
@@ -134,8 +118,7 @@ void *k3_io_alloc(size_t n, const char *what, k3_err *e)
     size_t len = (size_t)k3_io_align_up(n ? n : 1);
     void *p = NULL;
     if (!k3_fault_alloc()) {
-        if (posix_memalign(&p, K3_IO_ALIGN, len) != 0)
-            p = NULL;
+        p = k3_os_aligned_alloc(K3_IO_ALIGN, len);
     }
     if (!p)
         k3_fail(e, K3_ERUNTIME, "out of memory allocating %zu aligned bytes for %s", len, what);
@@ -144,7 +127,7 @@ void *k3_io_alloc(size_t n, const char *what, k3_err *e)
 
 void k3_io_free(void *p)
 {
-    free(p);
+    k3_os_aligned_free(p);
 }
 
 /* ---- reads ---- */
@@ -154,15 +137,15 @@ void k3_io_free(void *p)
 static int64_t read_once(k3_file *f, uint64_t off, const k3_iov *iov, int niov)
 {
     uint64_t done = 0;
-    struct iovec v[K3_IO_MAX_SEGS];
+    k3_os_iov v[K3_IO_MAX_SEGS];
     for (int i = 0; i < niov; i++) {
-        v[i].iov_base = iov[i].buf;
-        v[i].iov_len = iov[i].len;
+        v[i].buf = iov[i].buf;
+        v[i].len = iov[i].len;
     }
-    struct iovec *p = v;
+    k3_os_iov *p = v;
     int n = niov;
     while (n > 0) {
-        ssize_t r = preadv(f->fd, p, n, (off_t)(off + done));
+        int64_t r = k3_os_preadv(f->fd, p, n, off + done);
         if (r < 0) {
             if (errno == EINTR)
                 continue;
@@ -171,11 +154,11 @@ static int64_t read_once(k3_file *f, uint64_t off, const k3_iov *iov, int niov)
         if (r == 0)
             break;
         done += (uint64_t)r;
-        for (; n > 0 && (size_t)r >= p->iov_len; p++, n--)
-            r -= (ssize_t)p->iov_len;
+        for (; n > 0 && (uint64_t)r >= p->len; p++, n--)
+            r -= (int64_t)p->len;
         if (n > 0) {
-            p->iov_base = (char *)p->iov_base + r;
-            p->iov_len -= (size_t)r;
+            p->buf = (char *)p->buf + r;
+            p->len -= (size_t)r;
         }
     }
     return (int64_t)done;

@@ -13,6 +13,9 @@
  *            system without direct I/O), the file silently falls back to
  *            buffered reads for good; k3_io_counts_get counts fallbacks.
  *   macOS    F_NOCACHE (no alignment demands, so no fallback needed).
+ *   Windows  FILE_FLAG_NO_BUFFERING (the file reopened with it; sector
+ *            alignment, which K3_IO_ALIGN covers); refused: buffered.
+ *   The switches are the platform layer's (util/os.h k3_os_set_direct).
  *
  * Every read is tried K3_READ_ATTEMPTS times (io/pread_all.h); if all fail or
  * come back short the call returns K3_EINVALID with "RUN INVALID: reading
@@ -42,7 +45,8 @@ static inline uint64_t k3_io_align_up(uint64_t x) { return k3_io_align_down(x + 
 typedef struct k3_file {
     char *path;               /* for messages */
     int fd;
-    int direct;               /* direct I/O granted at open (Linux may drop it later) */
+    int direct;               /* direct I/O granted at open */
+    int dropped;              /* switched to buffered after a refused read (under a lock) */
 } k3_file;
 
 /* Opens path for reading; direct asks for direct I/O where allowed. A file

@@ -4,15 +4,15 @@
 #include <errno.h>
 #include <stdio.h>
 #include <string.h>
-#include <unistd.h>
 
 #include "io/fault.h"
+#include "util/os.h"
 
 ssize_t k3_pread_all(int fd, void *buf, size_t n, off_t off)
 {
     size_t done = 0;
     while (done < n) {
-        ssize_t r = pread(fd, (char *)buf + done, n - done, off + (off_t)done);
+        int64_t r = k3_os_pread(fd, (char *)buf + done, n - done, (uint64_t)off + done);
         if (r < 0) {
             if (errno == EINTR)
                 continue;

@@ -13,6 +13,7 @@
 #include "util/file.h"
 #include "util/json.h"
 #include "util/json_write.h"
+#include "util/os.h"
 #include "util/xxh64.h"
 
 /* trunk.json of the release is ~300 KB; anything near this is not ours. */
@@ -480,7 +481,7 @@ int k3_trunk_manifest_write(const k3_trunk_manifest *m, const char *path, k3_err
         k3_buf_free(&b);
         return e->code;
     }
-    int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC, 0644);
+    int fd = k3_os_open_output(path, 0);
     if (fd < 0) {
         k3_buf_free(&b);
         return k3_fail(e, K3_ERUNTIME, "%s: cannot create: %s", path, strerror(errno));
@@ -494,7 +495,7 @@ int k3_trunk_manifest_write(const k3_trunk_manifest *m, const char *path, k3_err
             break;
         done += (size_t)n;
     }
-    if (done < b.len || fsync(fd) != 0)
+    if (done < b.len || k3_os_fsync(fd) != 0)
         k3_fail(e, K3_ERUNTIME, "%s: write failed: %s", path, strerror(errno));
     if (close(fd) != 0)
         k3_fail(e, K3_ERUNTIME, "%s: write failed: %s", path, strerror(errno));

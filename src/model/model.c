@@ -8,6 +8,7 @@
 #include "core/kernels.h"
 #include "model/model.h"
 #include "util/error.h"
+#include "util/os.h"
 
 void k3_model_opts_default(k3_model_opts *o)
 {
@@ -72,7 +73,7 @@ fail:
 unsigned char *k3_arena_alloc(uint64_t bytes, k3_err *e)
 {
     void *p = NULL;
-    if (bytes > SIZE_MAX || posix_memalign(&p, 64, bytes ? (size_t)bytes : 1) != 0) {
+    if (bytes > SIZE_MAX || !(p = k3_os_aligned_alloc(64, bytes ? (size_t)bytes : 1))) {
         k3_fail(e, K3_ERUNTIME, "out of memory allocating %llu bytes for the scratch arena",
                 (unsigned long long)bytes);
         return NULL;
@@ -84,7 +85,7 @@ void k3_model_close(k3_model *m)
 {
     if (!m)
         return;
-    free(m->arena);
+    k3_os_aligned_free(m->arena);
     k3_ec_free(m->experts);
     k3_trunk_free(m->trunk);
     k3_trunk_file_close(m->trunk_file);

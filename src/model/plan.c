@@ -17,71 +17,9 @@
 #include "resid/trunk.h"
 #include "util/ckd.h"
 #include "util/error.h"
+#include "util/os.h"
 
 #define GIB (1024.0 * 1024.0 * 1024.0)
-
-static uint64_t read_u64_file(const char *path, int *is_max)
-{
-    char buf[64] = "";
-    FILE *f = fopen(path, "r");
-    if (!f)
-        return 0;
-    if (!fgets(buf, sizeof buf, f))
-        buf[0] = 0;
-    fclose(f);
-    if (is_max)
-        *is_max = !strncmp(buf, "max", 3);
-    return strtoull(buf, NULL, 10);
-}
-
-/* Room left under our cgroup's memory limit, and the limit (0: none).
- * cgroup v2: "0::/path" in /proc/self/cgroup names our group; its
- * memory.max and memory.current. cgroup v1 (still common, e.g. in
- * containers): "N:memory:/path"; memory.limit_in_bytes (a huge value means
- * no limit) and memory.usage_in_bytes. */
-static uint64_t cgroup_room(uint64_t *limit)
-{
-    char line[512], path[700];
-    FILE *f = fopen("/proc/self/cgroup", "r");
-    *limit = 0;
-    if (!f)
-        return 0;
-    uint64_t room = 0;
-    while (fgets(line, sizeof line, f)) {
-        line[strcspn(line, "\n")] = 0;
-        const char *dir, *max_file, *cur_file, *root;
-        char *colon = strchr(line, ':');
-        if (!colon || !strchr(colon + 1, ':'))
-            continue;
-        if (!strncmp(line, "0::", 3)) {
-            dir = line + 3;
-            root = "/sys/fs/cgroup";
-            max_file = "memory.max";
-            cur_file = "memory.current";
-        } else if (!strncmp(strchr(line, ':'), ":memory:", 8)) {
-            dir = strchr(line, ':') + 8;
-            root = "/sys/fs/cgroup/memory";
-            max_file = "memory.limit_in_bytes";
-            cur_file = "memory.usage_in_bytes";
-        } else {
-            continue;
-        }
-        int is_max = 0;
-        snprintf(path, sizeof path, "%s%s/%s", root, dir, max_file);
-        uint64_t max = read_u64_file(path, &is_max);
-        if (is_max || !max || max >= ((uint64_t)1 << 60))
-            continue;
-        snprintf(path, sizeof path, "%s%s/%s", root, dir, cur_file);
-        uint64_t cur = read_u64_file(path, NULL);
-        uint64_t r = max > cur ? max - cur : 0;
-        if (!*limit || max < *limit) {
-            *limit = max;
-            room = r;
-        }
-    }
-    fclose(f);
-    return room;
-}
 
 static const struct { const char *name; double gb; } PRESETS[] = {
     { "ultra", 8 }, { "laptop", 16 }, { "desktop", 32 }, { "workstation", 64 },
@@ -119,23 +57,7 @@ void k3_print_presets(FILE *f)
 
 uint64_t k3_mem_available(uint64_t *mem_available, uint64_t *cgroup_limit)
 {
-    uint64_t avail = 0, limit = 0;
-    char line[256];
-    FILE *f = fopen("/proc/meminfo", "r");
-    if (f) {
-        while (fgets(line, sizeof line, f))
-            if (!strncmp(line, "MemAvailable:", 13))
-                avail = strtoull(line + 13, NULL, 10) * 1024;
-        fclose(f);
-    }
-    uint64_t room = cgroup_room(&limit);
-    if (mem_available)
-        *mem_available = avail;
-    if (cgroup_limit)
-        *cgroup_limit = limit;
-    if (limit && (!avail || room < avail))
-        return room;
-    return avail;
+    return k3_os_mem_available(mem_available, cgroup_limit); /* the query: util/os.h */
 }
 
 /* Expected bytes read from disk per decode token under a plan (the

@@ -1,26 +1,19 @@
 /* trunk_pack.c - see trunk_pack.h. */
-#if defined(__linux__)
-#define _GNU_SOURCE /* O_DIRECT, flock */
-#elif defined(__APPLE__)
-#define _DARWIN_C_SOURCE /* flock */
-#endif
 #include "pack/trunk_pack.h"
 
 #include <errno.h>
-#include <fcntl.h>
 #include <pthread.h>
 #include <signal.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/file.h>
 #include <sys/stat.h>
-#include <sys/statvfs.h>
 #include <unistd.h>
 
 #include "io/direct.h"
 #include "io/trunk_source.h"
 #include "util/clock.h"
 #include "util/error.h"
+#include "util/os.h"
 #include "util/progress.h"
 #include "util/xxh64.h"
 
@@ -103,27 +96,15 @@ static int all_zero(const uint8_t *p, size_t n)
  * aligned buffer, as direct I/O needs. */
 static int open_output(const char *path)
 {
-#ifdef O_DIRECT
-    int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_DIRECT, 0644);
-    if (fd >= 0 || errno != EINVAL)
-        return fd;
-#endif
-    return open(path, O_WRONLY | O_CREAT | O_TRUNC, 0644);
+    return k3_os_open_output(path, 1);
 }
 
 static int pwrite_all(int fd, const uint8_t *buf, size_t n, uint64_t off)
 {
     while (n) {
-        ssize_t w = pwrite(fd, buf, n, (off_t)off);
+        int64_t w = k3_os_pwrite(fd, buf, n, off); /* refused direct: buffered */
         if (w < 0 && errno == EINTR)
             continue;
-#ifdef O_DIRECT
-        /* A file system that refuses a direct write: go on buffered. */
-        int fl;
-        if (w < 0 && errno == EINVAL && (fl = fcntl(fd, F_GETFL)) >= 0 && (fl & O_DIRECT) &&
-            fcntl(fd, F_SETFL, fl & ~O_DIRECT) == 0)
-            continue;
-#endif
         if (w <= 0)
             return -1;
         buf += w;
@@ -213,7 +194,7 @@ static void maybe_die(size_t runs_done)
 {
     const char *s = getenv("K3_PACK_TEST_KILL_AFTER");
     if (s && *s && strtoul(s, NULL, 10) == runs_done)
-        raise(SIGKILL);
+        k3_os_die();
 }
 
 /* The bytes [a, a + n) of run's image into win (n <= WINDOW; the window is
@@ -455,23 +436,19 @@ static int verify_source(const k3_trunk_manifest *m, const k3_trunk_manifest *ha
 
 static int sync_dir(const char *dir, k3_err *e)
 {
-    int fd = open(dir, O_RDONLY);
-    if (fd < 0 || fsync(fd) != 0) {
-        if (fd >= 0)
-            close(fd);
+    if (k3_os_sync_dir(dir) != 0) {
         return k3_fail(e, K3_ERUNTIME, "%s: cannot sync the directory: %s", dir, strerror(errno));
     }
-    close(fd);
     return K3_OK;
 }
 
 static void warn_space(const char *dir, uint64_t need, FILE *log)
 {
-    struct statvfs sv;
-    if (log && statvfs(dir, &sv) == 0 && (uint64_t)sv.f_bavail * sv.f_frsize < need)
+    uint64_t free_bytes = log ? k3_os_free_bytes(dir) : UINT64_MAX;
+    if (free_bytes != UINT64_MAX && free_bytes < need)
         fprintf(log, "pack-trunk: warning: trunk.bin takes up to %.2f GB and %s has %.2f GB "
                      "free (all-zero blocks are not written, so a sparse model may still fit)\n",
-                need / 1e9, dir, (double)sv.f_bavail * (double)sv.f_frsize / 1e9);
+                need / 1e9, dir, (double)free_bytes / 1e9);
 }
 
 /* Copies every run into paths->bin_tmp (sized, fsynced). */
@@ -490,7 +467,7 @@ static int copy_all(k3_trunk_manifest *m, const paths *p, uint8_t *win, FILE *lo
     if (!e->code)
         copy_runs(m, &src, out, p->bin_tmp, win, &pg, e);
     close_sources(&src);
-    if (!e->code && fsync(out) != 0)
+    if (!e->code && k3_os_fsync(out) != 0)
         k3_fail(e, K3_ERUNTIME, "%s: fsync failed: %s", p->bin_tmp, strerror(errno));
     /* Drop the cached pages so the verification reads the disk, not memory
      * (direct I/O does too; this covers file systems without it). macOS has
@@ -511,15 +488,15 @@ static int publish(const k3_trunk_manifest *m, const char *dir, const paths *p, 
 {
     if (k3_trunk_manifest_write(m, p->json_tmp, e) != K3_OK)
         return e->code;
-    if (unlink(p->json) != 0 && errno != ENOENT)
+    if (k3_os_unlink(p->json) != 0 && errno != ENOENT)
         return k3_fail(e, K3_ERUNTIME, "%s: cannot remove the old manifest: %s", p->json,
                        strerror(errno));
     if (sync_dir(dir, e) != K3_OK)
         return e->code;
-    if (rename(p->bin_tmp, p->bin) != 0)
+    if (k3_os_replace(p->bin_tmp, p->bin) != 0)
         return k3_fail(e, K3_ERUNTIME, "%s: cannot rename to %s: %s", p->bin_tmp, p->bin,
                        strerror(errno));
-    if (rename(p->json_tmp, p->json) != 0)
+    if (k3_os_replace(p->json_tmp, p->json) != 0)
         return k3_fail(e, K3_ERUNTIME, "%s: cannot rename to %s: %s", p->json_tmp, p->json,
                        strerror(errno));
     return sync_dir(dir, e);
@@ -528,8 +505,8 @@ static int publish(const k3_trunk_manifest *m, const char *dir, const paths *p, 
 /* Removes the temporary files of our naming from dir; 1 if there was one. */
 static int remove_temps(const paths *p)
 {
-    int bin = unlink(p->bin_tmp) == 0;
-    int json = unlink(p->json_tmp) == 0;
+    int bin = k3_os_unlink(p->bin_tmp) == 0;
+    int json = k3_os_unlink(p->json_tmp) == 0;
     return bin || json;
 }
 
@@ -539,16 +516,13 @@ static int remove_temps(const paths *p)
  * without locks (flock fails otherwise) packs unlocked. */
 static int lock_dir(const char *dir, k3_err *e)
 {
-    int fd = open(dir, O_RDONLY);
-    if (fd < 0) {
-        k3_fail(e, K3_ERUNTIME, "%s: cannot open: %s", dir, strerror(errno));
-        return -1;
-    }
-    if (flock(fd, LOCK_EX | LOCK_NB) != 0 && errno == EWOULDBLOCK) {
-        close(fd);
+    int fd = k3_os_lock_dir(dir);
+    if (fd < 0 && errno == EWOULDBLOCK) {
         k3_fail(e, K3_ERUNTIME, "%s: another k3 pack-trunk is packing into it", dir);
         return -1;
     }
+    if (fd < 0)
+        k3_fail(e, K3_ERUNTIME, "%s: cannot open: %s", dir, strerror(errno));
     return fd;
 }
 
@@ -607,7 +581,7 @@ int k3_trunk_pack(k3_trunk_manifest *m, const char *dir, const k3_pack_opts *o,
             remove_temps(&p); /* never a partial file left, under any name */
     }
     k3_io_free(win);
-    close(lock);
+    k3_os_close_lock(lock);
     res->total_seconds = k3_seconds() - t0;
     return e->code;
 }

@@ -42,6 +42,7 @@
 #include <stdint.h>
 
 #include "k3/chat.h"
+#include "util/error.h"
 
 #define K3_API_MAX_STOP 4
 
@@ -58,11 +59,7 @@ typedef struct k3_api_error {
 
 /* Sets every field of err; returns err->status. */
 int k3_api_fail(k3_api_error *err, int status, const char *code, const char *param,
-                const char *fmt, ...)
-#if defined(__GNUC__)
-    __attribute__((format(printf, 5, 6)))
-#endif
-    ;
+                const char *fmt, ...) K3_PRINTF(5, 6);
 
 typedef struct k3_api_limits {
     long max_tokens; /* the largest max_tokens a request may ask for */

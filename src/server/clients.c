@@ -1,13 +1,12 @@
 /* clients.c - see clients.h. */
 #include "server/clients.h"
 
-#include <arpa/inet.h>
-#include <netinet/in.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "util/error.h"
+#include "util/os_net.h"
 
 struct k3_client_count {
     k3_client_key key;

@@ -10,9 +10,10 @@
 
 #include <pthread.h>
 #include <stddef.h>
-#include <sys/socket.h>
 
 #include "k3/error.h"
+
+struct sockaddr; /* the system's (util/os_net.h) */
 
 typedef struct k3_client_key {
     unsigned char b[9]; /* b[0]: 4 or 6; then 4 (IPv4) or 8 (IPv6 /64) address bytes */

@@ -8,16 +8,11 @@
 #include "server/conn.h"
 
 #include <errno.h>
-#include <fcntl.h>
-#include <poll.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
-#include <sys/socket.h>
-#include <sys/time.h>
 #include <time.h>
-#include <unistd.h>
 
 #include "server/api.h"
 #include "server/emit.h"
@@ -26,10 +21,8 @@
 #include "chat/jtext.h"
 #include "util/clock.h"
 #include "util/error.h"
+#include "util/os_net.h"
 
-#ifndef MSG_NOSIGNAL
-#define MSG_NOSIGNAL 0 /* SIGPIPE is ignored process-wide as well (server.c) */
-#endif
 
 /* Bytes per second a request body must average once the grace of
  * --header-timeout after its head is over: 2 Mbit/s, so the largest
@@ -56,7 +49,7 @@ static int server_stopping(k3_server *s)
 static int send_all(int fd, const char *buf, size_t n)
 {
     while (n) {
-        ssize_t w = send(fd, buf, n, MSG_NOSIGNAL);
+        int64_t w = k3_sock_send(fd, buf, n, 0);
         if (w < 0 && errno == EINTR)
             continue;
         if (w <= 0)
@@ -74,7 +67,7 @@ static int wait_input(int fd, int ms)
     p.fd = fd;
     p.events = POLLIN;
     p.revents = 0;
-    int rc = poll(&p, 1, ms);
+    int rc = k3_sock_poll(&p, 1, ms);
     if (rc < 0)
         return errno == EINTR ? 0 : -1;
     return rc;
@@ -89,7 +82,7 @@ static int client_gone(int fd)
         int rc = wait_input(fd, 0);
         if (rc <= 0)
             return rc < 0;
-        ssize_t r = recv(fd, sink, sizeof sink, 0);
+        int64_t r = k3_sock_recv(fd, sink, sizeof sink, 0);
         if (r == 0)
             return 1;
         if (r < 0)
@@ -136,13 +129,13 @@ static void linger_close(int fd)
 {
     char sink[4096];
     double end = k3_seconds() + LINGER_MS / 1000.0;
-    shutdown(fd, SHUT_WR);
+    k3_sock_shutdown_write(fd);
     for (double left; (left = end - k3_seconds()) > 0;) {
         int rc = wait_input(fd, (int)(left * 1000) + 1);
-        if (rc < 0 || (rc > 0 && recv(fd, sink, sizeof sink, 0) <= 0))
+        if (rc < 0 || (rc > 0 && k3_sock_recv(fd, sink, sizeof sink, 0) <= 0))
             break;
     }
-    close(fd);
+    k3_sock_close(fd);
 }
 
 void k3_conn_limits(const k3_server *s, k3_http_limits *lim)
@@ -204,7 +197,7 @@ static int read_request(k3_server *s, int fd, char **buf, size_t *len, size_t ca
             return -1;
         if (ready == 0)
             continue;
-        ssize_t r = recv(fd, *buf + *len, cap - *len, 0);
+        int64_t r = k3_sock_recv(fd, *buf + *len, cap - *len, 0);
         if (r < 0 && errno == EINTR)
             continue;
         if (r <= 0)
@@ -404,7 +397,7 @@ static int send_once(const k3_server *s, int fd, int status, const char *body, s
     if (!hn || n > sizeof msg - hn)
         return -1;
     memcpy(msg + hn, body, n);
-    return send(fd, msg, hn + n, MSG_NOSIGNAL | MSG_DONTWAIT) == (ssize_t)(hn + n) ? 0 : -1;
+    return k3_sock_send(fd, msg, hn + n, 1) == (int64_t)(hn + n) ? 0 : -1;
 }
 
 /* GET /health: 200 {"status":"ok",...}, or 503 {"status":"error","reason":...}
@@ -436,16 +429,16 @@ static void health(k3_server *s, int fd, const k3_http_request *req, double t0)
 static void drain(int fd)
 {
     char sink[4096];
-    for (int i = 0; i < 16 && recv(fd, sink, sizeof sink, MSG_DONTWAIT) > 0; i++)
+    for (int i = 0; i < 16 && k3_sock_recv(fd, sink, sizeof sink, 1) > 0; i++)
         ;
 }
 
 void k3_conn_health(k3_server *s, int fd, const k3_http_request *req, double t0)
 {
     health(s, fd, req, t0);
-    shutdown(fd, SHUT_WR);
+    k3_sock_shutdown_write(fd);
     drain(fd);
-    close(fd);
+    k3_sock_close(fd);
 }
 
 /* GET /v1/models, or /v1/models/{id} (the served model, else 404). */
@@ -601,11 +594,8 @@ static void route(k3_server *s, int fd, const k3_http_request *req, const char *
 
 void k3_conn_serve(k3_server *s, int fd, char *buf, size_t len, size_t cap, double t0)
 {
-    struct timeval tv;
-    fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) & ~O_NONBLOCK); /* the accept thread's reads */
-    tv.tv_sec = (time_t)s->cfg->timeout;
-    tv.tv_usec = (suseconds_t)((s->cfg->timeout - (double)tv.tv_sec) * 1e6);
-    setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof tv);
+    k3_sock_set_nonblock(fd, 0); /* the accept thread's reads */
+    k3_sock_set_send_timeout(fd, s->cfg->timeout);
     k3_http_request req;
     int rc = read_request(s, fd, &buf, &len, cap, t0, &req);
     if (rc == K3_HTTP_OK)
@@ -625,7 +615,7 @@ void k3_conn_refuse(int fd, int status, const char *code, const char *why)
     if (k3_emit_error(&err, 0, &b, &e) == K3_OK)
         send_once(NULL, fd, status, b.data, b.len);
     k3_buf_free(&b);
-    shutdown(fd, SHUT_WR);
+    k3_sock_shutdown_write(fd);
     drain(fd);
-    close(fd);
+    k3_sock_close(fd);
 }

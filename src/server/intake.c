@@ -2,15 +2,12 @@
 #include "server/intake.h"
 
 #include <errno.h>
-#include <fcntl.h>
-#include <poll.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/socket.h>
-#include <unistd.h>
 
 #include "util/clock.h"
+#include "util/os_net.h"
 
 /* The longest poll wait: how often signals and the clock are looked at. */
 #define TICK_MS 200
@@ -46,7 +43,7 @@ static void drop(intake *in, size_t i, int close_fd)
 {
     pending *p = &in->p[i];
     if (close_fd)
-        close(p->fd);
+        k3_sock_close(p->fd);
     free(p->buf);
     k3_clients_leave(&in->s->clients, &p->key);
     *p = in->p[--in->n];
@@ -118,7 +115,7 @@ static void read_head(intake *in, size_t i)
         refuse(in, i, 503, "server_busy", "Out of memory for the request.");
         return;
     }
-    ssize_t r = recv(p->fd, p->buf + p->len, K3_CONN_MAX_HEAD - p->len, 0);
+    int64_t r = k3_sock_recv(p->fd, p->buf + p->len, K3_CONN_MAX_HEAD - p->len, 0);
     if (r < 0 && (errno == EINTR || errno == EAGAIN || errno == EWOULDBLOCK))
         return;
     if (r <= 0) { /* the client left */
@@ -145,16 +142,16 @@ static int accept_one(intake *in, int lfd)
     struct sockaddr_storage sa;
     socklen_t sl = sizeof sa;
     memset(&sa, 0, sizeof sa);
-    int fd = accept(lfd, (struct sockaddr *)&sa, &sl);
+    int fd = k3_sock_accept(lfd, (struct sockaddr *)&sa, &sl);
     if (fd < 0) {
         if (errno == EMFILE || errno == ENFILE)
-            poll(NULL, 0, TICK_MS); /* out of descriptors: wait for connections to end */
+            k3_sock_poll(NULL, 0, TICK_MS); /* out of descriptors: wait for connections to end */
         else if (errno != EINTR && errno != ECONNABORTED && errno != EAGAIN &&
                  errno != EWOULDBLOCK)
             return -1;
         return 0;
     }
-    fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) | O_NONBLOCK); /* this thread never blocks */
+    k3_sock_set_nonblock(fd, 1); /* this thread never blocks */
     pending *p = &in->p[in->n];
     memset(p, 0, sizeof *p);
     p->fd = fd;
@@ -186,7 +183,7 @@ void k3_intake_run(k3_server *s, int lfd, volatile sig_atomic_t *stop)
     in->s = s;
     pthread_attr_init(&in->detached);
     pthread_attr_setdetachstate(&in->detached, PTHREAD_CREATE_DETACHED);
-    fcntl(lfd, F_SETFL, fcntl(lfd, F_GETFL) | O_NONBLOCK);
+    k3_sock_set_nonblock(lfd, 1);
     while (!*stop) {
         double now = k3_seconds(), next = now + TICK_MS / 1000.0;
         if (cfg->exit_after > 0 && now - start >= cfg->exit_after) {
@@ -210,7 +207,7 @@ void k3_intake_run(k3_server *s, int lfd, volatile sig_atomic_t *stop)
             pf[i + 1].revents = 0;
         }
         size_t n = in->n;
-        int rc = poll(pf, (nfds_t)n + 1, (int)((next - now) * 1000) + 1);
+        int rc = k3_sock_poll(pf, n + 1, (int)((next - now) * 1000) + 1);
         if (rc <= 0)
             continue;
         /* Backwards: drop() moves the last connection, already looked at, into i. */

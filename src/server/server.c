@@ -3,22 +3,19 @@
 #include "server/server.h"
 
 #include <errno.h>
-#include <netdb.h>
 #include <omp.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/socket.h>
 #include <time.h>
-#include <unistd.h>
-
-#include <netinet/in.h>
 
 #include "server/answer.h"
 #include "server/conn.h"
 #include "server/intake.h"
 #include "util/error.h"
+#include "util/os.h"
+#include "util/os_net.h"
 
 static volatile sig_atomic_t stop_signal;
 
@@ -36,6 +33,10 @@ int k3_server_listen(const k3_server_config *cfg, int *bound, k3_err *e)
     hints.ai_socktype = SOCK_STREAM;
     hints.ai_flags = AI_PASSIVE | AI_NUMERICSERV;
     snprintf(port, sizeof port, "%d", cfg->port);
+    if (k3_sock_startup() != 0) {
+        k3_fail(e, K3_ERUNTIME, "cannot start the socket library");
+        return -1;
+    }
     int rc = getaddrinfo(cfg->host, port, &hints, &ai);
     if (rc != 0) {
         k3_fail(e, K3_EINPUT, "--host %s: not an address this machine resolves (%s)", cfg->host,
@@ -47,13 +48,13 @@ int k3_server_listen(const k3_server_config *cfg, int *bound, k3_err *e)
                         "can reach it can use the server%s\n",
                 cfg->host, cfg->api_key ? " (with the API key)"
                                         : ", which has no --api-key: set one (or K3_API_KEY)");
-    int fd = socket(ai->ai_family, ai->ai_socktype, ai->ai_protocol), one = 1;
-    if (fd < 0 || setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one) != 0 ||
+    int fd = (int)socket(ai->ai_family, ai->ai_socktype, ai->ai_protocol), one = 1;
+    if (fd < 0 || setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, (const void *)&one, sizeof one) != 0 ||
         bind(fd, ai->ai_addr, ai->ai_addrlen) != 0 || listen(fd, 64) != 0) {
         k3_fail(e, K3_ERUNTIME, "cannot listen on %s port %d: %s", cfg->host, cfg->port,
                 strerror(errno));
         if (fd >= 0)
-            close(fd);
+            k3_sock_close(fd);
         fd = -1;
     }
     freeaddrinfo(ai);
@@ -80,7 +81,7 @@ static int host_is_loopback(const char *host)
 {
     struct addrinfo hints, *ai = NULL;
     memset(&hints, 0, sizeof hints);
-    if (getaddrinfo(host, NULL, &hints, &ai) != 0)
+    if (k3_sock_startup() != 0 || getaddrinfo(host, NULL, &hints, &ai) != 0)
         return 0;
     int yes = k3_addr_is_loopback(ai->ai_addr);
     freeaddrinfo(ai);
@@ -153,13 +154,7 @@ static void serve(k3_server *s, k3_answerer *a, int *lfd, int port, k3_err *e)
     const k3_server_config *cfg = s->cfg;
     worker_arg wa = { s, a };
     pthread_t wt;
-    struct sigaction sa;
-    memset(&sa, 0, sizeof sa);
-    sa.sa_handler = on_signal;
-    sigemptyset(&sa.sa_mask);
-    sigaction(SIGINT, &sa, NULL);
-    sigaction(SIGTERM, &sa, NULL);
-    signal(SIGPIPE, SIG_IGN); /* a client gone mid-write is an error return, not a death */
+    k3_os_on_stop(on_signal); /* also: a client gone mid-write is an error return */
     if (pthread_create(&wt, NULL, worker, &wa) != 0) {
         k3_fail(e, K3_ERUNTIME, "cannot start the worker thread");
         return;
@@ -169,7 +164,7 @@ static void serve(k3_server *s, k3_answerer *a, int *lfd, int port, k3_err *e)
             strchr(cfg->host, ':') ? "[" : "", cfg->host, strchr(cfg->host, ':') ? "]" : "", port,
             cfg->model_name, (long long)cfg->context, cfg->max_tokens, cfg->max_queue);
     k3_intake_run(s, *lfd, &stop_signal);
-    close(*lfd); /* new clients are refused by the system from here */
+    k3_sock_close(*lfd); /* new clients are refused by the system from here */
     *lfd = -1;
     pthread_mutex_lock(&s->mu);
     s->stopping = 1;
@@ -213,7 +208,7 @@ int k3_server_run(const k3_server_config *cfg, int lfd, int port, k3_model *m,
     if (s.failed && !e->code)
         k3_fail(e, K3_EINVALID, "a run failed while serving: %s", s.failure);
     if (lfd >= 0)
-        close(lfd);
+        k3_sock_close(lfd);
     pthread_cond_destroy(&s.idle);
     pthread_mutex_destroy(&s.mu);
     k3_metrics_destroy(&s.metrics);

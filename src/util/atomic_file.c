@@ -3,15 +3,13 @@
 
 #include <dirent.h>
 #include <errno.h>
-#include <fcntl.h>
-#include <signal.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
-#include <sys/types.h>
 #include <unistd.h>
 
 #include "util/error.h"
+#include "util/os.h"
 
 /* Symbolic links followed before giving up (as the kernel's own limit). */
 #define MAX_LINKS 40
@@ -38,16 +36,14 @@ static int follow_links(const char *path, char *out, size_t cap, k3_err *e)
     if ((size_t)snprintf(out, cap, "%s", path) >= cap)
         return k3_fail(e, K3_EINPUT, "%s: path too long", path);
     for (int hops = 0;; hops++) {
-        struct stat st;
-        if (lstat(out, &st) != 0 || !S_ISLNK(st.st_mode))
+        char link[4096], dir[4096];
+        int64_t n = k3_os_readlink(out, link, sizeof link);
+        if (n == 0)
             return K3_OK;
         if (hops == MAX_LINKS)
             return k3_fail(e, K3_EINPUT, "%s: too many levels of symbolic links", path);
-        char link[4096], dir[4096];
-        ssize_t n = readlink(out, link, sizeof link - 1);
         if (n < 0)
             return k3_fail(e, K3_EINPUT, "%s: %s", out, strerror(errno));
-        link[n] = '\0';
         if (link[0] == '/') {
             memcpy(out, link, (size_t)n + 1);
         } else if (dir_of(out, dir, sizeof dir) != 0 ||
@@ -76,13 +72,13 @@ static void remove_stale(const char *target)
             continue;
         char *end;
         long pid = strtol(name + blen + 5, &end, 10);
-        if (pid <= 0 || end[0] != '-' || strlen(end + 1) != 6 || pid == (long)getpid())
+        if (pid <= 0 || end[0] != '-' || strlen(end + 1) != 6 || pid == k3_os_pid())
             continue;
-        if (kill((pid_t)pid, 0) == 0 || errno != ESRCH)
+        if (k3_os_pid_alive(pid))
             continue; /* alive (or not ours to ask about): maybe mid-write */
         char stale[8192];
         if ((size_t)snprintf(stale, sizeof stale, "%s/%s", dir, name) < sizeof stale)
-            (void)unlink(stale);
+            (void)k3_os_unlink(stale);
     }
     closedir(d);
 }
@@ -99,10 +95,10 @@ int k3_atomic_begin(k3_atomic_file *a, const char *path, k3_err *e)
     if (exists && !S_ISREG(st.st_mode))
         return k3_fail(e, K3_EINPUT, "%s: exists and is not a regular file", path);
     if ((size_t)snprintf(a->tmp, sizeof a->tmp, "%s.tmp-%ld-XXXXXX", a->target,
-                         (long)getpid()) >= sizeof a->tmp)
+                         k3_os_pid()) >= sizeof a->tmp)
         return k3_fail(e, K3_EINPUT, "%s: path too long", path);
     remove_stale(a->target);
-    int fd = mkstemp(a->tmp);
+    int fd = k3_os_mkstemp(a->tmp);
     if (fd < 0) {
         int err = errno;
         a->tmp[0] = '\0';
@@ -110,12 +106,12 @@ int k3_atomic_begin(k3_atomic_file *a, const char *path, k3_err *e)
                        strerror(err));
     }
     if (exists)
-        (void)fchmod(fd, st.st_mode & 07777); /* best effort: keep the old permissions */
+        k3_os_copy_mode(fd, (unsigned)st.st_mode); /* best effort: keep the old permissions */
     a->f = fdopen(fd, "wb");
     if (!a->f) {
         int err = errno;
         close(fd);
-        unlink(a->tmp);
+        k3_os_unlink(a->tmp);
         a->tmp[0] = '\0';
         return k3_fail(e, K3_ERUNTIME, "%s: %s", path, strerror(err));
     }
@@ -128,31 +124,27 @@ static void sync_dir(const char *path)
     char dir[4096];
     if (dir_of(path, dir, sizeof dir) != 0)
         return;
-    int fd = open(dir, O_RDONLY);
-    if (fd >= 0) {
-        (void)fsync(fd); /* not every file system supports it on directories */
-        close(fd);
-    }
+    (void)k3_os_sync_dir(dir); /* not every file system supports it on directories */
 }
 
 int k3_atomic_commit(k3_atomic_file *a, k3_err *e)
 {
     if (!a->f)
         return k3_fail(e, K3_ERUNTIME, "%s: nothing to commit", a->path);
-    int ok = fflush(a->f) == 0 && !ferror(a->f) && fsync(fileno(a->f)) == 0;
+    int ok = fflush(a->f) == 0 && !ferror(a->f) && k3_os_fsync(fileno(a->f)) == 0;
     int err = errno;
     ok = (fclose(a->f) == 0) && ok;
     if (!ok && !err)
         err = errno ? errno : EIO;
     a->f = NULL;
-    if (ok && rename(a->tmp, a->target) == 0) {
+    if (ok && k3_os_replace(a->tmp, a->target) == 0) {
         sync_dir(a->target);
         a->tmp[0] = '\0';
         return K3_OK;
     }
     if (ok)
         err = errno;
-    unlink(a->tmp);
+    k3_os_unlink(a->tmp);
     a->tmp[0] = '\0';
     return k3_fail(e, K3_ERUNTIME, "%s: write failed: %s", a->path, strerror(err));
 }
@@ -163,7 +155,7 @@ void k3_atomic_abort(k3_atomic_file *a)
         fclose(a->f);
     a->f = NULL;
     if (a->tmp[0])
-        unlink(a->tmp);
+        k3_os_unlink(a->tmp);
     a->tmp[0] = '\0';
 }
 

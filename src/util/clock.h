@@ -1,4 +1,6 @@
-/* clock.h - the one clock k3 times things with. */
+/* clock.h - the one clock k3 times things with (implemented by the platform
+ * layer: util/os_posix.c clock_gettime(CLOCK_MONOTONIC), util/os_win.c
+ * QueryPerformanceCounter). */
 #ifndef K3_UTIL_CLOCK_H
 #define K3_UTIL_CLOCK_H
 

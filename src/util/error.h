@@ -10,7 +10,11 @@
 
 #include "k3/error.h"
 
-#if defined(__GNUC__)
+#if defined(__MINGW32__)
+/* mingw-w64 builds with __USE_MINGW_ANSI_STDIO (C99 printf, %zu), which
+ * GCC checks as gnu_printf; its plain printf means Microsoft's. */
+#define K3_PRINTF(a, b) __attribute__((format(gnu_printf, a, b)))
+#elif defined(__GNUC__)
 #define K3_PRINTF(a, b) __attribute__((format(printf, a, b)))
 #else
 #define K3_PRINTF(a, b)

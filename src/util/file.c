@@ -2,13 +2,13 @@
 #include "util/file.h"
 
 #include <errno.h>
-#include <fcntl.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
 #include "util/error.h"
+#include "util/os.h"
 
 static const char *kind_of(mode_t m)
 {
@@ -16,7 +16,7 @@ static const char *kind_of(mode_t m)
         return "a directory";
     if (S_ISFIFO(m))
         return "a FIFO";
-    if (S_ISSOCK(m))
+    if (k3_os_is_socket_mode((unsigned)m))
         return "a socket";
     if (S_ISCHR(m) || S_ISBLK(m))
         return "a device";
@@ -25,7 +25,7 @@ static const char *kind_of(mode_t m)
 
 int k3_open_input(const char *path, k3_err *e)
 {
-    int fd = open(path, O_RDONLY | O_NONBLOCK | O_CLOEXEC);
+    int fd = k3_os_open_input(path);
     if (fd < 0) {
         k3_fail(e, K3_EINPUT, "%s: cannot open: %s", path, strerror(errno));
         return -1;
@@ -41,8 +41,7 @@ int k3_open_input(const char *path, k3_err *e)
         close(fd);
         return -1;
     }
-    int fl = fcntl(fd, F_GETFL);
-    if (fl < 0 || fcntl(fd, F_SETFL, fl & ~O_NONBLOCK) != 0) {
+    if (k3_os_input_blocking(fd) != 0) {
         k3_fail(e, K3_ERUNTIME, "%s: fcntl: %s", path, strerror(errno));
         close(fd);
         return -1;

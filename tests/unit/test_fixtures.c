@@ -17,6 +17,7 @@
 #include "util/error.h"
 #include "util/file.h"
 #include "util/json.h"
+#include "util/os.h"
 
 static const k3_json *fixtures;
 
@@ -282,15 +283,15 @@ static void test_moe(void)
     k3_err e = { 0, "" };
     size_t nbytes = (size_t)k3_moe_scratch(&c, 2);
     void *buf = NULL, *mmbuf = NULL;
-    CHECK(posix_memalign(&buf, 64, nbytes) == 0 &&
-              posix_memalign(&mmbuf, 64, k3_mm_ws_bytes(1, 64, 2)) == 0,
+    CHECK((buf = k3_os_aligned_alloc(64, nbytes)) != NULL &&
+              (mmbuf = k3_os_aligned_alloc(64, k3_mm_ws_bytes(1, 64, 2))) != NULL,
           "moe scratch");
     k3_mm_ws mm = { mmbuf, 1, 64, 2 };
     k3_work wk = { buf, nbytes, &mm };
     CHECK(k3_moe_block(&c, &w, &src, x, 2, out, &wk, &e) == K3_OK, "%s", e.msg);
     wk.bytes = nbytes - 1; /* one byte short of its layout: refused, not overrun */
     CHECK(k3_moe_block(&c, &w, &src, x, 2, out, &wk, &e) == K3_ERUNTIME, "short MoE scratch");
-    free(buf), free(mmbuf);
+    k3_os_aligned_free(buf), k3_os_aligned_free(mmbuf);
     CHECK(close_to(out, want, 16, 5e-6, "moe out"), "moe block output");
     for (int i = 0; i < 8; i++)
         free(keep[i]);

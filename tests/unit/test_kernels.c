@@ -10,6 +10,7 @@
 #include "check.h"
 #include "core/kernels.h"
 #include "core/mathfn.h"
+#include "util/os.h"
 
 static void test_mxfp4(void)
 {
@@ -123,7 +124,7 @@ static void test_order(void)
         CHECK(k3_dot(a, W, n) == contract_dot(a, W, n), "k3_dot follows the contract at n=%zu", n);
     k3_mat kinds[2] = { { K3_MAT_F32, R, C, W, NULL }, { K3_MAT_BF16, R, C, Wb, NULL } };
     void *buf = NULL;
-    CHECK(posix_memalign(&buf, 64, k3_mm_ws_bytes(2, C, T)) == 0, "matmul workspace");
+    CHECK((buf = k3_os_aligned_alloc(64, k3_mm_ws_bytes(2, C, T))) != NULL, "matmul workspace");
     k3_mm_ws ws = { buf, 2, C, T };
     for (int k = 0; k < 2; k++) {
         omp_set_num_threads(1);
@@ -135,7 +136,7 @@ static void test_order(void)
         CHECK(!memcmp(Y1, Y2, sizeof Y1), "matmul independent of threads (kind %d)", k);
         CHECK(!memcmp(Y1, Y3, sizeof Y1), "matmul == matvec bitwise (kind %d)", k);
     }
-    free(buf);
+    k3_os_aligned_free(buf);
     /* Row views and the transposed product. */
     float xt[R], yt[C];
     for (int i = 0; i < R; i++)

@@ -13,6 +13,7 @@
 #include "check.h"
 #include "core/kernels.h"
 #include "core/kernels_isa.h"
+#include "util/os.h"
 
 static uint64_t rng = 0x9E3779B97F4A7C15u;
 static uint32_t next32(void)
@@ -212,7 +213,7 @@ static void check_matmul(const char *name, int kind, size_t R, size_t C, const s
     /* A workspace for the whole matrix and call, the largest one, and one
      * of 32 columns and 2 tokens (more column chunks and token blocks). */
     void *buf = NULL;
-    CHECK(posix_memalign(&buf, 64, k3_mm_ws_bytes(2, SIZE_MAX, SIZE_MAX)) == 0,
+    CHECK((buf = k3_os_aligned_alloc(64, k3_mm_ws_bytes(2, SIZE_MAX, SIZE_MAX))) != NULL,
           "matmul workspace");
     const k3_mm_ws wss[3] = { { buf, 2, C, Tmax }, { buf, 2, SIZE_MAX, SIZE_MAX },
                               { buf, 2, 32, 2 } };
@@ -230,7 +231,8 @@ static void check_matmul(const char *name, int kind, size_t R, size_t C, const s
         CHECK(same(ref + R, got, R, 0), "%s matvec kind %d %zux%zu threads %d", name, kind, R, C,
               threads);
     }
-    free(w), free(X), free(ref), free(got), free(wb), free(packed), free(scales), free(buf);
+    free(w), free(X), free(ref), free(got), free(wb), free(packed), free(scales);
+    k3_os_aligned_free(buf);
 }
 
 static void test_drivers(const char *name)

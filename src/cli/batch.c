@@ -18,7 +18,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/resource.h>
 
 #include "chat/jtext.h"
 #include "chat/turn.h"
@@ -28,6 +27,7 @@
 #include "util/file.h"
 #include "util/json.h"
 #include "util/json_write.h"
+#include "util/os.h"
 
 /* Lines in a batch file, and ids in one line's "ids". */
 #define MAX_LINES 4096
@@ -178,8 +178,8 @@ static int read_file(batch *b, k3_err *e)
         return e->code;
     char *line = NULL;
     size_t cap = 0, lineno = 0, lcap = 0;
-    ssize_t got;
-    while (!e->code && (got = getline(&line, &cap, f)) >= 0) {
+    int64_t got;
+    while (!e->code && (got = k3_os_getline(&line, &cap, f)) >= 0) {
         size_t len = (size_t)got;
         lineno++;
         if (len > 0 && line[len - 1] == '\n')
@@ -321,14 +321,6 @@ typedef struct {
     uint64_t bytes_read;
 } round_cost;
 
-static long long peak_rss(void)
-{
-    struct rusage ru;
-    if (getrusage(RUSAGE_SELF, &ru) != 0)
-        return -1;
-    return (long long)ru.ru_maxrss * 1024;
-}
-
 static int write_report(FILE *f, const batch *b, const k3_model *m, const round_cost *rc,
                         size_t nr, double prefill_s, double wall, k3_err *e)
 {
@@ -358,7 +350,7 @@ static int write_report(FILE *f, const batch *b, const k3_model *m, const round_
     fprintf(f, "  \"mode\": \"batch\",\n");
     fprintf(f, "  \"layers\": %d,\n", k3_model_n_layers(m));
     k3_model_print_json(m, f, "  ");
-    fprintf(f, ",\n  \"peak_rss_bytes\": %lld,\n  \"results\": [", peak_rss());
+    fprintf(f, ",\n  \"peak_rss_bytes\": %lld,\n  \"results\": [", k3_os_peak_rss());
     k3_buf t = { 0 };
     for (size_t i = 0; i < b->n && !e->code; i++) {
         const seqline *q = &b->L[i];

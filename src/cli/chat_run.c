@@ -189,7 +189,7 @@ static int reply(chat *c, const char *what, int thinking, const char *line, size
     tp.thinking = thinking;
     tp.stop = o->stop;
     tp.nstop = o->nstop;
-    k3_turn_sink sink = { c, on_text, on_call, on_token };
+    k3_turn_sink sink = { c, on_text, on_call, on_token, NULL };
     c->reasoning.len = c->content.len = 0;
     c->t_first = 0;
     c->ngen = 0;

@@ -184,7 +184,7 @@ static int run_turn(answer *w, k3_turn_result *res, k3_answer_stats *st, k3_err 
     /* A request may ask for fewer drafts than the server planned, not more. */
     tp.spec = (size_t)(r->spec >= 0 && r->spec < a->spec ? r->spec : a->spec);
     tp.drafter = &a->drafter;
-    k3_turn_sink sink = { w, on_text, on_call, on_token };
+    k3_turn_sink sink = { w, on_text, on_call, on_token, NULL };
     k3_turn_generate(a->model, a->state, &a->sampler, &tp, &sink, res, e);
     st->gen_seconds = k3_seconds() - t1;
     return e->code;

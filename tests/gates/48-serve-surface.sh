@@ -124,6 +124,31 @@ grep -q "^k3_generated_tokens_total $gen\$" "$m" || die "metrics: generated toke
 grep -q '^k3_requests_running 0$' "$m" || die "metrics: running"
 echo "ok: timings, /metrics counts ($gen tokens generated)"
 grep -q 'POST /v1/chat/completions 200 prompt=.* gen_tok/s=' "$work/srv.log" || die "log line: $(tail -3 "$work/srv.log")"
+
+# logprobs: greedy answers, checked against the CLI's --dump-logits of the
+# same prompt ids (tests/gates/logprobs_check.py), streamed and not
+lp_check() { # NAME PATH BODY TOP
+    call "$1" 200 POST "/v1/$2" "$3"
+    curl -s -N --max-time 120 -H 'Content-Type: application/json' \
+        -d "$(printf '%s' "$3" | sed 's/^{/{"stream": true, /')" "$url/v1/$2" >"$work/$1.sse" ||
+        die "logprobs: the $2 stream failed"
+    "$K3_BIN" "$dir" --ids "$(py "$1" 'print(",".join(map(str, r["prompt_token_ids"])))')" \
+        --gen "$(py "$1" 'print(len(r["choices"][0]["token_ids"]))')" --ignore-eos --quiet \
+        --dump-logits "$work/$1.f32" >/dev/null || die "logprobs: the CLI run failed"
+    "$PYTHON" tests/gates/logprobs_check.py "$1" "$work/$1.json" "$work/$1.sse" "$work/$1.f32" \
+        "$4" || die "logprobs: $2"
+}
+lp_check chat chat/completions '{"messages": [{"role": "user", "content": "Name a colour"}],
+    "max_tokens": 6, "temperature": 0, "ignore_eos": true, "return_token_ids": true,
+    "logprobs": true, "top_logprobs": 5}' 5
+lp_check completion completions '{"prompt": "The capital of France is", "max_tokens": 6,
+    "temperature": 0, "ignore_eos": true, "return_token_ids": true, "logprobs": 3}' 3
+call lp-bad 400 POST /v1/chat/completions '{"messages": [{"role": "user", "content": "x"}],
+    "top_logprobs": 2}'
+py lp-bad 'assert r["error"]["param"] == "top_logprobs", r' || die "top_logprobs without logprobs"
+call lp-bad2 400 POST /v1/completions '{"prompt": "x", "logprobs": 6}'
+call lp-none 200 POST /v1/completions '{"prompt": "x", "max_tokens": 2}'
+py lp-none 'assert r["choices"][0]["logprobs"] is None, r' || die "logprobs without asking"
 stop_server "$pid" srv
 
 # --api-key, --alias, --host localhost, --cors ""

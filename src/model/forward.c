@@ -148,6 +148,8 @@ static int forward_chunk(k3_model *m, k3_state *s, const uint32_t *ids, size_t T
 
     size_t nbank = 0;
     for (size_t li = 0; li < L && rc == K3_OK; li++) {
+        if (m->on_layer)
+            m->on_layer(m->on_layer_ctx, li, L);
         /* The layer's matrices; the reader loads the next ones meanwhile. */
         const uint8_t *image = k3_trunk_acquire(m->trunk, li, e);
         if (!image) {
@@ -197,6 +199,8 @@ static int forward_chunk(k3_model *m, k3_state *s, const uint32_t *ids, size_t T
         for (size_t i = 0; i < T * H; i++)
             w.hin[i] = w.prefix[i] + w.a[i];
     }
+    if (m->on_layer)
+        m->on_layer(m->on_layer_ctx, L, L);
     if (rc == K3_OK) {
         /* Final mix, norm and head, for the positions asked for (only the
          * last when the caller takes no logits: it goes to w.head). */

@@ -5,7 +5,10 @@
 #      --spec its sum is the ids generated and its non-zero rows are the
 #      forward passes plus step 0 (the prompt's); --out's steps agree;
 #  (c) --out holds the generated text as printed and the summary's rates
-#      (the prompt rate over the prompt's own seconds, not step 0).
+#      (the prompt rate over the prompt's own seconds, not step 0);
+#  (d) on a terminal (a pty), with the threshold forced to 0
+#      (K3_PROGRESS_AFTER_MS=0), each forward call shows the "layer i/L" line
+#      and erases it; in a pipe, nothing.
 . tests/gates/lib.sh
 work="$K3_BUILD/run-report"
 rm -rf "$work"
@@ -77,4 +80,9 @@ assert shown == r["text"] + "\n", (shown, r["text"])
 print("ok: --out text = the printed text (%d characters)" % len(r["text"]))
 EOF
 fi
+# (d) the layer line
+"$PYTHON" tests/gates/chat_pty.py layers "$work" "$K3_BIN" "$dir" - || die "pty: the layer line"
+K3_PROGRESS_AFTER_MS=0 "$K3_BIN" "$dir" --ids "$ids" --gen 4 >/dev/null 2>"$work/pipe.err" ||
+    die "pipe run failed"
+! grep -q "layer [0-9]*/" "$work/pipe.err" || die "a layer line in a pipe"
 echo PASS

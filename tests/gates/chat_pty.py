@@ -1,6 +1,6 @@
 """chat_pty.py - drives `k3 MODEL --chat` on a real terminal (a pty).
 
-usage: chat_pty.py interrupt|counter WORK K3 MODEL_DIR TOK_DIR
+usage: chat_pty.py interrupt|counter|layers WORK K3 MODEL_DIR TOK_DIR
 
 interrupt: --show-thinking, long replies. Sends a message, sends Ctrl-C
   once the reply is streaming, expects the interruption notice and the
@@ -127,6 +127,19 @@ elif mode == "counter":
     t.send(b"\x04")
     t.wait_exit("Ctrl-D")
     print("ok: pty: the thinking counter was drawn dimmed and erased")
+elif mode == "layers":
+    os.environ["K3_PROGRESS_AFTER_MS"] = "0"
+    t = Term(*spawn([model, "--ids", "5,9,17", "--gen", "4"]))
+    t.wait_exit("a --gen 4 run")
+    out = t.buf
+    import re
+    lines = re.findall(rb"\r\x1b\[2mlayer (\d+)/(\d+)\x1b\[0m\x1b\[K", out)
+    if len(lines) < 4 or any(int(i) < 1 or int(i) > int(n) for i, n in lines):
+        fail("no layer line for each forward call (%d)" % len(lines), out)
+    if out.count(b"\r\x1b[K") < 4:
+        fail("the layer line was not erased", out)
+    print("ok: pty: the layer line showed %d times (%s) and was erased"
+          % (len(lines), lines[-1][1].decode()))
 else:
     fail("unknown mode")
 with open(os.path.join(work, "pty-%s.out" % mode), "wb") as f:

@@ -23,8 +23,8 @@ done
 # functions the installed headers declare, which are exactly k3.map's list.
 exports() {
     nm -D --defined-only "$1" >"$work/nm.txt" || die "nm -D $1 failed"
-    "$PYTHON" - "$work/nm.txt" "$prefix/include/k3" k3.map "$1" <<'EOF' ||
-        die "$1: exported symbols"
+    inc="$prefix/include/k3"
+    "$PYTHON" - "$work/nm.txt" "$inc" k3.map "$1" <<'EOF' || die "$1: exported symbols"
 import glob, re, sys
 def decl(path):
     s = re.sub(r"/\*.*?\*/", "", open(path).read(), flags=re.S)

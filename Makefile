@@ -105,9 +105,10 @@ PIC_OBJ      := $(LIB_SRC:%.c=$(BUILD)/pic/%.o)
 $(BUILD)/pic/%.o: %.c
 	@mkdir -p $(dir $@)
 	$(CC) $(ALL_CFLAGS) -fPIC -MMD -MP -c $< -o $@
-$(SHLIB): $(PIC_OBJ)
+# k3.map exports the public API (include/k3) only: internal names stay local.
+$(SHLIB): $(PIC_OBJ) k3.map
 	$(CC) $(ALL_CFLAGS) -shared -Wl,-soname,libk3.so.$(K3_SOVERSION) -Wl,--no-undefined \
-		-o $@ $^ $(LDLIBS)
+		-Wl,--version-script,k3.map -o $@ $(PIC_OBJ) $(LDLIBS)
 .PHONY: shared
 shared: $(SHLIB)
 

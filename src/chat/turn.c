@@ -253,6 +253,8 @@ static int spec_step(k3_turn *t, k3_model *m, k3_state *s, k3_sampler *smp, uint
     uint32_t feed[K3_TURN_MAX_SPEC + 1];
     feed[0] = y;
     memcpy(feed + 1, d, nd * sizeof *d);
+    if (t->sink->forward)
+        t->sink->forward(t->sink->ctx);
     if (k3_state_spec_begin(s, nd + 1, e) || k3_forward(m, s, feed, nd + 1, logits, 1, e))
         return e->code;
     t->res.forwards++;
@@ -399,6 +401,8 @@ int k3_turn_generate(k3_model *m, k3_state *s, k3_sampler *smp, const k3_turn_pa
         if (nd == 0) {
             t.res.forwards++;
             have = 0;
+            if (sink->forward)
+                sink->forward(sink->ctx);
             if (k3_gen_feed(m, s, &t.gen, id, logits, e))
                 break;
             costs.one_s += k3_seconds() - t0;

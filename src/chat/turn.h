@@ -70,6 +70,10 @@ typedef struct k3_turn_sink {
      * *stop to end the turn after this id (K3_TURN_CALLER). */
     int (*token)(void *ctx, uint32_t id, const float *logits, int is_end, int *stop,
                  k3_err *e);
+    /* Before each forward call of the decode (plain or a verification), so
+     * a sink can count the ids each call appended (the prompt's feed is not
+     * one of them). May be NULL. */
+    void (*forward)(void *ctx);
 } k3_turn_sink;
 
 typedef struct k3_turn_params {

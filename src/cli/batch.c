@@ -472,7 +472,7 @@ static int run_batch(k3_model *m, const k3_options *o, batch *b, const k3_tokeni
         q->tp.show_special = o->show_special;
         q->tp.stop = o->stop;
         q->tp.nstop = o->nstop;
-        k3_turn_sink sink = { q, on_text, NULL, on_token };
+        k3_turn_sink sink = { q, on_text, NULL, on_token, NULL };
         q->sink = sink;
     }
     if (run_rounds(m, b, &rc, &nr, &prefill_s, e) == K3_OK) {

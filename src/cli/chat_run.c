@@ -10,9 +10,23 @@
  * string) - the state rewinds to the mark taken where the reply began (so
  * the cost is the reply plus the new message, not the conversation) and
  * says so on stderr. Results are bit-identical either way: k3_forward
- * gives the same bits however a sequence is split. */
+ * gives the same bits however a sequence is split.
+ *
+ * Ctrl-C (SIGINT, handled for the whole chat): during a reply it stops the
+ * reply after the id being computed, and what was shown of it is KEPT as
+ * the assistant's message (in the conversation, the history file and the
+ * --out report, finish_reason "cancelled"), so the next prompt renders
+ * exactly what the user saw; during the prompt's feed it stops the feed
+ * and the reply is an empty message. At the prompt it ends the chat
+ * (exit 0), unless continuation lines are pending: then it drops them.
+ *
+ * On a terminal (stderr) a reply that is still thinking with the thinking
+ * hidden shows a dimmed counter "thinking... N tokens" on stderr, redrawn
+ * in place and erased when the content starts or the reply ends. */
 #include "cli/chat_run.h"
 
+#include <errno.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -31,6 +45,25 @@
 
 /* Reply length when --gen is not given. */
 #define DEFAULT_REPLY_TOKENS 8192
+
+/* Seconds between redraws of the thinking counter. */
+#define THINKING_REDRAW 0.1
+
+/* Set by the SIGINT handler, cleared by the chat when it has acted on it. */
+static volatile sig_atomic_t interrupted;
+
+static void on_sigint(int sig)
+{
+    (void)sig;
+    interrupted = 1;
+}
+
+/* The feed's cancel check (chat/turn.h k3_turn_feed). */
+static int feed_cancelled(void *ctx)
+{
+    (void)ctx;
+    return interrupted != 0;
+}
 
 typedef struct chat {
     const k3_options *o;
@@ -52,6 +85,10 @@ typedef struct chat {
     size_t ngen;
     k3_buf reasoning, content; /* what was shown of each channel */
     int thought_open;      /* the thinking display is open (dimmed) */
+    int counter;           /* stderr is a terminal: the thinking counter may show */
+    int counting;          /* this reply is thinking with nothing shown yet */
+    int counter_shown;     /* the counter is on the screen */
+    double counter_last;   /* when it was last drawn */
     double t_start, t_first;
 } chat;
 
@@ -60,6 +97,17 @@ static int write_out(const char *s, size_t n, k3_err *e)
     if ((n && fwrite(s, 1, n, stdout) != n) || fflush(stdout) != 0)
         return k3_fail(e, K3_ERUNTIME, "writing the reply: write error on stdout");
     return K3_OK;
+}
+
+/* Erases the thinking counter (if shown) and stops counting. */
+static void end_counter(chat *c)
+{
+    c->counting = 0;
+    if (c->counter_shown) {
+        fputs("\r\033[K", stderr);
+        fflush(stderr);
+        c->counter_shown = 0;
+    }
 }
 
 /* Ends the thinking display (if open) before the reply text or the end. */
@@ -83,6 +131,7 @@ static int on_text(void *ctx, int channel, const char *s, size_t n, k3_err *e)
         c->thought_open = 1;
         return write_out(s, n, e);
     }
+    end_counter(c);
     if (k3_buf_put(&c->content, s, n, e) || close_thought(c, e))
         return e->code;
     return write_out(s, n, e);
@@ -107,22 +156,32 @@ static int on_token(void *ctx, uint32_t id, const float *logits, int is_end, int
     chat *c = ctx;
     (void)logits;
     (void)is_end;
-    (void)stop;
     (void)e;
+    double now = k3_seconds();
     if (!c->t_first)
-        c->t_first = k3_seconds();
+        c->t_first = now;
     c->gen[c->ngen++] = id;
+    if (interrupted)
+        *stop = 1;
+    else if (c->counting && now - c->counter_last >= THINKING_REDRAW) {
+        fprintf(stderr, "\r\033[2mthinking\xe2\x80\xa6 %zu tokens\033[0m\033[K", c->ngen);
+        fflush(stderr);
+        c->counter_shown = 1;
+        c->counter_last = now;
+    }
     return K3_OK;
 }
 
 /* Renders the conversation (with or without the generation prompt) into
  * c->prompt and brings the state to it, reporting what was reused on
- * stderr. *thinking: the rendering opened the think element. */
-static int sync_context(chat *c, const char *what, int gen_prompt, int *thinking, k3_err *e)
+ * stderr. *thinking: the rendering opened the think element. cancelled
+ * NULL: the feed runs to the end; else Ctrl-C may stop it (*cancelled = 1,
+ * the state then holds a prefix of the rendering). */
+static int sync_context(chat *c, const char *what, int gen_prompt, int *thinking,
+                        int *cancelled, k3_err *e)
 {
     const k3_options *o = c->o;
     size_t n = 0, common = 0;
-    int cancelled;
     free(c->prompt);
     c->prompt = NULL;
     k3_chat_set_generation_prompt(c->conv, gen_prompt);
@@ -136,9 +195,12 @@ static int sync_context(chat *c, const char *what, int gen_prompt, int *thinking
     size_t had = (size_t)k3_state_pos(c->st);
     if (o->conv.no_reuse)
         k3_state_reset(c->st);
-    if (k3_turn_feed(c->m, c->st, c->mark, c->prompt, n, NULL, NULL, &common, &c->reused,
-                     &cancelled, e))
+    int stopped = 0;
+    if (k3_turn_feed(c->m, c->st, c->mark, c->prompt, n, cancelled ? feed_cancelled : NULL,
+                     NULL, &common, &c->reused, &stopped, e))
         return e->code;
+    if (cancelled)
+        *cancelled = stopped;
     if (common < had && !o->conv.no_reuse && !o->quiet)
         fprintf(stderr, "%s: the last reply re-encodes to other tokens than the model wrote "
                         "(from token %zu of %zu), so the context is recomputed from token %zu\n",
@@ -171,8 +233,10 @@ static void report_turn(chat *c, const k3_turn_result *res)
 }
 
 /* Generates the reply to the user's line[0..len), shows it, and adds it
- * to the conversation and (with the line) to the history. */
-static int reply(chat *c, const char *what, int thinking, const char *line, size_t len,
+ * to the conversation and (with the line) to the history. fed 0: Ctrl-C
+ * stopped the prompt's feed, the reply is empty (finish_reason
+ * "cancelled"). */
+static int reply(chat *c, const char *what, int thinking, int fed, const char *line, size_t len,
                  k3_err *e)
 {
     const k3_options *o = c->o;
@@ -190,16 +254,25 @@ static int reply(chat *c, const char *what, int thinking, const char *line, size
     tp.thinking = thinking;
     tp.stop = o->stop;
     tp.nstop = o->nstop;
-    k3_turn_sink sink = { c, on_text, on_call, on_token };
+    k3_turn_sink sink = { c, on_text, on_call, on_token, NULL };
     c->reasoning.len = c->content.len = 0;
     c->t_first = 0;
     c->ngen = 0;
+    c->counting = c->counter && thinking && !o->conv.show_thinking;
+    c->counter_last = 0;
+    memset(&res, 0, sizeof res);
+    res.end = K3_TURN_CALLER;
     free(c->gen);
     if (!(c->gen = k3_malloc(e, (max_tokens + 1) * sizeof *c->gen, "generated ids")) ||
-        k3_state_mark_take(c->st, &c->mark, e) ||
-        k3_turn_generate(c->m, c->st, &c->smp, &tp, &sink, &res, e) || close_thought(c, e) ||
-        write_out("\n", 1, e))
+        (fed && (k3_state_mark_take(c->st, &c->mark, e) ||
+                 k3_turn_generate(c->m, c->st, &c->smp, &tp, &sink, &res, e))))
         goto done;
+    end_counter(c);
+    if (close_thought(c, e) || write_out("\n", 1, e))
+        goto done;
+    if (res.end == K3_TURN_CALLER && !o->quiet)
+        fprintf(stderr, "%s: interrupted (Ctrl-C); the reply so far is kept\n", what);
+    interrupted = 0; /* acted on: it stopped this reply */
     if (!o->quiet) {
         double t = k3_seconds(), first = c->t_first ? c->t_first - c->t_start : 0;
         fprintf(stderr, "%s: generated %zu tokens (%s), first token after %.4f s, %.2f tok/s\n",
@@ -225,6 +298,7 @@ static int reply(chat *c, const char *what, int thinking, const char *line, size
         k3_history_add(&c->hist, msgs, 2, e);
     }
 done:
+    end_counter(c);
     k3_buf_free(&text);
     k3_buf_free(&thought);
     return e->code;
@@ -242,12 +316,12 @@ static int turn(chat *c, int number, const char *line, size_t len, k3_err *e)
             return k3_fail(e, K3_EINPUT, "%s: the message is not valid UTF-8 (byte %zu)", what, i);
         i += n;
     }
-    int thinking;
+    int thinking, cancelled;
     c->t_start = k3_seconds();
     if (k3_chat_add_message(c->conv, "user", line, len, e) ||
-        sync_context(c, what, 1, &thinking, e))
+        sync_context(c, what, 1, &thinking, &cancelled, e))
         return e->code;
-    return reply(c, what, thinking, line, len, e);
+    return reply(c, what, thinking, !cancelled, line, len, e);
 }
 
 /* A fresh conversation with the chat's settings: thinking, effort and the
@@ -274,7 +348,9 @@ static const char chat_help[] =
     "                a --history file keeps every turn)\n"
     "  /save FILE    save the model's state of the conversation (--load-state FILE)\n"
     "  /help         this list\n"
-    "a line ending in \\ continues on the next line\n";
+    "a line ending in \\ continues on the next line\n"
+    "Ctrl-C stops a reply (what it said so far is kept); at the prompt, it ends\n"
+    "the chat\n";
 
 /* A line that is a command: runs it. *quit: /exit. Returns 1 when the line
  * was a command (0: it is a message). */
@@ -293,7 +369,7 @@ static int command(chat *c, const char *line, size_t len, int *quit, k3_err *e)
     } else if (len > 6 && !memcmp(line, "/save ", 6)) {
         char path[4096];
         snprintf(path, sizeof path, "%.*s", (int)(len - 6), line + 6);
-        if (sync_context(c, "save", 0, &thinking, e) == K3_OK &&
+        if (sync_context(c, "save", 0, &thinking, NULL, e) == K3_OK &&
             k3_state_save(c->st, path, e) == K3_OK && !c->o->quiet)
             fprintf(stderr, "chat: saved the state to %s\n", path);
     } else {
@@ -313,7 +389,19 @@ static int loop(chat *c, k3_err *e)
     while (!quit && !e->code) {
         if (tty)
             fputs(msg.len ? "... " : "> ", stderr);
-        int64_t got = k3_os_getline(&line, &cap, stdin);
+        errno = 0;
+        int64_t got = interrupted ? -1 : k3_os_getline(&line, &cap, stdin);
+        if (got < 0 && interrupted) {
+            /* Ctrl-C at the prompt: drops pending continuation lines, else ends. */
+            interrupted = 0;
+            clearerr(stdin);
+            fputc('\n', stderr);
+            if (msg.len) {
+                msg.len = 0;
+                continue;
+            }
+            break;
+        }
         if (got < 0)
             break;
         size_t len = (size_t)got;
@@ -348,7 +436,11 @@ int k3_run_chat(k3_model *m, const k3_options *o, const k3_tokenizer *tok, k3_ou
     c.thinking = !o->conv.no_thinking;
     c.dim = o->conv.show_thinking && isatty(STDOUT_FILENO) && !getenv("NO_COLOR");
     c.report = out->report.f;
+    c.counter = isatty(STDERR_FILENO) && !getenv("NO_COLOR") && !o->quiet;
     int have_sampler = 0, thinking;
+    /* A Ctrl-C at the prompt also ends the blocked read (k3_os_on_interrupt). */
+    interrupted = 0;
+    k3_os_on_interrupt(on_sigint);
     for (size_t i = 0; i < sizeof needed / sizeof *needed; i++)
         if (k3_tok_special_id(tok, needed[i]) < 0) {
             k3_fail(e, K3_EINPUT, "the tokenizer has no %s token: not a K3 tokenizer",
@@ -364,9 +456,9 @@ int k3_run_chat(k3_model *m, const k3_options *o, const k3_tokenizer *tok, k3_ou
     if (o->spec &&
         k3_drafter_make(&c.drafter, o->draft, m, (int)o->draft_topk, (size_t)o->spec, e))
         goto done;
-    if (sync_context(&c, "start", 0, &thinking, e) || loop(&c, e))
+    if (sync_context(&c, "start", 0, &thinking, NULL, e) || loop(&c, e))
         goto done;
-    if (o->save_state && sync_context(&c, "saved state", 0, &thinking, e) == K3_OK)
+    if (o->save_state && sync_context(&c, "saved state", 0, &thinking, NULL, e) == K3_OK)
         k3_state_save(c.st, o->save_state, e);
     if (c.report && !e->code) {
         fputs(c.nreported ? "\n  ]\n}\n" : "{\n  \"turns\": []\n}\n", c.report);
@@ -374,6 +466,7 @@ int k3_run_chat(k3_model *m, const k3_options *o, const k3_tokenizer *tok, k3_ou
             k3_fail(e, K3_ERUNTIME, "%s: write failed", o->output.out_json);
     }
 done:
+    k3_os_on_interrupt(NULL);
     if (have_sampler)
         k3_sampler_free(&c.smp);
     k3_history_free(&c.hist);

@@ -3,8 +3,11 @@
  * The prompt is fed once, then the decode loop (k3/generate.h) samples and
  * feeds one token per step through the caches; --recompute makes the loop
  * refeed the whole sequence every step instead (a check on the caches).
- * This file adds what the command line shows: the per-step table (step 0
- * includes the prompt), the streamed text, dumps and the JSON report. */
+ * This file adds what the command line shows: the streamed text, one
+ * summary line (or with --verbose the per-step table and the I/O report),
+ * dumps and the JSON report. A step is one generated id: its seconds run
+ * from the previous id (step 0: from the start, the prompt's feed
+ * included, which the table and the rates leave out). */
 #include "cli/generate.h"
 
 #include <errno.h>
@@ -12,6 +15,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "chat/jtext.h"
 #include "chat/turn.h"
 #include "util/clock.h"
 #include "util/error.h"
@@ -38,25 +42,48 @@ void k3_cli_write_ids(FILE *f, const uint32_t *ids, size_t n)
         fprintf(f, "%s%u", i ? "," : "", ids[i]);
 }
 
-/* What one generation step cost. */
+/* What one generation step cost. emitted: the ids the forward call that
+ * produced this id appended, counted on the first of them (1 per step
+ * without speculation; 0 on the later ids of a verification call). */
 typedef struct {
     double seconds;
     uint64_t bytes_read, requests, hits;
+    size_t emitted;
 } step_cost;
+
+/* The run's rates: the prompt's feed, and the generated ids after it. */
+typedef struct {
+    size_t prompt_tokens, generated;
+    double prompt_s, decode_s;
+} run_rates;
+
+static double per_second(size_t n, double s)
+{
+    return s > 0 ? (double)n / s : 0.0;
+}
 
 /* The --out report into f (committed by the caller with the other outputs). */
 static int write_report(FILE *f, const k3_options *o, const k3_model *m, const uint32_t *prompt,
                         size_t np, const uint32_t *gen, size_t ng, const step_cost *steps,
                         double wall_s, const k3_io_counters *io, const k3_turn_result *res,
-                        k3_err *e)
+                        const k3_buf *text, const run_rates *rt, k3_err *e)
 {
     k3_turn_end end = res->end;
+    k3_buf js = { 0 };
+    if (text && k3_jtext_put(&js, text->data ? text->data : "", text->len, e))
+        return e->code;
     fprintf(f, "{\n  \"prompt_ids\": [");
     k3_cli_write_ids(f, prompt, np);
     fprintf(f, "],\n  \"generated_ids\": [");
     k3_cli_write_ids(f, gen, ng);
-    fprintf(f, "],\n  \"end\": \"%s\",\n  \"finish_reason\": \"%s\"", k3_turn_end_name(end),
+    fprintf(f, "],\n  \"text\": %s", text ? js.data : "null");
+    k3_buf_free(&js);
+    fprintf(f, ",\n  \"end\": \"%s\",\n  \"finish_reason\": \"%s\"", k3_turn_end_name(end),
             k3_turn_finish_reason(end, 0));
+    fprintf(f, ",\n  \"prompt_tokens_per_second\": %.6f,\n  \"generated_tokens_per_second\": "
+               "%.6f,\n  \"seconds_per_token\": %.6f",
+            per_second(rt->prompt_tokens, rt->prompt_s), per_second(rt->generated, rt->decode_s),
+            rt->generated ? rt->decode_s / (double)rt->generated : 0.0);
     /* What the decode read per emitted id: the trunk once per forward call,
      * the experts each row routed to (step 0 is the prompt's: left out). */
     uint64_t trunk_pass, expert_each, requests = 0;
@@ -78,10 +105,12 @@ static int write_report(FILE *f, const k3_options *o, const k3_model *m, const u
     for (size_t i = 0; i < ng; i++)
         fprintf(f,
                 "%s\n    {\"step\": %zu, \"token\": %u, \"seconds\": %.6f, \"bytes_read\": %llu, "
-                "\"expert_requests\": %llu, \"expert_hits\": %llu}",
+                "\"expert_requests\": %llu, \"expert_hits\": %llu, \"emitted\": %zu}",
                 i ? "," : "", i, gen[i], steps[i].seconds, (unsigned long long)steps[i].bytes_read,
-                (unsigned long long)steps[i].requests, (unsigned long long)steps[i].hits);
+                (unsigned long long)steps[i].requests, (unsigned long long)steps[i].hits,
+                steps[i].emitted);
     fprintf(f, "\n  ],\n  \"prefill_seconds\": %.6f,\n", ng ? steps[0].seconds : 0.0);
+    fprintf(f, "  \"prompt_seconds\": %.6f,\n", rt->prompt_s);
     fprintf(f, "  \"wall_seconds\": %.6f,\n", wall_s);
     fprintf(f, "  \"io_wait_seconds\": %.6f,\n", io->io_wait_seconds);
     fprintf(f, "  \"io_share\": %.4f,\n", wall_s > 0 ? io->io_wait_seconds / wall_s : 0.0);
@@ -132,31 +161,48 @@ typedef struct run {
     FILE *dump;           /* --dump-logits (a temporary file until the run succeeds) */
     FILE *dump_prompt;    /* --dump-prompt-logits (likewise) */
     double t_prev;        /* when the previous step ended */
+    double prompt_s;      /* the prompt's feed (part of step 0) */
     k3_io_counters io_prev;
+    size_t step_first;    /* the step whose forward call produced the latest id */
+    int forwarded;        /* a forward call ran since the latest id */
+    k3_buf text;          /* the text shown (--out) */
 } run;
 
 static void print_step_header(void)
 {
-    fprintf(stderr, "%6s %8s %10s %7s %9s %8s\n", "step", "token", "seconds", "hit%",
-            "GB read", "tok/s");
+    fprintf(stderr, "%6s %8s %10s %7s %9s %8s %7s\n", "step", "token", "seconds", "hit%",
+            "GB read", "tok/s", "emitted");
+}
+
+/* Step 0's seconds without the prompt's feed (the rates leave it out). */
+static double step_seconds(const run *r, size_t i)
+{
+    double s = r->steps[i].seconds - (i ? 0.0 : r->prompt_s);
+    return s > 0 ? s : 0.0;
 }
 
 static void print_step(const run *r, size_t i)
 {
     const step_cost *sc = &r->steps[i];
-    fprintf(stderr, "%6zu %8u %10.4f %6.1f%% %9.4f %8.2f\n", i, r->gen[i], sc->seconds,
+    double s = step_seconds(r, i);
+    fprintf(stderr, "%6zu %8u %10.4f %6.1f%% %9.4f %8.2f %7zu\n", i, r->gen[i], s,
             sc->requests ? 100.0 * (double)sc->hits / (double)sc->requests : 100.0,
-            (double)sc->bytes_read / 1e9, sc->seconds > 0 ? 1.0 / sc->seconds : 0.0);
+            (double)sc->bytes_read / 1e9, s > 0 ? 1.0 / s : 0.0, sc->emitted);
 }
 
 /* The turn's text sink: stdout, as the text becomes certain. */
 static int on_text(void *ctx, int channel, const char *s, size_t n, k3_err *e)
 {
-    (void)ctx;
+    run *r = ctx;
     (void)channel;
     if ((n && fwrite(s, 1, n, stdout) != n) || fflush(stdout) != 0)
         return k3_fail(e, K3_ERUNTIME, "writing the generated text: %s", strerror(errno));
-    return K3_OK;
+    return r->o->output.out_json ? k3_buf_put(&r->text, s, n, e) : K3_OK;
+}
+
+static void on_forward(void *ctx)
+{
+    ((run *)ctx)->forwarded = 1;
 }
 
 /* After each id: its cost, the logits dump, the table line. */
@@ -175,13 +221,13 @@ static int on_token(void *ctx, uint32_t id, const float *logits, int is_end, int
                      r->io_prev.expert_bytes;
     sc->requests = io.expert_requests - r->io_prev.expert_requests;
     sc->hits = io.expert_hits - r->io_prev.expert_hits;
+    if (r->ngen == 0 || r->forwarded)
+        r->step_first = r->ngen;
+    r->forwarded = 0;
+    r->steps[r->step_first].emitted++;
     r->gen[r->ngen++] = id;
     if (r->dump && write_floats(r->dump, logits, k3_model_vocab(r->m), o->output.dump_logits, e))
         return e->code;
-    /* With text on stdout the table waits for the end, so the two do not
-     * interleave on a terminal; ids are printed at the end anyway. */
-    if (!o->quiet && !r->tok)
-        print_step(r, r->ngen - 1);
     r->io_prev = io;
     r->t_prev = k3_seconds();
     return K3_OK;
@@ -209,6 +255,7 @@ static int prefill(run *r, k3_state *st, const uint32_t *prompt, size_t np, k3_e
         k3_progress_add(&pr, n);
     }
     k3_progress_end(&pr);
+    r->prompt_s = k3_seconds() - r->t_prev;
     if (logits && r->dump_prompt)
         write_floats(r->dump_prompt, logits, np * V, o->output.dump_prompt_logits, e);
 done:
@@ -271,8 +318,6 @@ int k3_run_generate(k3_model *m, const k3_options *o, const uint32_t *prompt, si
     }
     r.dump = out->logits.f;
     r.dump_prompt = out->prompt_logits.f;
-    if (!o->quiet && !tok)
-        print_step_header();
     r.t_prev = wall0;
     k3_model_io(m, &r.io_prev);
     if (prefill(&r, st, prompt, np, e) != K3_OK)
@@ -285,7 +330,7 @@ int k3_run_generate(k3_model *m, const k3_options *o, const uint32_t *prompt, si
     tp.drafter = o->spec ? &drafter : NULL;
     tp.stop = o->stop;
     tp.nstop = o->nstop;
-    k3_turn_sink sink = { &r, on_text, NULL, on_token };
+    k3_turn_sink sink = { &r, on_text, NULL, on_token, on_forward };
     if ((o->spec &&
          k3_drafter_make(&drafter, o->draft, m, (int)o->draft_topk, (size_t)o->spec, e)) ||
         k3_turn_generate(m, st, &smp, &tp, &sink, &res, e) != K3_OK)
@@ -298,12 +343,14 @@ int k3_run_generate(k3_model *m, const k3_options *o, const uint32_t *prompt, si
     double wall = k3_seconds() - wall0;
     k3_io_counters io;
     k3_model_io(m, &io);
-    if (!o->quiet) {
-        if (tok) {
-            print_step_header();
-            for (size_t i = 0; i < r.ngen; i++)
-                print_step(&r, i);
-        }
+    run_rates rt = { np, r.ngen, r.prompt_s, 0.0 };
+    for (size_t i = 0; i < r.ngen; i++)
+        rt.decode_s += step_seconds(&r, i);
+    if (o->verbose && !o->quiet) {
+        /* After the text, so the two do not interleave on a terminal. */
+        print_step_header();
+        for (size_t i = 0; i < r.ngen; i++)
+            print_step(&r, i);
         k3_model_print_io(m, stderr);
         if (o->spec)
             fprintf(stderr, "speculation: %zu tokens in %zu forward passes (%.2f a pass); "
@@ -316,8 +363,15 @@ int k3_run_generate(k3_model *m, const k3_options *o, const uint32_t *prompt, si
                 wall, io.io_wait_seconds, wall > 0 ? 100.0 * io.io_wait_seconds / wall : 0.0,
                 (double)peak_rss_bytes() / (1024.0 * 1024.0 * 1024.0));
     }
+    if (!o->quiet)
+        fprintf(stderr, "k3: prompt %zu tokens at %.2f tok/s; generated %zu at %.2f tok/s "
+                        "(%.4f s/token); peak RSS %.3f GB\n",
+                np, per_second(np, rt.prompt_s), r.ngen, per_second(r.ngen, rt.decode_s),
+                r.ngen ? rt.decode_s / (double)r.ngen : 0.0,
+                (double)peak_rss_bytes() / (1024.0 * 1024.0 * 1024.0));
     if (out->report.f)
-        write_report(out->report.f, o, m, prompt, np, r.gen, r.ngen, r.steps, wall, &io, &res, e);
+        write_report(out->report.f, o, m, prompt, np, r.gen, r.ngen, r.steps, wall, &io, &res,
+                     tok ? &r.text : NULL, &rt, e);
 done:
     if (have_sampler)
         k3_sampler_free(&smp);
@@ -325,5 +379,6 @@ done:
     k3_state_free(st);
     free(r.gen);
     free(r.steps);
+    k3_buf_free(&r.text);
     return e->code;
 }

@@ -21,10 +21,12 @@
 #include "cli/tokenize_cmd.h"
 #include "k3/k3.h"
 #include "k3/tokenizer.h"
+#include "model/model.h"
 #include "util/clock.h"
 #include "util/error.h"
 #include "util/file.h"
 #include "util/os.h"
+#include "util/progress.h"
 
 #ifndef K3_VERSION
 #define K3_VERSION "0.1.0"
@@ -149,6 +151,13 @@ static int open_model(const k3_options *o, size_t prompt_len, const k3_tokenizer
     if (!o->quiet)
         k3_model_print_plan(*m, stderr);
     k3_model_set_trace(*m, trace);
+    /* The layer line of slow steps (a terminal only; one model per run). */
+    static k3_layer_progress layer_line;
+    k3_layer_progress_init(&layer_line, o->quiet ? NULL : stderr);
+    if (layer_line.out) {
+        (*m)->on_layer = k3_layer_progress_step;
+        (*m)->on_layer_ctx = &layer_line;
+    }
     return K3_OK;
 }
 

@@ -168,7 +168,11 @@ static const k3_opt main_table[] = {
                 "write every expert request to DIR/trace.txt"),
     K3_OPT_FLAG_AS("--quiet", "-q", O, quiet,
                    "print only the generated text (ids without a tokenizer):\n"
-                   "no plan, no step table, no report on stderr"),
+                   "nothing on stderr but errors"),
+    K3_OPT_FLAG_("--verbose", O, verbose,
+                 "after the run, the per-step table (with the ids each\n"
+                 "forward pass emitted) and the I/O report on stderr;\n"
+                 "default: one summary line"),
     K3_OPT_TEXT_("\nDiagnostics:\n"
                  "  --help, --version\n"),
     K3_OPT_FLAG_AS("--help", "-h", O, help, NULL),

@@ -90,6 +90,7 @@ typedef struct k3_options {
     const char *load_state;       /* --load-state FILE */
     int chat;                     /* --chat: interactive loop on stdin */
     int quiet;                    /* --quiet */
+    int verbose;                  /* --verbose: the per-step table and I/O report */
     int help, version, list_options;
     k3_sampling_opts sampling;
     k3_memory_opts memory;

@@ -16,10 +16,52 @@
 #include "k3/tokenizer.h"
 #include "server/server.h"
 #include "util/error.h"
+#include "util/file.h"
+#include "util/json.h"
 #include "util/os_net.h"
 
 /* --alias may be given this many times. */
 #define MAX_ALIASES 8
+
+/* A chat answer's length when neither the request (max_tokens) nor the
+ * model's generation_config.json (max_new_tokens) gives one. */
+#define DEFAULT_ANSWER_TOKENS 2048
+
+/* The default answer length: generation_config.json's max_new_tokens when
+ * the file has one (a positive integer), else DEFAULT_ANSWER_TOKENS; at
+ * most cap (--max-tokens). The file is optional (MODEL.md §2.1: its
+ * max_length, the release's context, is already bounded by --max-context);
+ * a file that is not JSON, or a max_new_tokens that is not a positive
+ * integer, is exit 2. */
+static int default_tokens(const char *model_dir, long cap, long *out, k3_err *e)
+{
+    char path[4096], jerr[256];
+    size_t len;
+    *out = DEFAULT_ANSWER_TOKENS;
+    if (snprintf(path, sizeof path, "%s/generation_config.json", model_dir) >= (int)sizeof path)
+        return k3_fail(e, K3_EINPUT, "%s: the path is too long", model_dir);
+    if (access(path, F_OK) == 0) {
+        char *text = k3_read_small_file(e, path, 1 << 20, &len);
+        if (!text)
+            return e->code;
+        k3_json_doc *doc = k3_json_parse(text, len, jerr, sizeof jerr);
+        free(text);
+        if (!doc)
+            return k3_fail(e, K3_EINPUT, "%s: not valid JSON (%s)", path, jerr);
+        const k3_json *root = k3_json_root(doc);
+        const k3_json *v = root->type == K3J_OBJECT ? k3_json_get(root, "max_new_tokens") : NULL;
+        if (v && v->type != K3J_NULL) {
+            if (v->type != K3J_NUMBER || !v->is_int || v->integer < 1)
+                k3_fail(e, K3_EINPUT, "%s: max_new_tokens must be a positive integer", path);
+            else
+                *out = v->integer < (int64_t)cap ? (long)v->integer : cap;
+        }
+        k3_json_free(doc);
+    }
+    if (*out > cap)
+        *out = cap;
+    return e->code;
+}
 
 typedef struct {
     const char *model_dir, *host, *tok_dir, *api_key, *cors;
@@ -175,6 +217,8 @@ static int serve(const serve_args *a, k3_err *e)
     cfg.cors = a->cors;
     cfg.max_body = (size_t)a->max_body;
     cfg.max_tokens = (long)a->max_tokens;
+    if (default_tokens(a->model_dir, cfg.max_tokens, &cfg.default_tokens, e))
+        return e->code;
     cfg.max_queue = (size_t)a->max_queue;
     cfg.timeout = a->timeout;
     cfg.header_timeout = a->header_timeout < a->timeout ? a->header_timeout : a->timeout;

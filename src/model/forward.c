@@ -265,6 +265,8 @@ static int forward_piece(k3_model *m, const piece *p, k3_err *e)
 
     size_t nbank = 0;
     for (size_t li = 0; li < L && rc == K3_OK; li++) {
+        if (m->on_layer)
+            m->on_layer(m->on_layer_ctx, li, L);
         /* The layer's matrices; the reader loads the next ones meanwhile. */
         const uint8_t *image = k3_trunk_acquire(m->trunk, li, e);
         if (!image) {
@@ -315,6 +317,8 @@ static int forward_piece(k3_model *m, const piece *p, k3_err *e)
         for (size_t i = 0; i < T * H; i++)
             w.hin[i] = w.prefix[i] + w.a[i];
     }
+    if (m->on_layer)
+        m->on_layer(m->on_layer_ctx, L, L);
     return rc == K3_OK ? head_and_commit(m, p, &w, nbank, &mm, e) : rc;
 }
 

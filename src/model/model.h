@@ -27,6 +27,12 @@ struct k3_model {
      * (calls on different models may run concurrently). NULL when plan_only. */
     unsigned char *arena;
     size_t arena_bytes;
+    /* Progress of a forward call (the CLI's layer line, util/progress.h):
+     * called on the calling thread before layer li of L (li = 0 .. L-1)
+     * and once with li = L when the layers are done. NULL: not called (one
+     * pointer test per layer). Must not touch the model or the state. */
+    void (*on_layer)(void *ctx, size_t li, size_t L);
+    void *on_layer_ctx;
 };
 
 /* A block's working memory: buf (64-byte aligned) holds `bytes`, at least

@@ -7,6 +7,7 @@
  * of text as soon as it is certain. */
 #include "server/answer.h"
 
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
@@ -120,14 +121,60 @@ static int on_call(void *ctx, const char *name, size_t nl, const char *args, siz
     return k3_emit_call(&w->em, name, nl, args, al, &w->out, e);
 }
 
+/* The most alternatives a request may ask for (chat's top_logprobs). */
+#define MAX_TOP 20
+
+/* The logprobs entry of id, drawn from logits[0..V): the log-softmax of
+ * the model's logits themselves (before temperature, penalties or any
+ * filter), in double: m = the largest logit, then the sum of exp(l - m)
+ * over the ids in ascending order, logprob = l - m - log(sum). The top
+ * list: the ntop largest logits, ties to the lower id. libm's exp and log
+ * (in double) only shape this report, never an id. */
+static int add_logprob(answer *w, uint32_t id, const float *logits, k3_err *e)
+{
+    const k3_tokenizer *tok = w->a->tok;
+    size_t V = k3_model_vocab(w->a->model), ntop = (size_t)w->job->req->top_logprobs;
+    uint32_t best[MAX_TOP];
+    size_t nbest = 0;
+    double m = logits[0], sum = 0;
+    if (ntop > MAX_TOP)
+        ntop = MAX_TOP;
+    for (size_t i = 1; i < V; i++)
+        if (logits[i] > m)
+            m = logits[i];
+    for (size_t i = 0; i < V; i++) {
+        sum += exp((double)logits[i] - m);
+        if (ntop == 0 || (nbest == ntop && !(logits[i] > logits[best[nbest - 1]])))
+            continue;
+        size_t at = nbest < ntop ? nbest++ : ntop - 1; /* the last one goes */
+        while (at > 0 && logits[i] > logits[best[at - 1]]) {
+            best[at] = best[at - 1];
+            at--;
+        }
+        best[at] = (uint32_t)i;
+    }
+    double lse = m + log(sum);
+    k3_emit_alt chosen, top[MAX_TOP];
+    if (k3_tok_piece(tok, id, &chosen.bytes, &chosen.len, e))
+        return e->code;
+    chosen.logprob = (double)logits[id] - lse;
+    for (size_t k = 0; k < nbest; k++) {
+        if (k3_tok_piece(tok, best[k], &top[k].bytes, &top[k].len, e))
+            return e->code;
+        top[k].logprob = (double)logits[best[k]] - lse;
+    }
+    return k3_emit_logprob(&w->em, &chosen, top, nbest, e);
+}
+
 /* After each id: what it made is published at once; a client that went
- * away ends the answer. */
+ * away ends the answer. An end id gets no logprobs entry (OpenAI's
+ * answers list the content's ids). */
 static int on_token(void *ctx, uint32_t id, const float *logits, int is_end, int *stop,
                     k3_err *e)
 {
     answer *w = ctx;
-    (void)logits;
-    (void)is_end;
+    if (w->job->req->logprobs && !is_end && add_logprob(w, id, logits, e))
+        return e->code;
     if (w->nids < w->job->max_tokens)
         w->ids[w->nids++] = id;
     if (w->io->cancelled(w->io->ctx))
@@ -185,7 +232,7 @@ static int run_turn(answer *w, k3_turn_result *res, k3_answer_stats *st, k3_err 
     /* A request may ask for fewer drafts than the server planned, not more. */
     tp.spec = (size_t)(r->spec >= 0 && r->spec < a->spec ? r->spec : a->spec);
     tp.drafter = &a->drafter;
-    k3_turn_sink sink = { w, on_text, on_call, on_token };
+    k3_turn_sink sink = { w, on_text, on_call, on_token, NULL };
     k3_turn_generate(a->model, a->state, &a->sampler, &tp, &sink, res, e);
     st->gen_seconds = k3_seconds() - t1;
     return e->code;
@@ -204,6 +251,8 @@ int k3_answer_run(k3_answerer *a, const k3_answer_job *job, const k3_answer_io *
     w.io = io;
     k3_emit_init(&w.em, r->kind == K3_API_CHAT, r->stream, r->include_usage, job->id,
                  job->created, job->model_name);
+    if (r->logprobs)
+        k3_emit_want_logprobs(&w.em);
     k3_turn_result res;
     memset(&res, 0, sizeof res);
     int status = 200;

@@ -55,7 +55,8 @@ typedef struct k3_answer_job {
  * prompt encoded with special tokens disallowed. max_tokens is the
  * request's (prompt + it must fit the context, else 400
  * context_length_exceeded), or by default what the context leaves, capped
- * by limit (chat) or 16 (completions, OpenAI's default). An empty prompt
+ * by limit (chat: the server's default_tokens) or 16 (completions,
+ * OpenAI's default). An empty prompt
  * or one that fills the context is 400. Returns 0 or the error's status
  * (job->ids may be set either way). */
 int k3_answer_prompt(const k3_tokenizer *tok, const k3_api_request *req, int64_t context,

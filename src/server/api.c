@@ -32,6 +32,7 @@ typedef struct {
     k3_api_error *err;
     const k3_api_limits *lim;
     k3_api_conv conv; /* chat: what goes to the renderer */
+    int top_logprobs_given; /* chat: top_logprobs > 0 was asked */
 } parse;
 
 static int oom(parse *p, const k3_err *e)
@@ -265,14 +266,38 @@ static int f_logit_bias(parse *p, const char *name, const k3_json *v)
     return v->count == 0 ? 0 : unsupported(p, name, "{}");
 }
 
-/* logprobs (false in chat, 0 in completions), top_logprobs (0). */
-static int f_no_logprobs(parse *p, const char *name, const k3_json *v)
+/* Chat: logprobs is a boolean, top_logprobs 0..20 (it needs logprobs:
+ * checked once every field is read). */
+static int f_chat_logprobs(parse *p, const char *name, const k3_json *v)
 {
-    if (v->type == K3J_BOOL)
-        return v->boolean ? unsupported(p, name, "false or 0") : 0;
-    if (v->type != K3J_NUMBER || !v->is_int)
-        return wrong_type(p, name, "a boolean or an integer", v);
-    return v->integer == 0 ? 0 : unsupported(p, name, "false or 0");
+    if (want(p, name, v, K3J_BOOL, "a boolean"))
+        return p->err->status;
+    p->out->logprobs = v->boolean;
+    return 0;
+}
+
+static int f_top_logprobs(parse *p, const char *name, const k3_json *v)
+{
+    long long n = 0;
+    if (integer_in(p, name, v, 0, 20, &n))
+        return p->err->status;
+    p->top_logprobs_given = n > 0;
+    p->out->top_logprobs = (int)n;
+    return 0;
+}
+
+/* Completions: logprobs N (0..5) asks for the ids' log-probabilities and
+ * the N most likely at each step; false is the same as absent. */
+static int f_completion_logprobs(parse *p, const char *name, const k3_json *v)
+{
+    long long n = 0;
+    if (v->type == K3J_BOOL && !v->boolean)
+        return 0;
+    if (integer_in(p, name, v, 0, 5, &n))
+        return p->err->status;
+    p->out->logprobs = 1;
+    p->out->top_logprobs = (int)n;
+    return 0;
 }
 
 static int f_echo(parse *p, const char *name, const k3_json *v)
@@ -413,8 +438,9 @@ static const field fields[] = {
     { "frequency_penalty", BOTH, f_frequency_penalty },
     { "presence_penalty", BOTH, f_presence_penalty },
     { "logit_bias", BOTH, f_logit_bias },
-    { "logprobs", BOTH, f_no_logprobs },
-    { "top_logprobs", CHAT, f_no_logprobs },
+    { "logprobs", CHAT, f_chat_logprobs },
+    { "logprobs", COMPLETION, f_completion_logprobs },
+    { "top_logprobs", CHAT, f_top_logprobs },
     { "echo", COMPLETION, f_echo },
     { "suffix", COMPLETION, f_suffix },
 };
@@ -467,6 +493,9 @@ static int parse_request(const char *body, size_t len, const k3_api_limits *lim,
         else if (kind == K3_API_COMPLETION && !out->prompt)
             k3_api_fail(err, 400, "missing_required_parameter", "prompt",
                         "Missing required parameter: 'prompt'.");
+        else if (kind == K3_API_CHAT && p.top_logprobs_given && !out->logprobs)
+            k3_api_fail(err, 400, "invalid_value", "top_logprobs",
+                        "Invalid value for 'top_logprobs': it requires 'logprobs' to be true.");
         else if (kind == K3_API_CHAT)
             k3_api_read_conversation(&p.conv, &out->chat, err);
     }

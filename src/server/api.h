@@ -83,6 +83,10 @@ typedef struct k3_api_request {
     int ignore_eos;       /* generate past the end ids */
     int spec;             /* drafts verified per step (0..16), -1 when not given */
     int return_token_ids; /* the answer carries its prompt's and its own ids */
+    int logprobs;         /* the answer carries each id's log-probability (chat:
+                           * "logprobs": true; completions: "logprobs": N) */
+    int top_logprobs;     /* and the N most likely ids at each step: chat
+                           * "top_logprobs" 0..20, completions "logprobs" 0..5 */
     char *stop[K3_API_MAX_STOP]; /* NUL-terminated, non-empty */
     size_t nstop;
 } k3_api_request;

@@ -339,7 +339,7 @@ static void generate(k3_server *s, int fd, const k3_http_request *hreq, const ch
         status = k3_api_fail(&err, 500, NULL, NULL, "%s", e.msg);
     }
     if (!status)
-        status = k3_answer_prompt(s->tok, &req, s->cfg->context, s->cfg->max_tokens,
+        status = k3_answer_prompt(s->tok, &req, s->cfg->context, s->cfg->default_tokens,
                                   &job->answer, &err);
     if (!status) {
         pthread_mutex_lock(&s->mu);

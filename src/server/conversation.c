@@ -135,7 +135,10 @@ static int put_options(parse *p, k3_buf *b, k3_err *e)
     return k3_buf_put(b, "}", 1, e) ? oom(p, e) : 0;
 }
 
-/* The renderer's error "PATH: what" as a 400 naming the request field. */
+/* The renderer's error "PATH: what" as a 400 naming the request field.
+ * The renderer's "options." (its document's key for tools, tool_choice,
+ * response_format) is not the request's, so it goes from both the param
+ * and the message. */
 static int conversation_error(parse *p, const char *msg)
 {
     char param[128] = "";
@@ -144,8 +147,10 @@ static int conversation_error(parse *p, const char *msg)
     if (n && n < sizeof param && !memchr(msg, ' ', n) && strncmp(msg, "conversation", n) != 0) {
         memcpy(param, msg, n);
         param[n] = '\0';
-        if (!strncmp(param, "options.", 8))
+        if (!strncmp(param, "options.", 8)) {
             memmove(param, param + 8, n - 7);
+            msg += 8;
+        }
     }
     return k3_api_fail(p->err, 400, "invalid_value", param, "%s", msg);
 }

@@ -1,6 +1,7 @@
 /* emit.c - see emit.h. */
 #include "server/emit.h"
 
+#include <math.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -25,6 +26,96 @@ void k3_emit_free(k3_emit *em)
     k3_buf_free(&em->content);
     k3_buf_free(&em->reasoning);
     k3_buf_free(&em->calls);
+    for (int i = 0; i < 4; i++)
+        k3_buf_free(&em->lp[i]);
+}
+
+void k3_emit_want_logprobs(k3_emit *em)
+{
+    em->logprobs = 1;
+}
+
+/* A log-probability as JSON: 17 significant digits (a double's exact
+ * round trip), -9999.0 when not finite. */
+static int lp_number(double x, k3_buf *b, k3_err *e)
+{
+    if (!isfinite(x))
+        return k3_buf_puts(b, "-9999.0", e);
+    return k3_buf_printf(b, e, "%.17g", x);
+}
+
+/* "token":TEXT,"logprob":X,"bytes":[...] */
+static int lp_fields(const k3_emit_alt *a, k3_buf *b, k3_err *e)
+{
+    if (k3_buf_puts(b, "\"token\":", e) || k3_jtext_put(b, (const char *)a->bytes, a->len, e) ||
+        k3_buf_puts(b, ",\"logprob\":", e) || lp_number(a->logprob, b, e) ||
+        k3_buf_puts(b, ",\"bytes\":[", e))
+        return e->code;
+    for (size_t i = 0; i < a->len; i++)
+        if (k3_buf_printf(b, e, "%s%u", i ? "," : "", (unsigned)a->bytes[i]))
+            return e->code;
+    return k3_buf_puts(b, "]", e);
+}
+
+int k3_emit_logprob(k3_emit *em, const k3_emit_alt *chosen, const k3_emit_alt *top, size_t ntop,
+                    k3_err *e)
+{
+    const char *sep = em->nlp ? "," : "";
+    if (em->chat) {
+        k3_buf *b = &em->lp[0];
+        if (k3_buf_printf(b, e, "%s{", sep) || lp_fields(chosen, b, e) ||
+            k3_buf_puts(b, ",\"top_logprobs\":[", e))
+            return e->code;
+        for (size_t i = 0; i < ntop; i++)
+            if (k3_buf_puts(b, i ? ",{" : "{", e) || lp_fields(&top[i], b, e) ||
+                k3_buf_puts(b, "}", e))
+                return e->code;
+        if (k3_buf_puts(b, "]}", e))
+            return e->code;
+    } else {
+        if (k3_buf_puts(&em->lp[0], sep, e) ||
+            k3_jtext_put(&em->lp[0], (const char *)chosen->bytes, chosen->len, e) ||
+            k3_buf_puts(&em->lp[1], sep, e) || lp_number(chosen->logprob, &em->lp[1], e) ||
+            k3_buf_printf(&em->lp[2], e, "%s{", sep) ||
+            k3_buf_printf(&em->lp[3], e, "%s%zu", sep, em->lp_offset))
+            return e->code;
+        for (size_t i = 0; i < ntop; i++)
+            if ((i && k3_buf_puts(&em->lp[2], ",", e)) ||
+                k3_jtext_put(&em->lp[2], (const char *)top[i].bytes, top[i].len, e) ||
+                k3_buf_puts(&em->lp[2], ":", e) || lp_number(top[i].logprob, &em->lp[2], e))
+                return e->code;
+        if (k3_buf_puts(&em->lp[2], "}", e))
+            return e->code;
+        em->lp_offset += chosen->len;
+    }
+    em->nlp++;
+    return K3_OK;
+}
+
+/* ,"logprobs":null, or the entries so far (emit.h), which are then
+ * cleared. */
+static int logprobs_json(k3_emit *em, k3_buf *b, k3_err *e)
+{
+    static const char *const keys[4] = { "tokens", "token_logprobs", "top_logprobs",
+                                         "text_offset" };
+    if (!em->logprobs)
+        return k3_buf_puts(b, ",\"logprobs\":null", e);
+    if (em->chat) {
+        if (k3_buf_puts(b, ",\"logprobs\":{\"content\":[", e) ||
+            k3_buf_put(b, em->lp[0].data, em->lp[0].len, e) || k3_buf_puts(b, "]}", e))
+            return e->code;
+    } else {
+        for (int i = 0; i < 4; i++)
+            if (k3_buf_printf(b, e, "%s\"%s\":[", i ? "]," : ",\"logprobs\":{", keys[i]) ||
+                k3_buf_put(b, em->lp[i].data, em->lp[i].len, e))
+                return e->code;
+        if (k3_buf_puts(b, "]}", e))
+            return e->code;
+    }
+    for (int i = 0; i < 4; i++)
+        em->lp[i].len = 0;
+    em->nlp = 0;
+    return K3_OK;
 }
 
 /* {"id":...,"object":...,"created":...,"model":...,"choices":[ */
@@ -87,13 +178,13 @@ static int id_list(const char *key, const uint32_t *ids, size_t n, k3_buf *b, k3
  * is `delta` (already JSON: `"delta":{...}` or `"text":"..."`), then the
  * generated ids when given (the last chunk); the prompt's ids follow the
  * choices. */
-static int chunk(const k3_emit *em, const char *delta, size_t n, const char *reason,
+static int chunk(k3_emit *em, const char *delta, size_t n, const char *reason,
                  const k3_emit_ids *ids, const k3_usage *u, k3_buf *out, k3_err *e)
 {
     if (k3_buf_puts(out, "data: ", e) ||
         head(em, em->chat ? "chat.completion.chunk" : "text_completion", out, e) ||
         k3_buf_puts(out, "{\"index\":0,", e) || k3_buf_put(out, delta, n, e) ||
-        k3_buf_puts(out, ",\"logprobs\":null", e) || finish_reason(reason, out, e) ||
+        logprobs_json(em, out, e) || finish_reason(reason, out, e) ||
         (ids && id_list("token_ids", ids->generated, ids->ngenerated, out, e)) ||
         k3_buf_puts(out, "}]", e) ||
         (ids && id_list("prompt_token_ids", ids->prompt, ids->nprompt, out, e)) ||
@@ -212,7 +303,7 @@ int k3_emit_finish(k3_emit *em, const char *reason, const k3_usage *u, const k3_
             : (k3_buf_puts(out, "\"text\":", e) ||
                k3_jtext_put(out, em->content.data ? em->content.data : "", em->content.len, e)))
         return e->code;
-    if (k3_buf_puts(out, ",\"logprobs\":null", e) || finish_reason(reason, out, e) ||
+    if (logprobs_json(em, out, e) || finish_reason(reason, out, e) ||
         (ids && id_list("token_ids", ids->generated, ids->ngenerated, out, e)) ||
         k3_buf_puts(out, "}],", e) || usage(u, out, e) ||
         (ids && id_list("prompt_token_ids", ids->prompt, ids->nprompt, out, e)) ||

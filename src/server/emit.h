@@ -34,13 +34,43 @@ typedef struct k3_emit {
     k3_buf calls;              /* not streaming: the tool calls as JSON array items */
     size_t ncalls;
     int started;               /* streaming chat: the role chunk went out */
+    /* logprobs (k3_emit_logprob): the entries not yet sent. Chat: items of
+     * logprobs.content; completions: items of tokens, token_logprobs,
+     * top_logprobs and text_offset. */
+    int logprobs;
+    k3_buf lp[4];
+    size_t nlp;                /* entries in lp */
+    size_t lp_offset;          /* completions: bytes of the ids' text so far */
 } k3_emit;
+
+/* One id and its log-probability (a piece of the tokenizer: bytes[0..len)). */
+typedef struct k3_emit_alt {
+    const unsigned char *bytes;
+    size_t len;
+    double logprob;
+} k3_emit_alt;
 
 /* id: the response id ("chatcmpl-..." or "cmpl-..."); model and id are
  * borrowed for the emitter's life. */
 void k3_emit_init(k3_emit *em, int chat, int stream, int include_usage, const char *id,
                   long long created, const char *model);
 void k3_emit_free(k3_emit *em);
+
+/* The answer carries logprobs (called once, after init). */
+void k3_emit_want_logprobs(k3_emit *em);
+
+/* The log-probability of a generated id and of the ntop most likely ids
+ * at its step, in that order. Chat: an item {token, logprob, bytes,
+ * top_logprobs: [{token, logprob, bytes}]} of choices[].logprobs.content;
+ * completions: choices[].logprobs {tokens, token_logprobs, top_logprobs
+ * (one {token: logprob} object per id), text_offset (bytes into the ids'
+ * text)}. Not streaming, every id's entry is in the answer; streaming,
+ * each chunk carries the entries added since the previous chunk (an id's
+ * text goes out before its entry is added, so its entry rides on the next
+ * chunk: the last one carries what is left). A logprob that is not finite
+ * is written as -9999.0. */
+int k3_emit_logprob(k3_emit *em, const k3_emit_alt *chosen, const k3_emit_alt *top, size_t ntop,
+                    k3_err *e);
 
 /* Answer text: channel K3_REPLY_REASONING or K3_REPLY_CONTENT (reply.h);
  * completions have only content. Bytes need not be valid UTF-8

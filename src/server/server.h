@@ -31,6 +31,8 @@ typedef struct k3_server_config {
                              * OPTIONS needs "Authorization: Bearer KEY" (else 401) */
     size_t max_body;        /* request bodies above this are 413 */
     long max_tokens;        /* the largest max_tokens a request may ask for */
+    long default_tokens;    /* a chat answer's length without max_tokens (<= max_tokens;
+                             * capped by the context left) */
     size_t max_queue;       /* requests waiting behind the running one; more are 503 */
     double timeout;         /* seconds a client may take to send its request, and a
                              * single write to it may stall */

@@ -134,6 +134,11 @@ void k3_os_utf8_args(int *argc, char ***argv);
  * handler or another thread: it may only store to a volatile sig_atomic_t.
  * Also makes a write to a closed socket an error return (SIGPIPE ignored). */
 void k3_os_on_stop(void (*handler)(int sig));
+/* Calls handler(SIGINT) on Ctrl-C only (an interactive "stop this", not a
+ * request to end: SIGTERM keeps its default), interrupting a blocked read
+ * of stdin (POSIX: no SA_RESTART, the read fails with EINTR). NULL puts the
+ * default back. Same handler rules as k3_os_on_stop. */
+void k3_os_on_interrupt(void (*handler)(int sig));
 
 /* Sockets for k3 serve: util/os_net.h (it brings the system's socket
  * headers, which this header keeps out of the rest of the engine). */

@@ -339,6 +339,15 @@ void k3_os_on_stop(void (*handler)(int sig))
     signal(SIGPIPE, SIG_IGN); /* a client gone mid-write is an error return, not a death */
 }
 
+void k3_os_on_interrupt(void (*handler)(int sig))
+{
+    struct sigaction sa;
+    memset(&sa, 0, sizeof sa);
+    sa.sa_handler = handler ? handler : SIG_DFL;
+    sigemptyset(&sa.sa_mask);
+    sigaction(SIGINT, &sa, NULL);
+}
+
 double k3_seconds(void)
 {
     struct timespec ts;

@@ -497,6 +497,12 @@ void k3_os_on_stop(void (*handler)(int sig))
     signal(SIGTERM, handler); /* raise(SIGTERM) inside the process */
 }
 
+void k3_os_on_interrupt(void (*handler)(int sig))
+{
+    stop_handler = handler;
+    SetConsoleCtrlHandler(on_ctrl, handler != NULL);
+}
+
 double k3_seconds(void)
 {
     static LARGE_INTEGER freq; /* constant after boot (Windows guarantees it) */

@@ -1,6 +1,8 @@
 /* progress.c - see progress.h. */
 #include "util/progress.h"
 
+#include <errno.h>
+#include <stdlib.h>
 #include <unistd.h>
 
 #include "util/clock.h"
@@ -60,4 +62,43 @@ void k3_progress_end(k3_progress *p)
             p->scale > 1 ? 2 : 0, p->done / p->scale, p->unit, dt,
             dt > 0 ? p->done / dt / p->scale : 0.0, p->unit, p->tty ? "                    " : "");
     fflush(p->out);
+}
+
+void k3_layer_progress_init(k3_layer_progress *p, FILE *out)
+{
+    const char *env = getenv("K3_PROGRESS_AFTER_MS");
+    char *end;
+    p->out = out && isatty(fileno(out)) ? out : NULL;
+    p->after = K3_LAYER_PROGRESS_AFTER;
+    if (env && *env) {
+        errno = 0;
+        long ms = strtol(env, &end, 10);
+        if (!*end && errno == 0 && ms >= 0)
+            p->after = (double)ms / 1000.0;
+    }
+    p->start = p->last = 0;
+    p->shown = 0;
+}
+
+void k3_layer_progress_step(void *ctx, size_t li, size_t L)
+{
+    k3_layer_progress *p = ctx;
+    if (!p->out)
+        return;
+    if (li == L) { /* the layers are done: erase the line */
+        if (p->shown)
+            fputs("\r\033[K", p->out);
+        fflush(p->out);
+        p->shown = 0;
+        return;
+    }
+    double now = k3_seconds();
+    if (li == 0)
+        p->start = now;
+    if (now - p->start < p->after || (p->shown && now - p->last < TTY_INTERVAL / 5))
+        return;
+    fprintf(p->out, "\r\033[2mlayer %zu/%zu\033[0m\033[K", li + 1, L);
+    fflush(p->out);
+    p->shown = 1;
+    p->last = now;
 }

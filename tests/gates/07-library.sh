@@ -19,6 +19,32 @@ for f in bin/k3 lib/libk3.a lib/libk3.so lib/libk3.so.0 lib/pkgconfig/k3.pc incl
     share/k3/examples/generate.c; do
     [ -e "$prefix/$f" ] || die "make install did not install $f"
 done
+# exports SO: the shared library (linked with k3.map)'s defined dynamic symbols are exactly the
+# functions the installed headers declare, which are exactly k3.map's list.
+exports() {
+    nm -D --defined-only "$1" >"$work/nm.txt" || die "nm -D $1 failed"
+    inc="$prefix/include/k3"
+    "$PYTHON" - "$work/nm.txt" "$inc" k3.map "$1" <<'EOF' || die "$1: exported symbols"
+import glob, re, sys
+def decl(path):
+    s = re.sub(r"/\*.*?\*/", "", open(path).read(), flags=re.S)
+    s = re.sub(r"#define[^\n]*(\\\n[^\n]*)*", "", s)
+    return set(re.findall(r"\b(k3_\w+)\s*\(", s))
+public = set().union(*(decl(h) for h in glob.glob(sys.argv[2] + "/*.h")))
+listed = set(re.findall(r"^\s+(k3_\w+);", open(sys.argv[3]).read(), re.M))
+assert listed == public, "k3.map and include/k3 differ: map only %s, headers only %s" % (
+    sorted(listed - public), sorted(public - listed))
+syms = set()
+for line in open(sys.argv[1]):
+    f = line.split()
+    if len(f) == 3 and f[1] != "A":
+        syms.add(f[2].split("@")[0])
+assert syms == public, "exported but not public: %s; public but not exported: %s" % (
+    sorted(syms - public)[:10], sorted(public - syms))
+print("ok: %s exports the %d public functions and nothing else" % (sys.argv[4], len(syms)))
+EOF
+}
+exports "$prefix/lib/libk3.so"
 export PKG_CONFIG_PATH="$prefix/lib/pkgconfig"
 [ "$(pkg-config --modversion k3)" = 0.1.0 ] || die "k3.pc: version $(pkg-config --modversion k3)"
 src="$prefix/share/k3/examples/generate.c"
@@ -50,6 +76,7 @@ cmake -S . -B "$work/cmake" -DCMAKE_INSTALL_PREFIX="$prefix-cmake" >"$work/cmake
     cmake --build "$work/cmake" -j2 --target k3_lib k3_shared k3 >>"$work/cmake.log" 2>&1 &&
     cmake --install "$work/cmake" >>"$work/cmake.log" 2>&1 ||
     die "the CMake build or install failed: $(tail -5 "$work/cmake.log")"
+exports "$prefix-cmake/lib/libk3.so"
 cmake -S examples -B "$work/cmake-example" -DCMAKE_PREFIX_PATH="$prefix-cmake" \
     >>"$work/cmake.log" 2>&1 && cmake --build "$work/cmake-example" >>"$work/cmake.log" 2>&1 ||
     die "find_package(k3) and the example failed: $(tail -5 "$work/cmake.log")"

@@ -11,6 +11,12 @@
 #  (c) bad input: a malformed history line -> exit 2 naming FILE:LINE and the
 #      file untouched; an unknown role; an effort outside low/high/max; a
 #      conversation over --max-context; a message that is not UTF-8.
+#  (e) on a real terminal (a pty, tests/gates/chat_pty.py): Ctrl-C during a
+#      reply stops it and the prompt comes back, a second message is
+#      answered, Ctrl-C at the prompt exits 0; the replies cut short are kept
+#      as said (finish_reason "cancelled"), and turn 2's prompt is exactly
+#      the renderer's tokens of the history the user saw. The hidden
+#      thinking shows a dimmed counter on the terminal, nothing in a pipe.
 . tests/gates/lib.sh
 tok=../shared/k3-release
 if [ ! -f "$tok/tiktoken.model" ]; then
@@ -84,6 +90,7 @@ echo "ok: --no-reuse (refeeding everything) gives the same replies"
 chat --gen 8 --show-thinking <"$work/in.txt" >"$work/out-think.txt" 2>/dev/null ||
     die "--show-thinking failed"
 ! grep -q "$(printf '\033')" "$work/out-think.txt" || die "escape codes on a pipe"
+! grep -q "$(printf '\033')\|thinking…" "$work/err.txt" || die "a thinking counter on a pipe"
 [ "$(wc -c <"$work/out-think.txt")" -gt "$(wc -c <"$work/out.txt")" ] ||
     die "--show-thinking showed nothing more"
 
@@ -135,6 +142,32 @@ assert len(turns) == 2, len(turns)
 assert len(turns[1]["prompt_ids"]) < len(turns[0]["prompt_ids"]), [len(t["prompt_ids"]) for t in turns]
 EOF2
 echo "ok: /help, a continued line, /reset, /save, an unknown command, /exit"
+
+# --- (e) a real terminal: Ctrl-C, the thinking counter ---------------------------
+"$PYTHON" tests/gates/chat_pty.py interrupt "$work" "$K3_BIN" "$dir" "$tok" || die "pty: Ctrl-C"
+"$PYTHON" - "$work/pty.jsonl" "And another one" >"$work/pty-conv.json" <<'EOF'
+import json, sys
+msgs = [json.loads(l) for l in open(sys.argv[1], encoding="utf-8")]
+assert [m["role"] for m in msgs] == ["user", "assistant"] * 2, msgs
+for m in msgs:
+    if m["role"] != "assistant":
+        m.pop("reasoning_content", None)
+print(json.dumps({"messages": msgs[:2] + [{"role": "user", "content": sys.argv[2]}],
+                  "tools": None, "options": {"thinking": True, "thinking_effort": "max",
+                                             "add_generation_prompt": True}}))
+EOF
+"$K3_BIN" --tok "$tok" --render-chat "$work/pty-conv.json" --tokenize >"$work/pty-want.txt"
+"$PYTHON" - "$work/pty.json" "$work/pty-want.txt" <<'EOF' || die "pty: the report after Ctrl-C"
+import json, sys
+turns = json.load(open(sys.argv[1]))["turns"]
+want = [int(x) for x in open(sys.argv[2]).read().strip().split(",")]
+assert [t["finish_reason"] for t in turns] == ["cancelled"] * 2, turns
+assert all(0 < len(t["generated_ids"]) < 6000 for t in turns), "replies not cut short"
+assert turns[1]["prompt_ids"] == want, "turn 2's prompt is not the rendering of what was kept"
+print("ok: pty: both replies kept as shown (%d and %d ids); turn 2's prompt = the rendering"
+      % (len(turns[0]["generated_ids"]), len(turns[1]["generated_ids"])))
+EOF
+"$PYTHON" tests/gates/chat_pty.py counter "$work" "$K3_BIN" "$dir" "$tok" || die "pty: counter"
 
 # --- (c) bad input ------------------------------------------------------------
 cp "$work/h.before" "$work/bad.jsonl"

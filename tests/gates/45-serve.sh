@@ -1,5 +1,6 @@
 # 45-serve: `k3 serve`, the OpenAI-compatible HTTP server, on loopback with a
 # tiny model (vocabulary of the release) and the release tokenizer.
+#  - docs/SERVE.md's Node example (its ```js block) runs against the server;
 #  - a real client, the official `openai` npm package (openai_client.mjs):
 #    chat and text completions, whole and streamed, a burst of 8 concurrent
 #    requests answered as when sent alone, an aborted stream;
@@ -100,6 +101,14 @@ echo "ok oversize 413, chunked 411, unknown path 404, GET on a POST endpoint 405
 
 echo "== server A: the OpenAI client"
 node tests/gates/openai_client.mjs "http://127.0.0.1:$port" serve-tiny || die "openai client checks failed"
+# docs/SERVE.md's Node example, as written there (its only ```js block)
+sed -n '/^```js$/,/^```$/p' docs/SERVE.md | sed '1d;$d' >"$work/serve-example.mjs"
+[ -s "$work/serve-example.mjs" ] || die "no Node example in docs/SERVE.md"
+ln -sfn "$(pwd)/node_modules" "$work/node_modules" # its import, wherever K3_BUILD is
+K3_URL="http://127.0.0.1:$port/v1" node "$work/serve-example.mjs" >"$work/serve-example.out" 2>&1 ||
+    die "docs/SERVE.md's Node example failed: $(tail -5 "$work/serve-example.out")"
+grep -q "completion_tokens" "$work/serve-example.out" || die "the Node example printed no usage"
+echo "ok: docs/SERVE.md's Node example runs"
 grep -q ' 499 .*finish=cancelled' "$work/a.log" || die "the aborted stream was not cancelled: $(cat "$work/a.log")"
 
 echo "== server A: curl disconnects mid-stream"

@@ -12,7 +12,11 @@
 #  - --api-key: 401 without the bearer key (but /health, /v1/models, OPTIONS),
 #    200 with it; --alias: a request's "model" may be the alias, another name is
 #    404 model_not_found; --host localhost; --cors "" sends no CORS header;
-#    a port in use is exit 1.
+#    a port in use is exit 1;
+#  - logprobs (chat: logprobs + top_logprobs, completions: logprobs N), streamed
+#    and not, equal the log-softmax of the CLI's --dump-logits rows;
+#  - a chat without max_tokens runs generation_config.json's max_new_tokens,
+#    else 2048, at most --max-tokens.
 . tests/gates/lib.sh
 tokdir=../shared/k3-release
 [ -f "$tokdir/tiktoken.model" ] || die "no release tokenizer at $tokdir"
@@ -124,6 +128,31 @@ grep -q "^k3_generated_tokens_total $gen\$" "$m" || die "metrics: generated toke
 grep -q '^k3_requests_running 0$' "$m" || die "metrics: running"
 echo "ok: timings, /metrics counts ($gen tokens generated)"
 grep -q 'POST /v1/chat/completions 200 prompt=.* gen_tok/s=' "$work/srv.log" || die "log line: $(tail -3 "$work/srv.log")"
+
+# logprobs: greedy answers, checked against the CLI's --dump-logits of the
+# same prompt ids (tests/gates/logprobs_check.py), streamed and not
+lp_check() { # NAME PATH BODY TOP
+    call "$1" 200 POST "/v1/$2" "$3"
+    curl -s -N --max-time 120 -H 'Content-Type: application/json' \
+        -d "$(printf '%s' "$3" | sed 's/^{/{"stream": true, /')" "$url/v1/$2" >"$work/$1.sse" ||
+        die "logprobs: the $2 stream failed"
+    "$K3_BIN" "$dir" --ids "$(py "$1" 'print(",".join(map(str, r["prompt_token_ids"])))')" \
+        --gen "$(py "$1" 'print(len(r["choices"][0]["token_ids"]))')" --ignore-eos --quiet \
+        --dump-logits "$work/$1.f32" >/dev/null || die "logprobs: the CLI run failed"
+    "$PYTHON" tests/gates/logprobs_check.py "$1" "$work/$1.json" "$work/$1.sse" "$work/$1.f32" \
+        "$4" || die "logprobs: $2"
+}
+lp_check chat chat/completions '{"messages": [{"role": "user", "content": "Name a colour"}],
+    "max_tokens": 6, "temperature": 0, "ignore_eos": true, "return_token_ids": true,
+    "logprobs": true, "top_logprobs": 5}' 5
+lp_check completion completions '{"prompt": "The capital of France is", "max_tokens": 6,
+    "temperature": 0, "ignore_eos": true, "return_token_ids": true, "logprobs": 3}' 3
+call lp-bad 400 POST /v1/chat/completions '{"messages": [{"role": "user", "content": "x"}],
+    "top_logprobs": 2}'
+py lp-bad 'assert r["error"]["param"] == "top_logprobs", r' || die "top_logprobs without logprobs"
+call lp-bad2 400 POST /v1/completions '{"prompt": "x", "logprobs": 6}'
+call lp-none 200 POST /v1/completions '{"prompt": "x", "max_tokens": 2}'
+py lp-none 'assert r["choices"][0]["logprobs"] is None, r' || die "logprobs without asking"
 stop_server "$pid" srv
 
 # --api-key, --alias, --host localhost, --cors ""
@@ -156,4 +185,33 @@ echo "ok: --api-key (401 / 200), --alias, model_not_found, --host localhost, --c
 expect_exit 1 "cannot listen on localhost port $port" "$K3_BIN" serve "$dir" --tok "$tokdir" \
     --host localhost --port "$port" --exit-after 5
 stop_server "$pid" srv2
+
+# A chat without max_tokens: generation_config.json's max_new_tokens (here 7),
+# else 2048, at most --max-tokens (here 9). A bad max_new_tokens is exit 2.
+gdir="$work/gen-config"
+mkdir -p "$gdir"
+for f in "$dir"/*; do ln -sf "$(cd "$(dirname "$f")" && pwd)/$(basename "$f")" "$gdir/"; done
+rm "$gdir/generation_config.json"
+printf '{"max_length": 1048576, "max_new_tokens": 7, "eos_token_id": 163586}\n' \
+    >"$gdir/generation_config.json"
+nomax='{"messages": [{"role": "user", "content": "Hi"}], "ignore_eos": true}'
+dir_saved=$dir
+dir=$gdir
+start_server srv3 "$K3_BIN" || die "k3 serve did not start: $(cat "$work/srv3.log")"
+url="http://127.0.0.1:$port"
+call nomax 200 POST /v1/chat/completions "$nomax"
+py nomax 'assert r["usage"]["completion_tokens"] == 7, r["usage"]' ||
+    die "without max_tokens: not generation_config's max_new_tokens"
+stop_server "$pid" srv3
+dir=$dir_saved
+start_server srv4 "$K3_BIN" --max-tokens 9 || die "k3 serve did not start: $(cat "$work/srv4.log")"
+url="http://127.0.0.1:$port"
+call nomax2 200 POST /v1/chat/completions "$nomax"
+py nomax2 'assert r["usage"]["completion_tokens"] == 9, r["usage"]' ||
+    die "without max_tokens and max_new_tokens: not capped by --max-tokens"
+stop_server "$pid" srv4
+printf '{"max_new_tokens": 0}\n' >"$gdir/generation_config.json"
+expect_exit 2 "max_new_tokens must be a positive integer" "$K3_BIN" serve "$gdir" \
+    --tok "$tokdir" --port 0 --exit-after 5
+echo "ok: the default answer length (max_new_tokens, --max-tokens)"
 echo "ok: the server's surface"

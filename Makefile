@@ -178,7 +178,17 @@ $(MPI_BIN): $(MPI_OBJ) $(MPI_CLI_OBJ) $(PACK_OBJ) $(BUILD)/libk3.a
 	$(MPICC) $(ALL_CFLAGS) -o $@ $(MPI_OBJ) $(MPI_CLI_OBJ) $(PACK_OBJ) $(BUILD)/libk3.a $(LDLIBS)
 .PHONY: mpi test-mpi
 mpi: $(MPI_BIN)
-test-mpi: $(K3_BIN) $(MPI_BIN)
-	K3_BIN=$(K3_BIN) K3_MPI_BIN=$(MPI_BIN) K3_BUILD=$(BUILD) PYTHON=$(PYTHON) sh tests/mpi/run.sh
+# The fault-shim k3-mpi for test-mpi: src/io/fault.c again with
+# -DK3_FAULT_INJECTION, linked ahead of libk3.a (whose fault.o it replaces).
+MPI_FAULT_BIN := $(BUILD)/mpi-fault/k3-mpi
+$(BUILD)/mpi-fault/fault.o: src/io/fault.c
+	@mkdir -p $(dir $@)
+	$(CC) $(ALL_CFLAGS) -DK3_FAULT_INJECTION -MMD -MP -c $< -o $@
+$(MPI_FAULT_BIN): $(MPI_OBJ) $(MPI_CLI_OBJ) $(PACK_OBJ) $(BUILD)/mpi-fault/fault.o $(BUILD)/libk3.a
+	$(MPICC) $(ALL_CFLAGS) -o $@ $(MPI_OBJ) $(MPI_CLI_OBJ) $(PACK_OBJ) \
+		$(BUILD)/mpi-fault/fault.o $(BUILD)/libk3.a $(LDLIBS)
+test-mpi: $(K3_BIN) $(MPI_BIN) $(MPI_FAULT_BIN)
+	K3_BIN=$(K3_BIN) K3_MPI_BIN=$(MPI_BIN) K3_MPI_FAULT_BIN=$(MPI_FAULT_BIN) K3_BUILD=$(BUILD) \
+		K3_MODELS=$(BUILD)/models PYTHON=$(PYTHON) sh tests/mpi/run.sh
 -include $(MPI_OBJ:.o=.d) $(BUILD)/src/mpi/cli/main.d
 include benchmarks/bench.mk

@@ -13,21 +13,21 @@
 #include "k3/error.h"
 
 #define RELAY_CHUNK 65536
-#define TAG_DATA 1 /* a chunk of stdin; 0 bytes: end of input */
-#define TAG_STOP 2 /* rank 0 is done: stop relaying */
+#define TAG_DATA    1 /* a chunk of stdin; 0 bytes: end of input */
+#define TAG_STOP    2 /* rank 0 is done: stop relaying */
 
 static struct {
     MPI_Comm comm;
     int rank, size;
-    int pipe_w;            /* write end of this rank's stdin pipe */
-    int orig_in;           /* rank 0: the job's stdin */
+    int pipe_w;  /* write end of this rank's stdin pipe */
+    int orig_in; /* rank 0: the job's stdin */
     pthread_t thread;
     int started;
-    pthread_mutex_t mu;    /* rank 0: stopping vs. the reader's sends */
+    pthread_mutex_t mu; /* rank 0: stopping vs. the reader's sends */
     int stopping, eof_sent;
-    FILE *err_keep;        /* followers: stderr kept here */
-    int err_real;          /* followers: the real stderr */
-    char dir[4096];        /* followers: private directory ("" if none) */
+    FILE *err_keep; /* followers: stderr kept here */
+    int err_real;   /* followers: the real stderr */
+    char dir[4096]; /* followers: private directory ("" if none) */
     char **argv;
 } F = { .mu = PTHREAD_MUTEX_INITIALIZER, .pipe_w = -1, .orig_in = -1, .err_real = -1 };
 
@@ -165,17 +165,20 @@ static int copy_file(const char *from, const char *to)
     return rc;
 }
 
-static const char *const OUTPUT_OPTS[] = { "--out", "--dump-logits", "--dump-prompt-logits",
-                                           "--dump-cache-trace", "--save-state", "--history" };
+static const char *const OUTPUT_OPTS[] = {
+    "--out",        "--dump-logits", "--dump-prompt-logits", "--dump-cache-trace",
+    "--save-state", "--history"
+};
 #define N_OUTPUT_OPTS (sizeof OUTPUT_OPTS / sizeof OUTPUT_OPTS[0])
 
 static int rewrite_argv(int argc, char **argv)
 {
     const char *tmp = getenv("TMPDIR");
     if ((size_t)snprintf(F.dir, sizeof F.dir, "%s/k3-mpi-r%d-XXXXXX", tmp && *tmp ? tmp : "/tmp",
-                         F.rank) >= sizeof F.dir || !mkdtemp(F.dir)) {
-        fprintf(stderr, "k3-mpi: rank %d: error: cannot create a private directory: %s\n",
-                F.rank, strerror(errno));
+                         F.rank) >= sizeof F.dir ||
+        !mkdtemp(F.dir)) {
+        fprintf(stderr, "k3-mpi: rank %d: error: cannot create a private directory: %s\n", F.rank,
+                strerror(errno));
         F.dir[0] = '\0';
         return K3_ERUNTIME;
     }
@@ -192,8 +195,8 @@ static int rewrite_argv(int argc, char **argv)
             if (!F.argv[i + 1])
                 return K3_ERUNTIME;
             if (k == N_OUTPUT_OPTS - 1 && copy_file(argv[i + 1], F.argv[i + 1]) != 0) {
-                fprintf(stderr, "k3-mpi: rank %d: error: --history %s: cannot copy: %s\n",
-                        F.rank, argv[i + 1], strerror(errno));
+                fprintf(stderr, "k3-mpi: rank %d: error: --history %s: cannot copy: %s\n", F.rank,
+                        argv[i + 1], strerror(errno));
                 return K3_ERUNTIME;
             }
             i++;

@@ -38,7 +38,7 @@ static void print_stats(const k3_mpi_part *p)
     if (!s || strcmp(s, "1"))
         return;
     enum { NF = 6 };
-    double mine[NF] = { (double)p->st.products, (double)p->st.split, (double)p->st.tokens,
+    double mine[NF] = { (double)p->st.products,  (double)p->st.split,    (double)p->st.tokens,
                         (double)p->st.bytes_own, (double)p->st.bytes_in, p->st.wait_s };
     double *all = p->rank == 0 ? calloc((size_t)p->size * NF, sizeof *all) : NULL;
     MPI_Request rq;

@@ -120,8 +120,7 @@ static void part_end(void *ctx, float *Y, int64_t rows, size_t T)
     for (int r = 0; r < p->size; r++) {
         size_t n = (size_t)p->counts[r] / T, lo = (size_t)p->displs[r] / T;
         for (size_t t = 0; t < T && n; t++)
-            memcpy(Y + t * (size_t)rows + lo, all + (size_t)p->displs[r] + t * n,
-                   n * sizeof *Y);
+            memcpy(Y + t * (size_t)rows + lo, all + (size_t)p->displs[r] + t * n, n * sizeof *Y);
     }
 }
 

@@ -29,31 +29,31 @@
 
 #include "core/kernels.h"
 
-#define K3_MPI_ROW_UNIT 16
+#define K3_MPI_ROW_UNIT  16
 #define K3_MPI_SPLIT_MIN 65536
 #define K3_MPI_TIMEOUT_S 900
 
 /* What the partition did, counted in the hook (the cost model's inputs). */
 typedef struct k3_mpi_stats {
-    uint64_t products;      /* k3_matmul calls */
-    uint64_t split;         /* of them split across ranks (one collective each) */
-    uint64_t tokens;        /* sum of T over split products */
-    uint64_t bytes_own;     /* bytes of this rank's slices (what it contributes) */
-    uint64_t bytes_in;      /* bytes of the other ranks' slices it received */
-    double wait_s;          /* seconds spent in collectives (waiting included) */
+    uint64_t products;  /* k3_matmul calls */
+    uint64_t split;     /* of them split across ranks (one collective each) */
+    uint64_t tokens;    /* sum of T over split products */
+    uint64_t bytes_own; /* bytes of this rank's slices (what it contributes) */
+    uint64_t bytes_in;  /* bytes of the other ranks' slices it received */
+    double wait_s;      /* seconds spent in collectives (waiting included) */
 } k3_mpi_stats;
 
 typedef struct k3_mpi_part {
     MPI_Comm comm;
     int rank, size;
-    int64_t split_min;      /* rows x cols below this: whole on every rank */
+    int64_t split_min; /* rows x cols below this: whole on every rank */
     double timeout_s;
-    int *counts, *displs;   /* [size] of the current gather */
-    float *buf;             /* packed slices for T > 1: [T][rows] by rank */
+    int *counts, *displs; /* [size] of the current gather */
+    float *buf;           /* packed slices for T > 1: [T][rows] by rank */
     size_t buf_floats;
-    int64_t lo, hi;         /* this rank's rows of the current product */
+    int64_t lo, hi; /* this rank's rows of the current product */
     k3_mpi_stats st;
-    k3_mm_part hook;        /* what k3_mm_set_part gets; ctx = this */
+    k3_mm_part hook; /* what k3_mm_set_part gets; ctx = this */
 } k3_mpi_part;
 
 /* Sets p up over comm (reads the environment); 0 or K3_ERUNTIME with a

@@ -45,7 +45,8 @@ same_run() {
     for np in $NP; do
         for smin in 0 default; do
             tag="$name-np$np-$smin"
-            if [ "$smin" = default ]; then unset K3_MPI_SPLIT_MIN; else export K3_MPI_SPLIT_MIN=0; fi
+            unset K3_MPI_SPLIT_MIN
+            [ "$smin" = default ] || export K3_MPI_SPLIT_MIN=0
             mpi "$np" "$K3_MPI_BIN" "$mdir" "$@" --dump-logits "$work/$tag.f32" \
                 --dump-prompt-logits "$work/$tag.p.f32" >"$work/$tag.ids" 2>"$work/$tag.err" ||
                 { cat "$work/$tag.err"; die "$tag: k3-mpi failed"; }
@@ -126,7 +127,8 @@ if [ -n "${K3_MPI_FAULT_BIN:-}" ]; then
     [ "$rc" -eq 4 ] || { cat "$work/fault.err"; die "a failed read on rank 1: exit $rc, not 4"; }
     grep -q "k3-mpi: rank 1: .*error" "$work/fault.err" ||
         { cat "$work/fault.err"; die "a failed read on rank 1: no message of rank 1"; }
-    echo "ok: a failed read on rank 1 ends the job with exit 4: $(grep -m1 'rank 1' "$work/fault.err")"
+    echo "ok: a failed read on rank 1 ends the job with exit 4:" \
+        "$(grep -m1 'rank 1' "$work/fault.err")"
 fi
 
 # pids_of_ranks MPIRUN_PID: the k3-mpi processes the job started.

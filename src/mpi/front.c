@@ -171,9 +171,12 @@ static const char *const OUTPUT_OPTS[] = {
 };
 #define N_OUTPUT_OPTS (sizeof OUTPUT_OPTS / sizeof OUTPUT_OPTS[0])
 
-static int rewrite_argv(int argc, char **argv)
+/* The private directory, made on first use (most runs write no file). */
+static int make_dir(void)
 {
     const char *tmp = getenv("TMPDIR");
+    if (F.dir[0])
+        return 0;
     if ((size_t)snprintf(F.dir, sizeof F.dir, "%s/k3-mpi-r%d-XXXXXX", tmp && *tmp ? tmp : "/tmp",
                          F.rank) >= sizeof F.dir ||
         !mkdtemp(F.dir)) {
@@ -182,6 +185,11 @@ static int rewrite_argv(int argc, char **argv)
         F.dir[0] = '\0';
         return K3_ERUNTIME;
     }
+    return 0;
+}
+
+static int rewrite_argv(int argc, char **argv)
+{
     F.argv = calloc((size_t)argc + 1, sizeof *F.argv);
     if (!F.argv)
         return K3_ERUNTIME;
@@ -191,6 +199,8 @@ static int rewrite_argv(int argc, char **argv)
         for (size_t k = 0; k < N_OUTPUT_OPTS; k++) {
             if (strcmp(argv[i], OUTPUT_OPTS[k]))
                 continue;
+            if (make_dir())
+                return K3_ERUNTIME;
             F.argv[i + 1] = private_path(OUTPUT_OPTS[k] + 2);
             if (!F.argv[i + 1])
                 return K3_ERUNTIME;

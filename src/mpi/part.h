@@ -49,7 +49,9 @@ typedef struct k3_mpi_part {
     int64_t split_min; /* rows x cols below this: whole on every rank */
     double timeout_s;
     int *counts, *displs; /* [size] of the current gather */
-    float *buf;           /* packed slices for T > 1: [T][rows] by rank */
+    /* Packed slices for T > 1, [T][rows] by rank: grown to the largest split
+     * product's T x rows floats, outside the memory plan (docs/SCALE.md). */
+    float *buf;
     size_t buf_floats;
     int64_t lo, hi; /* this rank's rows of the current product */
     k3_mpi_stats st;

@@ -285,20 +285,21 @@ static void show_kept(void)
     fflush(out);
 }
 
+/* Removes the private directory: the files the redirected options name
+ * (--dump-cache-trace's is a directory holding trace.txt), then itself. */
 static void remove_dir(void)
 {
     if (!F.dir[0])
         return;
+    char *trace = private_path("dump-cache-trace/trace.txt");
+    if (trace)
+        (void)unlink(trace);
+    free(trace);
     for (size_t k = 0; k < N_OUTPUT_OPTS; k++) {
-        char *p = private_path(OUTPUT_OPTS[k] + 2), *q = private_path("dump-cache-trace/trace.txt");
-        if (p)
-            (void)unlink(p);
-        if (q)
-            (void)unlink(q);
-        if (p)
+        char *p = private_path(OUTPUT_OPTS[k] + 2);
+        if (p && unlink(p) != 0)
             (void)rmdir(p);
         free(p);
-        free(q);
     }
     (void)rmdir(F.dir);
 }

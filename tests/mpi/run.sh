@@ -12,7 +12,8 @@
 #     one-expert cache on every rank): the same ids and logits, and the
 #     report says it streamed;
 #  3. chat through rank 0 (piped stdin): the same replies as bin/k3 --chat;
-#  4. faults: a read failing on rank 1 only -> exit 4 with rank 1's message;
+#  4. faults: a read failing on rank 1 only (at open), or an expert read on
+#     rank 2 of 3 mid-forward -> exit 4 with that rank's message;
 #     a rank killed with SIGKILL mid-run -> the job ends within 30 s,
 #     nonzero; a rank stopped (SIGSTOP) mid-run -> the others time out
 #     (K3_MPI_TIMEOUT=3) and end the job naming the collective.
@@ -129,6 +130,19 @@ if [ -n "${K3_MPI_FAULT_BIN:-}" ]; then
         { cat "$work/fault.err"; die "a failed read on rank 1: no message of rank 1"; }
     echo "ok: a failed read on rank 1 ends the job with exit 4:" \
         "$(grep -m1 'rank 1' "$work/fault.err")"
+    # Mid-forward: an expert read of rank 2 of 3 (its 400th weight read),
+    # while the other ranks wait in a collective.
+    set +e
+    # shellcheck disable=SC2086
+    $MPIRUN -np 2 "$K3_MPI_FAULT_BIN" "$dir" --ids "$ids" --gen 4 $stream : \
+        -np 1 env K3_FAULT=read:400:fail:100000 "$K3_MPI_FAULT_BIN" "$dir" --ids "$ids" \
+        --gen 4 $stream >/dev/null 2>"$work/fault2.err"
+    rc=$?
+    set -e
+    [ "$rc" -eq 4 ] || { cat "$work/fault2.err"; die "an expert read failing on rank 2: exit $rc"; }
+    grep -q "k3-mpi: rank 2: .*RUN INVALID.*expert" "$work/fault2.err" ||
+        { cat "$work/fault2.err"; die "an expert read failing on rank 2: no message of rank 2"; }
+    echo "ok: an expert read failing mid-forward on rank 2 ends the job with exit 4"
 fi
 
 # pids_of_ranks MPIRUN_PID: the k3-mpi processes the job started.

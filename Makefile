@@ -25,7 +25,7 @@ LDLIBS  = -lm -fopenmp -pthread $(LDLIBS_OS)
 ALL_CFLAGS = $(CFLAGS_BASE) $(OPT) $(CFLAGS)
 
 LIB_SRC  := $(sort $(wildcard src/*/*.c))
-LIB_SRC  := $(filter-out src/cli/% src/pack/%,$(LIB_SRC))
+LIB_SRC  := $(filter-out src/cli/% src/pack/% src/mpi/%,$(LIB_SRC))
 CLI_SRC  := $(sort $(wildcard src/cli/*.c))
 PACK_SRC := $(sort $(wildcard src/pack/*.c))
 TEST_SRC := $(sort $(wildcard tests/unit/test_*.c))
@@ -178,4 +178,42 @@ clean:
 
 # ---- fuzzing: replay drivers in `all`, and `make fuzz` (see tests/fuzz/fuzz.mk) ----
 include tests/fuzz/fuzz.mk
+
+# ---- MPI (docs/SCALE.md): `make MPI=1` also builds bin/k3-mpi with $(MPICC);
+# `make test-mpi` runs tests/mpi/run.sh (not part of make test). Only
+# src/mpi/*.c and a second compile of src/cli/main.c (main renamed
+# k3_cli_main) see MPI; libk3.a and bin/k3 never do. ----
+MPICC    ?= mpicc
+MPI_SRC  := $(sort $(wildcard src/mpi/*.c))
+MPI_OBJ  := $(MPI_SRC:%.c=$(BUILD)/%.o)
+MPI_BIN  := $(if $(filter build,$(BUILD)),bin/k3-mpi,$(BUILD)/bin/k3-mpi)
+MPI_CLI_OBJ := $(filter-out $(BUILD)/src/cli/main.o,$(CLI_OBJ)) $(BUILD)/src/mpi/cli/main.o
+ifeq ($(MPI),1)
+all: $(MPI_BIN)
+endif
+$(MPI_OBJ): $(BUILD)/src/mpi/%.o: src/mpi/%.c
+	@mkdir -p $(dir $@)
+	$(MPICC) $(ALL_CFLAGS) -MMD -MP -c $< -o $@
+$(BUILD)/src/mpi/cli/main.o: src/cli/main.c $(BUILD)/commit.stamp
+	@mkdir -p $(dir $@)
+	$(CC) $(ALL_CFLAGS) -DK3_GIT_COMMIT='"$(GIT_COMMIT)"' -Dmain=k3_cli_main \
+		-include src/mpi/cli_main.h -MMD -MP -c $< -o $@
+$(MPI_BIN): $(MPI_OBJ) $(MPI_CLI_OBJ) $(PACK_OBJ) $(BUILD)/libk3.a
+	@mkdir -p $(dir $@)
+	$(MPICC) $(ALL_CFLAGS) -o $@ $(MPI_OBJ) $(MPI_CLI_OBJ) $(PACK_OBJ) $(BUILD)/libk3.a $(LDLIBS)
+.PHONY: mpi test-mpi
+mpi: $(MPI_BIN)
+# The fault-shim k3-mpi for test-mpi: src/io/fault.c again with
+# -DK3_FAULT_INJECTION, linked ahead of libk3.a (whose fault.o it replaces).
+MPI_FAULT_BIN := $(BUILD)/mpi-fault/k3-mpi
+$(BUILD)/mpi-fault/fault.o: src/io/fault.c
+	@mkdir -p $(dir $@)
+	$(CC) $(ALL_CFLAGS) -DK3_FAULT_INJECTION -MMD -MP -c $< -o $@
+$(MPI_FAULT_BIN): $(MPI_OBJ) $(MPI_CLI_OBJ) $(PACK_OBJ) $(BUILD)/mpi-fault/fault.o $(BUILD)/libk3.a
+	$(MPICC) $(ALL_CFLAGS) -o $@ $(MPI_OBJ) $(MPI_CLI_OBJ) $(PACK_OBJ) \
+		$(BUILD)/mpi-fault/fault.o $(BUILD)/libk3.a $(LDLIBS)
+test-mpi: $(K3_BIN) $(MPI_BIN) $(MPI_FAULT_BIN)
+	K3_BIN=$(K3_BIN) K3_MPI_BIN=$(MPI_BIN) K3_MPI_FAULT_BIN=$(MPI_FAULT_BIN) K3_BUILD=$(BUILD) \
+		K3_MODELS=$(BUILD)/models PYTHON=$(PYTHON) sh tests/mpi/run.sh
+-include $(MPI_OBJ:.o=.d) $(BUILD)/src/mpi/cli/main.d
 include benchmarks/bench.mk

@@ -82,6 +82,29 @@ size_t k3_mm_ws_bytes(int threads, size_t cols, size_t tokens);
  * (nested teams would share the slices). */
 void k3_matmul(const k3_mat *m, const float *X, size_t T, float *Y, const k3_mm_ws *ws);
 
+/* A row partition of every k3_matmul over cooperating processes (src/mpi),
+ * or none (the default: every row is computed here, and nothing below is
+ * ever called). With one installed, each k3_matmul first calls begin: NULL
+ * means "all rows here" (a product too small to be worth a collective);
+ * otherwise this process computes only rows [*lo, *hi) of Y, packed as
+ * [T][hi - lo] at the returned buffer, and then end(ctx, Y, rows, T) must
+ * leave all of Y [T][rows] filled (the other processes' rows from the
+ * processes that computed them). Each element is still one whole dot in the
+ * contract's order, computed by exactly one process, so Y's bits do not
+ * depend on the partition. begin and end are called by the thread that
+ * calls k3_matmul, never inside a parallel region; every process must make
+ * the same sequence of k3_matmul calls (the same shapes), as begin's answer
+ * may depend only on (rows, cols, T). */
+typedef struct k3_mm_part {
+    float *(*begin)(void *ctx, int64_t rows, int64_t cols, size_t T, float *Y, int64_t *lo,
+                    int64_t *hi);
+    void (*end)(void *ctx, float *Y, int64_t rows, size_t T);
+    void *ctx;
+} k3_mm_part;
+/* Installs p (NULL: none) for every later k3_matmul of the process; p must
+ * outlive them. Not thread-safe: set it before any k3_matmul runs. */
+void k3_mm_set_part(const k3_mm_part *p);
+
 /* Rows [r0, r0+n) of m as a matrix of its own (no copy). */
 k3_mat k3_mat_rows(const k3_mat *m, int64_t r0, int64_t n);
 /* y[c] = sum over rows r of m[r][c] * x[r]  (x has rows entries, y cols).

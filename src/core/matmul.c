@@ -154,7 +154,12 @@ size_t k3_mm_ws_bytes(int threads, size_t cols, size_t tokens)
                        : 0;
 }
 
-void k3_matmul(const k3_mat *m, const float *X, size_t T, float *Y, const k3_mm_ws *ws)
+static const k3_mm_part *mm_part; /* k3_mm_set_part; NULL: every row here */
+
+void k3_mm_set_part(const k3_mm_part *p) { mm_part = p; }
+
+/* k3_matmul over all rows of m, here. */
+static void matmul_here(const k3_mat *m, const float *X, size_t T, float *Y, const k3_mm_ws *ws)
 {
     const k3_isa *isa = k3_isa_active();
     if (T <= isa->row_tokens) { /* passes of row dots, nr tokens each */
@@ -178,6 +183,20 @@ void k3_matmul(const k3_mat *m, const float *X, size_t T, float *Y, const k3_mm_
             matmul_rows(isa, m, r0, rb, X, T, Y, scratch, pcols, ptok);
         }
     }
+}
+
+void k3_matmul(const k3_mat *m, const float *X, size_t T, float *Y, const k3_mm_ws *ws)
+{
+    const k3_mm_part *p = mm_part;
+    int64_t lo = 0, hi = 0;
+    float *mine = p ? p->begin(p->ctx, m->rows, m->cols, T, Y, &lo, &hi) : NULL;
+    if (!mine) {
+        matmul_here(m, X, T, Y, ws);
+        return;
+    }
+    k3_mat v = k3_mat_rows(m, lo, hi - lo); /* rows lo..hi: the same dots, packed */
+    matmul_here(&v, X, T, mine, ws);
+    p->end(p->ctx, Y, m->rows, T);
 }
 
 k3_mat k3_mat_rows(const k3_mat *m, int64_t r0, int64_t n)

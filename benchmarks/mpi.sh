@@ -1,0 +1,59 @@
+# benchmarks/mpi.sh - bin/k3-mpi's communication per decoded token, measured
+# (K3_MPI_STATS=1, counted in the partition hook) against the cost model
+# (benchmarks/mpi_cost.py), then the model at the release's dimensions.
+# Not a timed test: ranks share this machine's cores, so only counts are
+# compared; each must match the model exactly (exit 1 otherwise).
+#   K3_BIN=bin/k3 K3_MPI_BIN=bin/k3-mpi K3_BUILD=build sh benchmarks/mpi.sh
+# Per token = (run with --gen 9) - (run with --gen 5), over 4 tokens: the
+# prompt's share cancels.
+set -eu
+K3_BUILD=${K3_BUILD:-build}
+K3_MPI_BIN=${K3_MPI_BIN:-bin/k3-mpi}
+PYTHON=${PYTHON:-/usr/bin/python3}
+export K3_MODELS=${K3_MODELS:-$K3_BUILD/models} PYTHON
+export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMP_NUM_THREADS=1 K3_MPI_STATS=1
+. tests/gates/lib.sh
+MPIRUN="mpirun"
+mpirun --version 2>&1 | grep -q "Open MPI" && MPIRUN="mpirun --oversubscribe"
+out="$K3_BUILD/bench-mpi"
+mkdir -p "$out"
+stats() { # NP SMIN MODEL GEN -> "rank products split tokens own in wait" lines
+    K3_MPI_SPLIT_MIN=$2 $MPIRUN -np "$1" "$K3_MPI_BIN" "$3" --ids 1,2,3,4 --gen "$4" \
+        --ignore-eos --quiet 2>&1 >/dev/null | sed -n 's/^k3-mpi: \([0-9]\)/\1/p'
+}
+echo "| model | ranks | split min | k3_matmul/token | collectives/token |" \
+    "bytes in/token/rank (measured) | (model) |"
+echo "|---|---|---|---|---|---|---|"
+for name in tiny-a moe64; do
+    dir=$(model "$name" "$name")
+    for np in 2 3 4; do
+        for smin in 0 65536; do
+            stats "$np" "$smin" "$dir" 5 >"$out/a"
+            stats "$np" "$smin" "$dir" 9 >"$out/b"
+            "$PYTHON" benchmarks/mpi_cost.py "$dir/config.json" "$np" "$smin" >"$out/m.json"
+            "$PYTHON" - "$out" "$name" "$np" "$smin" <<'PY'
+import json, sys
+d, name, np_, smin = sys.argv[1:]
+rd = lambda f: [list(map(float, l.split())) for l in open(f"{d}/{f}") if l.strip()]
+a, b, m = rd("a"), rd("b"), json.load(open(f"{d}/m.json"))
+prod = (b[0][1] - a[0][1]) / 4
+coll = (b[0][2] - a[0][2]) / 4
+bin_ = [(b[r][5] - a[r][5]) / 4 for r in range(len(a))]
+ok = prod == m["products"] and coll == m["collectives"]
+ok = ok and bin_ == [float(x) for x in m["bytes_in"]]
+print(f"| {name} | {np_} | {smin} | {prod:.0f} | {coll:.0f} | "
+      f"{' / '.join('%.0f' % x for x in bin_)} | {' / '.join(map(str, m['bytes_in']))} |")
+if not ok:
+    sys.exit(f"{name} at {np_} ranks: measured counts differ from the cost model")
+PY
+        done
+    done
+done
+echo
+echo "The release's dimensions (../shared/k3-release/config.json), one decoded token:"
+echo "| ranks | collectives/token | MB in/token/rank (max) |" \
+    "kda | mla | dense | moe | lm_head (MB max) |"
+echo "|---|---|---|---|---|---|---|---|"
+for np in 2 4 8 16 32; do
+    "$PYTHON" benchmarks/mpi_cost.py ../shared/k3-release/config.json "$np" 65536 --row
+done

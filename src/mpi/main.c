@@ -1,0 +1,106 @@
+/* main.c - k3-mpi: the k3 command over MPI ranks (docs/SCALE.md).
+ *
+ *   mpirun -np N k3-mpi MODEL_DIR [k3 options]
+ *
+ * Every rank runs the k3 command (src/cli/main.c, compiled for this build
+ * with its main renamed k3_cli_main) on the same argv: each loads the model
+ * and runs the same forward passes, with every large matrix product split
+ * by output rows over the ranks (src/mpi/part.h), so every rank holds the
+ * same activations and the same logits, bit for bit those of one process.
+ * Sampling is computed on every rank from those identical logits with the
+ * same seed, so every rank picks the same ids. Rank 0 is the front end
+ * (src/mpi/front.h).
+ *
+ * Ending: when the command succeeds on every rank, each finalizes and the
+ * job exits 0. When it fails on a rank, that rank ends the whole job with
+ * MPI_Abort(its exit code) after its message (a follower first waits
+ * FOLLOWER_GRACE_S so that a failure every rank shares, bad options say, is
+ * reported once, by rank 0). A rank that dies ends the job through
+ * mpirun; one that hangs, through the collectives' timeout (part.h).
+ * `serve` and `pack-trunk` are refused (exit 2): run them with bin/k3. */
+#include <mpi.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "k3/error.h"
+#include "mpi/cli_main.h"
+#include "mpi/front.h"
+#include "mpi/part.h"
+
+#define FOLLOWER_GRACE_S 2
+
+/* With K3_MPI_STATS=1, rank 0 prints every rank's partition counters. */
+static void print_stats(const k3_mpi_part *p)
+{
+    const char *s = getenv("K3_MPI_STATS");
+    if (!s || strcmp(s, "1"))
+        return;
+    enum { NF = 6 };
+    double mine[NF] = { (double)p->st.products,  (double)p->st.split,    (double)p->st.tokens,
+                        (double)p->st.bytes_own, (double)p->st.bytes_in, p->st.wait_s };
+    double *all = p->rank == 0 ? calloc((size_t)p->size * NF, sizeof *all) : NULL;
+    MPI_Request rq;
+    MPI_Igather(mine, NF, MPI_DOUBLE, all, NF, MPI_DOUBLE, 0, p->comm, &rq);
+    k3_mpi_wait(p, &rq, "the statistics' gather");
+    if (p->rank != 0 || !all)
+        return;
+    fprintf(stderr, "k3-mpi: ranks %d, split threshold %lld elements\n", p->size,
+            (long long)p->split_min);
+    fprintf(stderr, "k3-mpi: rank products split tokens bytes_own bytes_in wait_s\n");
+    for (int r = 0; r < p->size; r++) {
+        const double *v = all + (size_t)r * NF;
+        fprintf(stderr, "k3-mpi: %d %.0f %.0f %.0f %.0f %.0f %.3f\n", r, v[0], v[1], v[2], v[3],
+                v[4], v[5]);
+    }
+    free(all);
+}
+
+int main(int argc, char **argv)
+{
+    /* The command would re-exec itself to set this (main.c); after
+     * MPI_Init it must not, so it is set here first. Passive waiting also
+     * suits ranks that share cores. */
+    if (!getenv("OMP_WAIT_POLICY"))
+        setenv("OMP_WAIT_POLICY", "passive", 1);
+    int provided = 0;
+    if (MPI_Init_thread(&argc, &argv, MPI_THREAD_MULTIPLE, &provided) != MPI_SUCCESS) {
+        fprintf(stderr, "k3-mpi: error: MPI_Init_thread failed\n");
+        return K3_ERUNTIME;
+    }
+    k3_mpi_part part;
+    if (provided < MPI_THREAD_MULTIPLE) {
+        fprintf(stderr, "k3-mpi: error: the MPI library gives no MPI_THREAD_MULTIPLE\n");
+        MPI_Abort(MPI_COMM_WORLD, K3_ERUNTIME);
+    }
+    if (k3_mpi_part_init(&part, MPI_COMM_WORLD) != 0)
+        MPI_Abort(MPI_COMM_WORLD, K3_ERUNTIME);
+    if (argc > 1 && (!strcmp(argv[1], "serve") || !strcmp(argv[1], "pack-trunk"))) {
+        if (part.rank == 0)
+            fprintf(stderr, "k3-mpi: error: '%s' is not available over MPI; run bin/k3 %s\n",
+                    argv[1], argv[1]);
+        MPI_Finalize();
+        return K3_EINPUT;
+    }
+    char **av = argv;
+    if (k3_mpi_front_begin(MPI_COMM_WORLD, argc, argv, &av) != 0)
+        MPI_Abort(MPI_COMM_WORLD, K3_ERUNTIME);
+    k3_mm_set_part(&part.hook);
+    int rc = k3_cli_main(argc, av);
+    fflush(stdout);
+    k3_mm_set_part(NULL);
+    if (rc != 0) {
+        if (part.rank != 0)
+            sleep(FOLLOWER_GRACE_S);
+        k3_mpi_front_end(rc);
+        fflush(stderr);
+        MPI_Abort(MPI_COMM_WORLD, rc);
+        return rc;
+    }
+    k3_mpi_front_end(0);
+    print_stats(&part);
+    k3_mpi_part_free(&part);
+    MPI_Finalize();
+    return 0;
+}

@@ -1,0 +1,201 @@
+# tests/mpi/run.sh - `make test-mpi`: bin/k3-mpi against bin/k3 (issue 18).
+# Not part of make test; needs mpirun (Open MPI or MPICH) and bin/k3-mpi
+# (make MPI=1). Environment: K3_BIN, K3_MPI_BIN, K3_MPI_FAULT_BIN (a
+# -DK3_FAULT_INJECTION k3-mpi), K3_BUILD, PYTHON; K3_MPI_NP (default
+# "1 2 3 4") the rank counts.
+#  1. bit-identity: tiny-a, tiny-b and random shape 2 (hidden 83, vocab 609:
+#     widths that 3 does not divide, and row splits that leave some ranks no
+#     rows), every product split (K3_MPI_SPLIT_MIN=0) and at the default
+#     threshold: the ids, prompt and generation logits (cmp) equal bin/k3's
+#     at every rank count; so does a seeded sampled run;
+#  2. streamed budgets per rank (moe64, nothing pinned, a one-slot ring, a
+#     one-expert cache on every rank): the same ids and logits, and the
+#     report says it streamed;
+#  3. chat through rank 0 (piped stdin): the same replies as bin/k3 --chat;
+#  4. faults: a read failing on rank 1 only (at open), or an expert read on
+#     rank 2 of 3 mid-forward -> exit 4 with that rank's message;
+#     a rank killed with SIGKILL mid-run -> the job ends within 30 s,
+#     nonzero; a rank stopped (SIGSTOP) mid-run -> the others time out
+#     (K3_MPI_TIMEOUT=3) and end the job naming the collective.
+. tests/gates/lib.sh
+: "${K3_MPI_BIN:?}"
+export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMP_NUM_THREADS=1
+NP=${K3_MPI_NP:-1 2 3 4}
+work="$K3_BUILD/mpi"
+rm -rf "$work"
+mkdir -p "$work"
+if mpirun --version 2>&1 | grep -q "Open MPI"; then
+    MPIRUN="mpirun --oversubscribe"
+else
+    MPIRUN=mpirun
+fi
+mpi() { # NP ARGS...
+    np=$1
+    shift
+    $MPIRUN -np "$np" "$@"
+}
+
+# same_run NAME MODEL ARGS...: bin/k3 once, then k3-mpi at every rank count.
+same_run() {
+    name=$1
+    mdir=$2
+    shift 2
+    "$K3_BIN" "$mdir" "$@" --dump-logits "$work/$name.f32" \
+        --dump-prompt-logits "$work/$name.p.f32" >"$work/$name.ids" 2>"$work/$name.err" ||
+        { cat "$work/$name.err"; die "$name: bin/k3 failed"; }
+    for np in $NP; do
+        for smin in 0 default; do
+            tag="$name-np$np-$smin"
+            unset K3_MPI_SPLIT_MIN
+            [ "$smin" = default ] || export K3_MPI_SPLIT_MIN=0
+            mpi "$np" "$K3_MPI_BIN" "$mdir" "$@" --dump-logits "$work/$tag.f32" \
+                --dump-prompt-logits "$work/$tag.p.f32" >"$work/$tag.ids" 2>"$work/$tag.err" ||
+                { cat "$work/$tag.err"; die "$tag: k3-mpi failed"; }
+            cmp -s "$work/$name.ids" "$work/$tag.ids" || die "$tag: ids differ from bin/k3"
+            cmp -s "$work/$name.f32" "$work/$tag.f32" || die "$tag: generation logits differ"
+            cmp -s "$work/$name.p.f32" "$work/$tag.p.f32" || die "$tag: prompt logits differ"
+        done
+        unset K3_MPI_SPLIT_MIN
+    done
+    echo "ok: $name: ids and logits of bin/k3 at ranks $NP ($(cat "$work/$name.ids"))"
+}
+
+for preset in tiny-a tiny-b; do
+    dir=$(model "$preset" "$preset")
+    same_run "$preset" "$dir" --ids "$(prompt_ids "$(vocab_of "$dir")" 24)" --gen 12 \
+        --ignore-eos --quiet
+done
+dir=$(model random-2 --random-shape 2)
+H=$("$PYTHON" -c 'import json,sys; c=json.load(open(sys.argv[1]+"/config.json"));
+c=c.get("text_config",c); print(c["hidden_size"] % 3, c["vocab_size"])' "$dir")
+[ "${H%% *}" != 0 ] || die "random shape 2: hidden size divisible by 3 (the maker changed)"
+same_run random-2 "$dir" --ids "$(prompt_ids "$(vocab_of "$dir")" 20)" --gen 12 --ignore-eos \
+    --quiet
+same_run random-2-sampled "$dir" --ids "$(prompt_ids "$(vocab_of "$dir")" 20)" --gen 12 \
+    --ignore-eos --quiet --temperature 0.9 --top-p 0.95 --seed 7
+
+# 2. streamed budgets, the same on every rank.
+dir=$(model moe64 moe64)
+ids=$(prompt_ids "$(vocab_of "$dir")" 12)
+stream="--trunk-layers 0 --trunk-ring 1 --cache-experts 1 --stream-embed --stream-lm-head"
+# shellcheck disable=SC2086
+"$K3_BIN" "$dir" --ids "$ids" --gen 8 --ignore-eos --preset max \
+    --dump-logits "$work/all.f32" >"$work/all.ids" 2>/dev/null || die "moe64: bin/k3 failed"
+for np in 2 3; do
+    # shellcheck disable=SC2086
+    mpi "$np" "$K3_MPI_BIN" "$dir" --ids "$ids" --gen 8 --ignore-eos $stream \
+        --dump-logits "$work/st$np.f32" --out "$work/st$np.json" >"$work/st$np.ids" \
+        2>"$work/st$np.err" || { cat "$work/st$np.err"; die "streamed np $np failed"; }
+    cmp -s "$work/all.ids" "$work/st$np.ids" || die "streamed np $np: ids differ"
+    cmp -s "$work/all.f32" "$work/st$np.f32" || die "streamed np $np: logits differ"
+    "$PYTHON" - "$work/st$np.json" <<'PY' || die "streamed np $np: the report does not stream"
+import json, sys
+p = json.load(open(sys.argv[1]))["plan"]
+assert p["pinned_layers"] == 0 and p["streamed_layers"] > 0, p
+PY
+done
+echo "ok: moe64 streamed (0 pinned, 1-slot ring, 1-expert cache) per rank at 2, 3 ranks"
+
+# 3. chat through rank 0.
+tok=../shared/k3-release
+if [ -f "$tok/tiktoken.model" ]; then
+    dir=$(model chat-tiny tiny-a --vocab 163840)
+    printf 'Hello there\nWhat is 2+2?\n' >"$work/in.txt"
+    "$K3_BIN" "$dir" --tok "$tok" --chat --gen 6 --history "$work/h1.jsonl" <"$work/in.txt" \
+        >"$work/chat1.out" 2>/dev/null || die "chat: bin/k3 failed"
+    mpi 3 "$K3_MPI_BIN" "$dir" --tok "$tok" --chat --gen 6 --history "$work/h3.jsonl" \
+        <"$work/in.txt" >"$work/chat3.out" 2>"$work/chat3.err" ||
+        { cat "$work/chat3.err"; die "chat: k3-mpi failed"; }
+    cmp -s "$work/chat1.out" "$work/chat3.out" || die "chat: replies differ from bin/k3"
+    cmp -s "$work/h1.jsonl" "$work/h3.jsonl" || die "chat: histories differ from bin/k3"
+    [ "$(grep -c . "$work/h3.jsonl")" -eq 4 ] || die "chat: the history has not 4 messages"
+    echo "ok: chat through rank 0 (3 ranks): the replies and history of bin/k3"
+else
+    echo "skip: chat (no release tokenizer at $tok)"
+fi
+
+# 4. faults. A read failing on rank 1 only (the fault shim's plan given to
+# that rank alone), every weight read from the 5th on, retries included.
+dir=$(model moe64 moe64)
+if [ -n "${K3_MPI_FAULT_BIN:-}" ]; then
+    set +e
+    # shellcheck disable=SC2086
+    $MPIRUN -np 1 "$K3_MPI_FAULT_BIN" "$dir" --ids "$ids" --gen 4 $stream : \
+        -np 1 env K3_FAULT=read:5:fail:100000 "$K3_MPI_FAULT_BIN" "$dir" --ids "$ids" --gen 4 \
+        $stream >/dev/null 2>"$work/fault.err"
+    rc=$?
+    set -e
+    [ "$rc" -eq 4 ] || { cat "$work/fault.err"; die "a failed read on rank 1: exit $rc, not 4"; }
+    grep -q "k3-mpi: rank 1: .*error" "$work/fault.err" ||
+        { cat "$work/fault.err"; die "a failed read on rank 1: no message of rank 1"; }
+    echo "ok: a failed read on rank 1 ends the job with exit 4:" \
+        "$(grep -m1 'rank 1' "$work/fault.err")"
+    # Mid-forward: an expert read of rank 2 of 3 (its 400th weight read),
+    # while the other ranks wait in a collective.
+    set +e
+    # shellcheck disable=SC2086
+    $MPIRUN -np 2 "$K3_MPI_FAULT_BIN" "$dir" --ids "$ids" --gen 4 $stream : \
+        -np 1 env K3_FAULT=read:400:fail:100000 "$K3_MPI_FAULT_BIN" "$dir" --ids "$ids" \
+        --gen 4 $stream >/dev/null 2>"$work/fault2.err"
+    rc=$?
+    set -e
+    [ "$rc" -eq 4 ] || { cat "$work/fault2.err"; die "an expert read failing on rank 2: exit $rc"; }
+    grep -q "k3-mpi: rank 2: .*RUN INVALID.*expert" "$work/fault2.err" ||
+        { cat "$work/fault2.err"; die "an expert read failing on rank 2: no message of rank 2"; }
+    echo "ok: an expert read failing mid-forward on rank 2 ends the job with exit 4"
+fi
+
+# pids_of_ranks MPIRUN_PID: the k3-mpi processes the job started.
+pids_of_ranks() {
+    for _ in $(seq 50); do
+        p=$(pgrep -f "^$K3_MPI_BIN " || true)
+        [ "$(echo "$p" | grep -c .)" -ge "$1" ] && { echo "$p"; return; }
+        sleep 0.2
+    done
+}
+# A rank killed with SIGKILL mid-run (collectives in flight).
+big=$(prompt_ids "$(vocab_of "$dir")" 200)
+mpi 3 "$K3_MPI_BIN" "$dir" --ids "$big" --gen 2000 --ignore-eos --recompute \
+    >/dev/null 2>"$work/kill.err" &
+job=$!
+victim=$(pids_of_ranks 3 | tail -1)
+[ -n "$victim" ] || die "killed rank: the ranks did not start"
+sleep 2
+kill -0 "$job" 2>/dev/null || die "killed rank: the job ended before the kill"
+kill -9 "$victim"
+t0=$(date +%s)
+set +e
+for _ in $(seq 300); do kill -0 "$job" 2>/dev/null || break; sleep 0.1; done
+kill -0 "$job" 2>/dev/null && { kill "$job"; die "killed rank: the job still runs after 30 s"; }
+wait "$job"
+rc=$?
+set -e
+[ "$rc" -ne 0 ] || die "killed rank: the job exited 0"
+echo "ok: a rank killed with SIGKILL ends the job in $(($(date +%s) - t0)) s (exit $rc):" \
+    "$(grep -m1 -i 'signal\|killed\|exited' "$work/kill.err" || true)"
+
+# A stopped (hung) rank mid-run: the others' collectives time out.
+K3_MPI_TIMEOUT=3 mpi 2 "$K3_MPI_BIN" "$dir" --ids "$big" --gen 2000 --ignore-eos --recompute \
+    >/dev/null 2>"$work/hang.err" &
+job=$!
+victim=$(pids_of_ranks 2 | tail -1)
+[ -n "$victim" ] || die "hung rank: the ranks did not start"
+sleep 2
+kill -0 "$job" 2>/dev/null || die "hung rank: the job ended before the stop"
+kill -STOP "$victim"
+t0=$(date +%s)
+set +e
+for _ in $(seq 300); do kill -0 "$job" 2>/dev/null || break; sleep 0.1; done
+if kill -0 "$job" 2>/dev/null; then
+    kill -CONT "$victim"
+    kill "$job"
+    die "hung rank: the job still runs 30 s after a rank stopped"
+fi
+wait "$job"
+rc=$?
+set -e
+kill -CONT "$victim" 2>/dev/null || true
+grep -q "no answer from the other ranks" "$work/hang.err" ||
+    { cat "$work/hang.err"; die "hung rank: no timeout message (exit $rc)"; }
+echo "ok: a stopped rank ends the job in $(($(date +%s) - t0)) s (exit $rc): the timeout"
+echo "test-mpi: all passed"

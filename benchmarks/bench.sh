@@ -12,8 +12,9 @@
 #      all threads;
 #   5. streamed: the slice's trunk packed once (k3 pack-trunk, in
 #      $K3_SLICE_TRUNK_DIR), the disk's O_DIRECT read bandwidth measured on
-#      that trunk.bin (dd iflag=direct), then decode with every layer and
-#      lm_head streamed through a ring of 2 slots (--trunk-layers 0);
+#      that trunk.bin with 1-8 parallel readers (scripts/odirect-bw.sh),
+#      then decode with every layer and lm_head streamed through a ring of
+#      2 slots (--trunk-layers 0);
 #   6. the report (benchmarks/report.py): medians, weight GB/s as a fraction
 #      of the bandwidth, GFLOP/s as a fraction of the FMA peak, speedups; to
 #      stdout and $K3_BUILD/bench/report.md.
@@ -120,10 +121,14 @@ echo "== streamed trunk ($best, all $threads threads)"
 "$K3_BIN" pack-trunk "$slice" "$trunk" --quiet
 # O_DIRECT reads of the whole packed file, the bytes the streamed runs read,
 # before and after them (a virtual disk's speed drifts; the report takes the
-# faster). dd prints "N bytes ... copied, S s, ..." on its last line.
+# faster), with 1, 2, 4 and 8 parallel readers (scripts/odirect-bw.sh): one
+# reader under-reports a disk that serves several requests at once, and k3's
+# reader keeps several in flight. KEY is the best rate, KEY_readers its reader
+# count, KEY_one_reader the single reader's rate.
 disk() {
-    dd if="$trunk/trunk.bin" of=/dev/null bs=4194304 iflag=direct 2>&1 |
-        awk -v k="$1" '/copied/ { printf "%s %.3f\n", k, $1 / $(NF - 3) / 1e9 }'
+    sh scripts/odirect-bw.sh "$trunk/trunk.bin" 1 2 4 8 | awk -v k="$1" '
+        $1 == "readers" && $2 == 1 { one = $3 }
+        $1 == "best" { printf "%s %.3f\n%s_readers %d\n%s_one_reader %.3f\n", k, $3, k, $2, k, one }'
 }
 disk disk_odirect_gbps_before | tee "$out/disk.txt"
 for r in $(seq "$runs"); do

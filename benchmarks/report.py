@@ -188,9 +188,13 @@ def main(out_dir, slice_dir, runs):
         before, after = float(d["disk_odirect_gbps_before"]), float(d["disk_odirect_gbps_after"])
         odirect = max(before, after)
         print(f"\n## Decode with the trunk streamed from disk (medians of {runs} runs)\n")
-        print(f"- the disk: **{odirect:.2f} GB/s** O_DIRECT sequential reads of the whole trunk.bin "
-              f"(dd iflag=direct, 4 MiB reads; {before:.2f} before the runs, {after:.2f} after, "
-              f"the faster counts)")
+        key = "disk_odirect_gbps_before" if before >= after else "disk_odirect_gbps_after"
+        readers = d.get(key + "_readers", "1")
+        one = d.get(key + "_one_reader")
+        print(f"- the disk: **{odirect:.2f} GB/s** O_DIRECT reads of the whole trunk.bin "
+              f"(scripts/odirect-bw.sh: dd iflag=direct, 4 MiB reads, the best of 1, 2, 4 and 8 "
+              f"parallel readers at {readers}" + (f"; one reader {float(one):.2f}" if one else "") +
+              f"; {before:.2f} before the runs, {after:.2f} after, the faster counts)")
         print(f"- every layer and lm_head stream through a ring of 2 slots (--trunk-layers 0); "
               f"the trunk is {trunk / 1e9:.3f} GB, and GB read per token is the engine's own "
               f"count (a run still in a ring slot is not read again)\n")

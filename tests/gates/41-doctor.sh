@@ -2,7 +2,9 @@
 # cores, memory, cgroup, disk at the model and trunk paths, O_DIRECT bandwidth,
 # preset); says "no measurements yet" without a presets table; with one, picks
 # the fastest preset that fits in memory; leaves no file behind in the trunk
-# directory; refuses two arguments (exit 2).
+# directory; refuses two arguments (exit 2). scripts/odirect-bw.sh (the
+# parallel O_DIRECT rate the doctor and make bench report) measures every
+# reader count it is given and names the best, and refuses bad usage (exit 2).
 . tests/gates/lib.sh
 work="$K3_BUILD/gate-doctor"
 rm -rf "$work"
@@ -32,3 +34,24 @@ grep -q '^preset: *fast: expect about 3.0 s/token (measured on gate box)' "$work
     die "the fastest preset that fits (fast) was not recommended"
 
 expect_exit 2 usage bash scripts/k3-doctor.sh a b
+
+# The parallel O_DIRECT measurer, where this file system allows O_DIRECT
+# (the doctor's own line says "refused" where it does not).
+dd if=/dev/urandom of="$work/bw.bin" bs=1048576 count=16 2>/dev/null || die "cannot write $work/bw.bin"
+if dd if="$work/bw.bin" of=/dev/null bs=4194304 count=1 iflag=direct 2>/dev/null; then
+    sh scripts/odirect-bw.sh "$work/bw.bin" 1 2 4 >"$work/bw.out" || die "odirect-bw failed"
+    cat "$work/bw.out"
+    for p in 1 2 4; do
+        grep -Eq "^readers $p [0-9]+\.[0-9]{3}$" "$work/bw.out" || die "odirect-bw: no rate for $p readers"
+    done
+    best=$(awk '$1 == "best" { print $3 }' "$work/bw.out")
+    awk -v b="$best" '$1 == "readers" && $3 + 0 > b + 0 { bad = 1 } END { exit bad }' "$work/bw.out" ||
+        die "odirect-bw: 'best' ($best) is not the highest rate"
+    grep -q "^o_direct: .*parallel readers" "$work/none.out" || die "the doctor did not report the parallel rate"
+else
+    echo "O_DIRECT is refused on $work: odirect-bw's measurement not checked here"
+fi
+expect_exit 2 usage sh scripts/odirect-bw.sh
+expect_exit 2 usage sh scripts/odirect-bw.sh "$work/bw.bin" 0
+expect_exit 2 'smaller than one' sh scripts/odirect-bw.sh tests/gates/41-doctor.sh
+rm -f "$work/bw.bin"

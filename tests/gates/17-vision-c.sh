@@ -1,0 +1,20 @@
+# 17-vision-c: the C vision path (src/vision, docs/VISION.md §10) against Pillow
+# and the float64 reference tools/k3vision_ref.py, through tests/progs/vision_check
+# (tests/ref/vision_c_check.py):
+#   - decoding: 13 PNG and JPEG files of every mode Pillow writes (RGB, RGBA, gray,
+#     gray+alpha, 1-bit, palette with and without tRNS, RGB/gray tRNS, baseline,
+#     4:4:4, progressive and gray JPEG) give Pillow's own pixels byte for byte;
+#   - hostile files are exit 2 with a message naming the problem: a 100000 x 100000
+#     PNG header and a 60000 x 60000 JPEG frame (refused before any pixel buffer),
+#     zero width or height, truncated PNG and JPEG, CMYK JPEG, 16-bit PNG, animated
+#     PNG, a text file, an empty file;
+#   - the processor (§3): 10 images (shrunk on both axes, on one axis only,
+#     unchanged, 1 x 1, RGBA with alpha 0..255, patch sides 3 and 14) give exactly
+#     the reference's plan and float32 patches.
+# Fails if a decoder or the processor differs in one byte or value, or a hostile
+# file is accepted or crashes. A build without image support (IMAGE=0) fails here.
+. tests/gates/lib.sh
+"$PYTHON" -c 'import PIL' 2>/dev/null || die "gate 17 needs python3-pil"
+tool="$K3_BUILD/progs/vision_check"
+[ -x "$tool" ] || die "$tool missing (make builds it)"
+"$PYTHON" tests/ref/vision_c_check.py images "$tool" "$K3_BUILD/vision-c"

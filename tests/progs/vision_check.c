@@ -1,0 +1,70 @@
+/* vision_check - the C vision path (src/vision) driven from the gate
+ * tests/gates/17-vision-c.sh, which compares its outputs with
+ * tools/k3vision_ref.py and Pillow.
+ *
+ *   vision_check decode FILE OUT        decodes; prints "W H C"; writes the
+ *                                       pixels (uint8 [H][W][C]) to OUT
+ *   vision_check preprocess FILE P OUT  decodes and runs the processor at
+ *                                       patch side P; prints the plan
+ *                                       "new_w new_h pad_w pad_h grid_h grid_w
+ *                                       rows"; writes the patches (float32 LE)
+ *
+ * Exit: the k3 status of the first failure (2 bad input, 1 runtime), with
+ * its message on stderr; 0 otherwise. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "k3/error.h"
+#include "vision/image.h"
+#include "vision/process.h"
+
+static int write_file(const char *path, const void *p, size_t n)
+{
+    FILE *f = fopen(path, "wb");
+    if (!f || fwrite(p, 1, n, f) != n || fclose(f) != 0) {
+        fprintf(stderr, "vision_check: cannot write %s\n", path);
+        return 1;
+    }
+    return 0;
+}
+
+static int fail(const k3_err *e)
+{
+    fprintf(stderr, "vision_check: %s\n", e->msg);
+    return e->code ? e->code : 1;
+}
+
+int main(int argc, char **argv)
+{
+    k3_err e = { 0, "" };
+    if (argc == 4 && strcmp(argv[1], "decode") == 0) {
+        k3_image im;
+        if (k3_image_load(argv[2], &im, &e))
+            return fail(&e);
+        printf("%d %d %d\n", im.width, im.height, im.channels);
+        int rc = write_file(argv[3], im.px, (size_t)im.width * im.height * im.channels);
+        k3_image_free(&im);
+        return rc;
+    }
+    if (argc == 5 && strcmp(argv[1], "preprocess") == 0) {
+        k3_image im;
+        if (k3_image_load(argv[2], &im, &e))
+            return fail(&e);
+        int p = atoi(argv[3]);
+        float *patches;
+        k3_vplan pl;
+        int rc = k3_vision_preprocess(&im, p, &patches, &pl, &e);
+        k3_image_free(&im);
+        if (rc)
+            return fail(&e);
+        printf("%d %d %d %d %d %d %lld\n", pl.new_w, pl.new_h, pl.pad_w, pl.pad_h, pl.grid_h,
+               pl.grid_w, (long long)pl.rows);
+        rc = write_file(argv[4], patches,
+                        sizeof *patches * (size_t)pl.grid_h * pl.grid_w * 3 * p * p);
+        free(patches);
+        return rc;
+    }
+    fprintf(stderr, "usage: vision_check decode FILE OUT | preprocess FILE P OUT\n");
+    return 2;
+}

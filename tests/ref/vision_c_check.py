@@ -1,0 +1,198 @@
+#!/usr/bin/python3
+"""vision_c_check: the C vision path (src/vision, through tests/progs/vision_check)
+against Pillow and the float64 reference tools/k3vision_ref.py (docs/VISION.md §10).
+
+  vision_c_check.py images VISION_CHECK WORKDIR
+      decoding: every PNG and JPEG mode Pillow writes decodes to Pillow's own pixels
+      (RGB, or RGBA where the image has transparency), byte for byte; the processor
+      (§3: plan, BICUBIC, transparency, padding, normalisation, patches) equals
+      k3vision_ref.preprocess_image bit for bit on shrinking, one-axis, unchanged and
+      RGBA images at patch sides 3 and 14; hostile files (100k x 100k header, zero
+      size, truncated PNG and JPEG, CMYK, 16-bit, animated, not an image, empty) are
+      exit 2 with a message naming the problem.
+
+Exit 0 when every check holds; 1 naming the first that fails.
+"""
+
+import io
+import os
+import struct
+import subprocess
+import sys
+import zlib
+
+import numpy as np
+from PIL import Image
+
+sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "..", "tools"))
+import k3vision_ref  # noqa: E402
+
+
+def fail(msg):
+    print(f"FAIL: {msg}", file=sys.stderr)
+    sys.exit(1)
+
+
+def run(tool, *args):
+    return subprocess.run([tool, *args], capture_output=True, text=True)
+
+
+def test_image(w, h, mode, seed):
+    """A deterministic picture: smooth gradients plus noise, so both the resize's
+    smoothing and its clamping matter."""
+    rng = np.random.default_rng(seed)
+    y, x = np.mgrid[0:h, 0:w]
+    base = np.stack([(x * 255 // max(1, w - 1)), (y * 255 // max(1, h - 1)),
+                     ((x + y) * 7) % 256], axis=2).astype(np.int64)
+    noise = rng.integers(-60, 61, size=(h, w, 3))
+    rgb = np.clip(base + noise, 0, 255).astype(np.uint8)
+    if mode == "RGBA":
+        a = rng.integers(0, 256, size=(h, w, 1)).astype(np.uint8)
+        a[: h // 3] = 255
+        a[h // 3: h // 2] = 0
+        return Image.fromarray(np.concatenate([rgb, a], axis=2), "RGBA")
+    return Image.fromarray(rgb, "RGB").convert(mode) if mode != "RGB" else \
+        Image.fromarray(rgb, "RGB")
+
+
+def decode_cases():
+    """(name, file bytes, Pillow's expected pixels)."""
+    cases = []
+
+    def add(name, img, fmt, expect_mode, **kw):
+        buf = io.BytesIO()
+        img.save(buf, fmt, **kw)
+        data = buf.getvalue()
+        want = np.asarray(Image.open(io.BytesIO(data)).convert(expect_mode))
+        cases.append((name, data, want))
+
+    add("rgb.png", test_image(37, 23, "RGB", 1), "PNG", "RGB")
+    add("rgba.png", test_image(31, 29, "RGBA", 2), "PNG", "RGBA")
+    add("gray.png", test_image(19, 17, "L", 3), "PNG", "RGB")
+    add("la.png", test_image(21, 13, "RGBA", 4).convert("LA"), "PNG", "RGBA")
+    add("bilevel.png", test_image(33, 9, "1", 5), "PNG", "RGB")
+    add("palette.png", test_image(25, 20, "RGB", 6).quantize(16), "PNG", "RGB")
+    pt = test_image(25, 20, "RGB", 7).quantize(16)
+    add("palette-trns.png", pt, "PNG", "RGBA", transparency=3)
+    add("rgb-trns.png", test_image(16, 16, "RGB", 8), "PNG", "RGBA",
+        transparency=(0, 0, 0))
+    add("gray-trns.png", test_image(16, 16, "L", 9), "PNG", "RGBA", transparency=5)
+    add("rgb.jpg", test_image(45, 31, "RGB", 10), "JPEG", "RGB", quality=90)
+    add("rgb444.jpg", test_image(40, 30, "RGB", 11), "JPEG", "RGB", quality=75,
+        subsampling=0)
+    add("progressive.jpg", test_image(50, 34, "RGB", 12), "JPEG", "RGB", progressive=True)
+    add("gray.jpg", test_image(23, 41, "L", 13), "JPEG", "RGB")
+    return cases
+
+
+def png_chunk(kind, data):
+    return struct.pack(">I", len(data)) + kind + data + \
+        struct.pack(">I", zlib.crc32(kind + data) & 0xffffffff)
+
+
+def png_header_only(w, h, depth=8, color=2):
+    return (b"\x89PNG\r\n\x1a\n" +
+            png_chunk(b"IHDR", struct.pack(">IIBBBBB", w, h, depth, color, 0, 0, 0)) +
+            png_chunk(b"IDAT", zlib.compress(b"\x00" * 64)) + png_chunk(b"IEND", b""))
+
+
+def jpeg_with_size(data, w, h):
+    """The JPEG with its SOF0 frame size replaced."""
+    i = data.index(b"\xff\xc0")
+    return data[:i + 5] + struct.pack(">HH", h, w) + data[i + 9:]
+
+
+def hostile_cases():
+    """(name, bytes, pattern the message must contain)."""
+    jpg = io.BytesIO()
+    test_image(32, 32, "RGB", 20).save(jpg, "JPEG")
+    jpg = jpg.getvalue()
+    png = io.BytesIO()
+    test_image(64, 64, "RGB", 21).save(png, "PNG")
+    png = png.getvalue()
+    cmyk = io.BytesIO()
+    Image.new("CMYK", (8, 8), (10, 20, 30, 40)).save(cmyk, "JPEG")
+    p16 = io.BytesIO()
+    Image.fromarray(np.arange(64, dtype=np.uint16).reshape(8, 8) * 1000).save(p16, "PNG")
+    apng = io.BytesIO()
+    frames = [test_image(8, 8, "RGB", 30 + i) for i in range(3)]
+    frames[0].save(apng, "PNG", save_all=True, append_images=frames[1:])
+    return [
+        ("huge.png", png_header_only(100000, 100000), "above k3's limit"),
+        ("huge.jpg", jpeg_with_size(jpg, 60000, 60000), "above k3's limit"),
+        ("zero.png", png_header_only(0, 10), "PNG: .*IHDR"),
+        ("zero.jpg", jpeg_with_size(jpg, 0, 32), "JPEG: Empty"),
+        ("truncated.png", png[:len(png) // 2], "truncated"),
+        ("truncated.jpg", jpg[:len(jpg) // 2], "JPEG: .*(Premature|premature)"),
+        ("cmyk.jpg", cmyk.getvalue(), "CMYK"),
+        ("16bit.png", p16.getvalue(), "16-bit"),
+        ("animated.png", apng.getvalue(), "animated"),
+        ("text.png", b"hello, this is not an image", "not a PNG or JPEG"),
+        ("empty.png", b"", "empty"),
+    ]
+
+
+def check_images(tool, work):
+    os.makedirs(work, exist_ok=True)
+    out = os.path.join(work, "out.bin")
+    for name, data, want in decode_cases():
+        path = os.path.join(work, name)
+        open(path, "wb").write(data)
+        r = run(tool, "decode", path, out)
+        if r.returncode != 0:
+            fail(f"decode {name}: exit {r.returncode}: {r.stderr.strip()}")
+        w, h, c = (int(v) for v in r.stdout.split())
+        got = np.fromfile(out, dtype=np.uint8)
+        if (h, w, c) != want.shape or not np.array_equal(got.reshape(h, w, c), want):
+            diff = "shape" if (h, w, c) != want.shape else \
+                int(np.count_nonzero(got.reshape(want.shape) != want))
+            fail(f"decode {name}: {w}x{h}x{c} differs from Pillow's {want.shape} ({diff})")
+    print(f"decode: {len(decode_cases())} PNG/JPEG files equal Pillow's pixels")
+
+    import re
+    for i, (name, data, pat) in enumerate(hostile_cases()):
+        path = os.path.join(work, f"hostile{i}")   # no hint in the name: the message says it
+        open(path, "wb").write(data)
+        r = run(tool, "decode", path, out)
+        if r.returncode != 2 or not re.search(pat, r.stderr):
+            fail(f"hostile {name}: wanted exit 2 matching /{pat}/, got {r.returncode}: "
+                 f"{r.stderr.strip()}")
+        print(f"  refused {name}: {r.stderr.strip()[:110]}")
+
+    sizes = [(1, 1, "RGB", 3), (17, 9, "RGB", 3), (900, 800, "RGB", 3),
+             (2000, 1, "RGB", 3), (1, 2000, "RGB", 3), (2000, 50, "RGB", 3),
+             (800, 900, "RGBA", 3), (30, 20, "RGBA", 3), (640, 480, "RGB", 14),
+             (300, 7300, "RGB", 14)]
+    for i, (w, h, mode, p) in enumerate(sizes):
+        img = test_image(w, h, mode, 100 + i)
+        path = os.path.join(work, f"pre{i}.png")
+        img.save(path, "PNG")
+        arr = np.asarray(Image.open(path))
+        r = run(tool, "preprocess", path, str(p), out)
+        if r.returncode != 0:
+            fail(f"preprocess {w}x{h} {mode}: exit {r.returncode}: {r.stderr.strip()}")
+        want, grid, plan = k3vision_ref.preprocess_image(arr, patch=p)
+        got_plan = [int(v) for v in r.stdout.split()]
+        ref_plan = [plan[k] for k in ("new_width", "new_height", "pad_width", "pad_height",
+                                      "grid_h", "grid_w", "tokens")]
+        if got_plan != ref_plan:
+            fail(f"preprocess {w}x{h}: plan {got_plan} != reference {ref_plan}")
+        got = np.fromfile(out, dtype="<f4").astype(np.float64)
+        if got.size != want.size or not np.array_equal(got, want.reshape(-1)):
+            n = -1 if got.size != want.size else int(np.count_nonzero(got != want.reshape(-1)))
+            fail(f"preprocess {w}x{h} {mode} p={p}: {n} values differ from the reference")
+        print(f"  preprocess {w}x{h} {mode} p={p}: {plan['new_width']}x{plan['new_height']}"
+              f" grid {grid[1]}x{grid[2]}, identical")
+    print(f"preprocess: {len(sizes)} images bit-identical to k3vision_ref.preprocess_image")
+
+
+def main():
+    if len(sys.argv) >= 4 and sys.argv[1] == "images":
+        check_images(sys.argv[2], sys.argv[3])
+        return 0
+    print(__doc__, file=sys.stderr)
+    return 2
+
+
+if __name__ == "__main__":
+    sys.exit(main())

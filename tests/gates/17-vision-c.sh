@@ -12,9 +12,16 @@
 #     unchanged, 1 x 1, RGBA with alpha 0..255, patch sides 3 and 14) give exactly
 #     the reference's plan and float32 patches.
 # Fails if a decoder or the processor differs in one byte or value, or a hostile
-# file is accepted or crashes. A build without image support (IMAGE=0) fails here.
+# file is accepted or crashes; if an encoded row is off by more than 1e-5 of the
+# reference, or changes with threads, kernels or the other image of the call. A
+# build without image support (IMAGE=0) fails here.
 . tests/gates/lib.sh
 "$PYTHON" -c 'import PIL' 2>/dev/null || die "gate 17 needs python3-pil"
 tool="$K3_BUILD/progs/vision_check"
 [ -x "$tool" ] || die "$tool missing (make builds it)"
 "$PYTHON" tests/ref/vision_c_check.py images "$tool" "$K3_BUILD/vision-c"
+# The encoder and projector (§5) on a random vision checkpoint: three image sizes,
+# two images in one call, a 3-frame item; 1e-5 of max|float64 reference|; the same
+# bits for two images together as alone, at 1 and 2 threads and every kernel table.
+m=$(model tiny-a-vision tiny-a --vision)
+"$PYTHON" tests/ref/vision_c_check.py encode "$tool" "$m" "$K3_BUILD/vision-c"

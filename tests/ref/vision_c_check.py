@@ -11,6 +11,16 @@ against Pillow and the float64 reference tools/k3vision_ref.py (docs/VISION.md ย
       size, truncated PNG and JPEG, CMYK, 16-bit, animated, not an image, empty) are
       exit 2 with a message naming the problem.
 
+  vision_c_check.py encode VISION_CHECK MODEL WORKDIR
+      the encoder and projector (ยง5) on a make_checkpoint.py --vision model, against
+      k3vision_ref.VisionModel (float64): images of three sizes through the processor
+      (grids 4x6 and 8x10: the position table interpolated; 6x8: the table as
+      stored), two images in one call, and a 3-frame item (t > 1: the time embedding
+      and the temporal mean), each item within 1e-5 of max|reference| (BOUND); the
+      rows of the two-image call bit-identical to each image alone; every call
+      bit-identical at 1 and 2 threads and under every kernel table the CPU runs
+      (K3_KERNELS).
+
 Exit 0 when every check holds; 1 naming the first that fails.
 """
 
@@ -186,9 +196,88 @@ def check_images(tool, work):
     print(f"preprocess: {len(sizes)} images bit-identical to k3vision_ref.preprocess_image")
 
 
+BOUND = 1e-5
+
+
+def c_encode(tool, model, work, pixels, grids, env_extra=None, tag="c"):
+    """Runs vision_check encode; returns the projected rows (float32 as float64)."""
+    pix = os.path.join(work, f"{tag}.pixels")
+    out = os.path.join(work, f"{tag}.rows")
+    np.concatenate([p.reshape(-1) for p in pixels]).astype("<f4").tofile(pix)
+    env = dict(os.environ)
+    env.update(env_extra or {})
+    r = subprocess.run([tool, "encode", model, pix, out] + [f"{t},{h},{w}" for t, h, w in grids],
+                       capture_output=True, text=True, env=env)
+    if r.returncode != 0:
+        fail(f"encode {grids} {env_extra}: exit {r.returncode}: {r.stderr.strip()}")
+    return np.fromfile(out, dtype="<f4")
+
+
+def check_encode(tool, model, work):
+    os.makedirs(work, exist_ok=True)
+    ref = k3vision_ref.VisionModel(model)
+    vc = ref.cfg
+    p = vc.patch_size
+    items = []
+    for i, (w, h) in enumerate([(17, 9), (24, 18), (30, 24)]):
+        patches, grid, _ = k3vision_ref.preprocess_image(
+            np.asarray(test_image(w, h, "RGB", 200 + i)), patch=p)
+        items.append((patches, grid))
+    rng = np.random.default_rng(7)
+    video = (rng.uniform(-1, 1, size=(3 * 4 * 4, 3, p, p)).astype(np.float32)
+             .astype(np.float64), (3, 4, 4))
+    calls = [[items[0]], [items[1]], [items[2]], [items[0], items[2]], [video]]
+    tables = []
+    probe = os.path.join(work, "probe.pixels")
+    np.zeros(4 * 3 * p * p, dtype="<f4").tofile(probe)
+    for k in ("scalar", "avx2", "avx512", "neon"):
+        r = subprocess.run([tool, "encode", model, probe, probe + ".out", "1,2,2"],
+                           capture_output=True, text=True, env=dict(os.environ, K3_KERNELS=k))
+        if r.returncode == 2 and "cannot run these kernels" in r.stderr:
+            print(f"  skipped kernel table {k} (not on this CPU/build)")
+        elif r.returncode != 0:
+            fail(f"K3_KERNELS={k}: exit {r.returncode}: {r.stderr.strip()}")
+        else:
+            tables.append(k)
+    solo = {}
+    for ci, call in enumerate(calls):
+        grids = [g for _, g in call]
+        pixels = [pt.astype(np.float32) for pt, _ in call]
+        want = ref.encode([(pt.astype(np.float32).astype(np.float64), g) for pt, g in call])
+        base = c_encode(tool, model, work, pixels, grids, {"OMP_NUM_THREADS": "1",
+                                                          "K3_KERNELS": "scalar"})
+        r0 = 0
+        for (pt, g), wnt in zip(call, want):
+            got = base[r0:r0 + wnt.size].astype(np.float64).reshape(wnt.shape)
+            r0 += wnt.size
+            err = float(np.max(np.abs(got - wnt)) / np.max(np.abs(wnt)))
+            if not err <= BOUND:
+                fail(f"encode grid {g}: max error {err:.3g} of max|ref| > {BOUND}")
+            print(f"  grid {g}: {wnt.shape[0]} rows x {wnt.shape[1]}, error {err:.2e} of "
+                  f"max|ref| (bound {BOUND})")
+            if len(call) == 1:
+                solo[g] = got.astype(np.float32).tobytes()
+            elif got.astype(np.float32).tobytes() != solo[g]:
+                fail(f"encode grid {g}: rows in a two-image call differ from the image alone")
+        if base.size != r0:
+            fail(f"encode {grids}: {base.size} floats, expected {r0}")
+        for k in tables:
+            for th in ("1", "2"):
+                other = c_encode(tool, model, work, pixels, grids,
+                                 {"OMP_NUM_THREADS": th, "K3_KERNELS": k}, tag=f"c{k}{th}")
+                if other.tobytes() != base.tobytes():
+                    fail(f"encode {grids}: K3_KERNELS={k} at {th} threads differs from scalar "
+                         f"at 1 thread")
+    print(f"encode: {len(calls)} calls within {BOUND} of the float64 reference; two images in "
+          f"one call = each alone; bit-identical at 1 and 2 threads under {' '.join(tables)}")
+
+
 def main():
     if len(sys.argv) >= 4 and sys.argv[1] == "images":
         check_images(sys.argv[2], sys.argv[3])
+        return 0
+    if len(sys.argv) >= 5 and sys.argv[1] == "encode":
+        check_encode(sys.argv[2], sys.argv[3], sys.argv[4])
         return 0
     print(__doc__, file=sys.stderr)
     return 2

@@ -25,3 +25,7 @@ tool="$K3_BUILD/progs/vision_check"
 # bits for two images together as alone, at 1 and 2 threads and every kernel table.
 m=$(model tiny-a-vision tiny-a --vision)
 "$PYTHON" tests/ref/vision_c_check.py encode "$tool" "$m" "$K3_BUILD/vision-c"
+# The placeholder path (k3_forward_embeds, §4 step 3): rows equal to tokens'
+# embeddings in place of placeholder ids give the text prompt's logits, byte for
+# byte, resident and in pieces of 3 with streamed embeddings (tests/progs/embeds_check.c).
+"$K3_BUILD/progs/embeds_check" "$m" || die "embeds_check failed"

@@ -1,0 +1,124 @@
+/* embeds_check - the placeholder path (k3_forward_embeds, docs/VISION.md §4
+ * step 3): input rows given in place of embedding lookups.
+ *
+ *   embeds_check MODEL_DIR
+ *
+ * A prompt A of 12 ids, and the prompt B in which positions 4..8 hold a
+ * placeholder id whose rows are given as the embedding rows of A's ids
+ * there (what an image whose projected rows equal those tokens' embeddings
+ * feeds): B's logits at every position, and the logits after one more id,
+ * must be byte-identical (memcmp) to A's; B's state records the
+ * placeholder ids. Negative control: rows of other tokens must change the
+ * logits from position 4 on and not before. A non-finite row is K3_EINPUT
+ * with the state unmoved. Opened resident, and with max_batch 3 (the call
+ * in pieces cutting through the given rows) and streamed embeddings.
+ *
+ * Exit: 0 all checks held; 9 a check failed ("CHECK FAILED: ..."); 1 the
+ * model did not open or run. Run by tests/gates/17-vision-c.sh. */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "k3/k3.h"
+#include "model/model.h"
+#include "model/weights.h"
+
+#define N 12
+#define LO 4
+#define HI 9 /* positions [LO, HI) take given rows */
+
+static int failed;
+
+static void check(int ok, const char *what, int mode)
+{
+    if (!ok) {
+        fprintf(stderr, "CHECK FAILED: %s (open %d)\n", what, mode);
+        failed = 1;
+    }
+}
+
+static int run_mode(const char *dir, int mode)
+{
+    k3_err e = { 0, "" };
+    k3_model_opts o;
+    k3_model_opts_default(&o);
+    o.no_mem_check = 1;
+    if (mode == 1) {
+        o.max_batch = 3;
+        o.stream_embed = 1;
+    }
+    k3_model *m;
+    if (k3_model_open(&m, dir, &o, &e)) {
+        fprintf(stderr, "embeds_check: %s\n", e.msg);
+        return 1;
+    }
+    size_t V = k3_model_vocab(m), H = (size_t)m->cfg.hidden_size;
+    uint32_t a[N + 1], b[N + 1], pad = (uint32_t)(V - 1);
+    for (size_t i = 0; i <= N; i++)
+        a[i] = b[i] = (uint32_t)((i * 7919 + 13) % (V - 256));
+    float *rows = malloc(sizeof *rows * 2 * N * H), *la = malloc(sizeof *la * (N + 1) * V);
+    float *lb = malloc(sizeof *lb * (N + 1) * V);
+    uint16_t *raw = malloc(sizeof *raw * H);
+    const float *emb[N] = { 0 }, *other[N] = { 0 };
+    k3_state *sa, *sb;
+    if (!rows || !la || !lb || !raw || k3_state_new(&sa, m, &e) || k3_state_new(&sb, m, &e)) {
+        fprintf(stderr, "embeds_check: setup failed %s\n", e.msg);
+        return 1;
+    }
+    for (size_t i = LO; i < HI; i++) {
+        b[i] = pad;
+        if (k3_weights_embed_row(&m->w, m->ix, a[i], rows + i * H, raw, &e) ||
+            k3_weights_embed_row(&m->w, m->ix, a[i] + 1, rows + (N + i) * H, raw, &e))
+            return 1;
+        emb[i] = rows + i * H;
+        other[i] = rows + (N + i) * H;
+    }
+    int rc = k3_forward(m, sa, a, N, la, 1, &e) ||
+             k3_forward_embeds(m, sb, b, emb, N, lb, 1, &e) ||
+             k3_forward(m, sa, a + N, 1, la + N * V, 0, &e) ||
+             k3_forward(m, sb, b + N, 1, lb + N * V, 0, &e);
+    if (rc) {
+        fprintf(stderr, "embeds_check: %s\n", e.msg);
+        return 1;
+    }
+    check(memcmp(la, lb, sizeof *la * (N + 1) * V) == 0, "given rows = the tokens' embeddings "
+          "give the text prompt's logits", mode);
+    check(memcmp(k3_state_ids(sb), b, sizeof b) == 0, "the state records the placeholder ids",
+          mode);
+    /* Negative control: other rows change the logits from LO on, not before. */
+    k3_state_reset(sb);
+    if (k3_forward_embeds(m, sb, b, other, N, lb, 1, &e))
+        return 1;
+    check(memcmp(la, lb, sizeof *la * LO * V) == 0, "positions before the rows unchanged", mode);
+    check(memcmp(la + LO * V, lb + LO * V, sizeof *la * V) != 0, "other rows change the logits",
+          mode);
+    /* A non-finite row: refused before anything runs. */
+    k3_state_reset(sb);
+    rows[LO * H + 1] = NAN;
+    int bad = k3_forward_embeds(m, sb, b, emb, N, lb, 1, &e);
+    check(bad == K3_EINPUT && strstr(e.msg, "not finite") && k3_state_pos(sb) == 0,
+          "a NaN row is K3_EINPUT with the state unmoved", mode);
+    printf("open %d: %zu positions, rows %d..%d given: %s\n", mode, (size_t)N, LO, HI - 1,
+           failed ? "FAILED" : "identical to the text prompt");
+    free(rows);
+    free(la);
+    free(lb);
+    free(raw);
+    k3_state_free(sa);
+    k3_state_free(sb);
+    k3_model_close(m);
+    return 0;
+}
+
+int main(int argc, char **argv)
+{
+    if (argc != 2) {
+        fprintf(stderr, "usage: embeds_check MODEL_DIR\n");
+        return 2;
+    }
+    for (int mode = 0; mode < 2; mode++)
+        if (run_mode(argv[1], mode))
+            return 1;
+    return failed ? 9 : 0;
+}

@@ -81,12 +81,12 @@ static void work_layout(const k3_vcfg *c, size_t rows, size_t item_max, int thre
     w->mm_bytes = k3_mm_ws_bytes(threads, widest(c), VBLOCK);
 }
 
-uint64_t k3_vision_work_bytes(const k3_vision *v, const k3_vitem *items, size_t n)
+uint64_t k3_vision_work_bytes(const k3_vcfg *c, const k3_vitem *items, size_t n)
 {
     size_t rows, item_max, out_rows;
     count_rows(items, n, &rows, &item_max, &out_rows);
     vwork w;
-    work_layout(&v->cfg, rows, item_max, threads_max(), &w);
+    work_layout(c, rows, item_max, threads_max(), &w);
     return (uint64_t)w.total * sizeof(float) + w.mm_bytes;
 }
 

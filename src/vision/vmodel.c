@@ -168,6 +168,16 @@ static int64_t vt_count(const vtensor *t)
     return n;
 }
 
+uint64_t k3_vision_tensor_bytes(const k3_vcfg *c)
+{
+    uint64_t D = (uint64_t)c->D, Q = (uint64_t)c->Q, I = (uint64_t)c->I, M = (uint64_t)c->M;
+    uint64_t T = (uint64_t)c->T, p = (uint64_t)c->p;
+    uint64_t block = 2 * D + 3 * Q * D + D * Q + 2 * I * D;
+    uint64_t n = D * 3 * p * p + (uint64_t)c->H0 * c->W0 * D + (uint64_t)c->layers * block + D +
+                 M * M + T * M + T;
+    return 2 * n; /* the config's caps keep this far inside 64 bits */
+}
+
 void k3_vision_close(k3_vision *v)
 {
     if (!v)

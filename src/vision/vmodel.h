@@ -85,8 +85,12 @@ typedef struct k3_vitem {
 /* Rows the item adds to the prompt: (h/2)·(w/2) (§5.7). */
 int64_t k3_vision_item_rows(const k3_vitem *it);
 
-/* Bytes of working memory k3_vision_encode allocates for these items. */
-uint64_t k3_vision_work_bytes(const k3_vision *v, const k3_vitem *items, size_t n);
+/* Bytes of working memory k3_vision_encode allocates for these items (at
+ * OpenMP's thread count). */
+uint64_t k3_vision_work_bytes(const k3_vcfg *c, const k3_vitem *items, size_t n);
+/* Bytes of the vision tensors of §2.2 as stored (BF16): what k3_vision_open
+ * holds (the release's 894,717,952, VISION.md §2.3). */
+uint64_t k3_vision_tensor_bytes(const k3_vcfg *c);
 
 /* §5: patches [Σ t·h·w][3][p][p] (items packed in order, as process.h makes
  * them) -> out [Σ rows][T], item by item, window by window. Items never see

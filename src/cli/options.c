@@ -230,11 +230,11 @@ static int check_combinations(const k3_options *o, k3_err *e)
     if (o->spec > 0 && o->recompute)
         return k3_fail(e, K3_EINPUT, "--spec and --recompute do not go together");
     /* cli/images.h: the images' rows enter one --prompt run's prefill. */
-    if (o->nimage && !(o->prompt || o->prompt_file))
-        return k3_fail(e, K3_EINPUT, "--image goes with --prompt TEXT or --prompt-file FILE");
     if (o->nimage && (o->ids_csv || o->chat || o->batch_file || o->tf_check || o->recompute))
         return k3_fail(e, K3_EINPUT, "--image does not go with --ids, --chat, --batch-file, "
                        "--tf-check or --recompute (not supported yet)");
+    if (o->nimage && !(o->prompt || o->prompt_file))
+        return k3_fail(e, K3_EINPUT, "--image goes with --prompt TEXT or --prompt-file FILE");
     if (o->batch_file && (o->prompt || o->prompt_file || o->ids_csv || o->chat ||
                           o->load_state || o->save_state || o->spec > 0 || o->recompute ||
                           o->tf_check || o->output.dump_logits ||

@@ -2,6 +2,13 @@
  * step 3): input rows given in place of embedding lookups.
  *
  *   embeds_check MODEL_DIR
+ *   embeds_check MODEL_DIR --feed IDS_FILE ROWS_FILE PAD OUT
+ *
+ * The second form feeds the comma-separated ids of IDS_FILE in one call of
+ * k3_forward_embeds, the rows of ROWS_FILE (float32 LE, hidden_size each) in
+ * order at the positions whose id is PAD, and writes every position's
+ * logits (float32) to OUT: what `k3 --image ... --dump-prompt-logits` must
+ * equal byte for byte when ROWS_FILE holds the images' rows.
  *
  * A prompt A of 12 ids, and the prompt B in which positions 4..8 hold a
  * placeholder id whose rows are given as the embedding rows of A's ids
@@ -111,8 +118,67 @@ static int run_mode(const char *dir, int mode)
     return 0;
 }
 
+static int feed(const char *dir, const char *ids_path, const char *rows_path, long pad,
+                const char *out_path)
+{
+    k3_err e = { 0, "" };
+    k3_model_opts o;
+    k3_model_opts_default(&o);
+    o.no_mem_check = 1;
+    k3_model *m;
+    k3_state *s;
+    if (k3_model_open(&m, dir, &o, &e) || k3_state_new(&s, m, &e)) {
+        fprintf(stderr, "embeds_check: %s\n", e.msg);
+        return 1;
+    }
+    size_t V = k3_model_vocab(m), H = (size_t)m->cfg.hidden_size, n = 0, cap = 1 << 16;
+    uint32_t *ids = malloc(sizeof *ids * cap);
+    FILE *f = fopen(ids_path, "r");
+    unsigned v;
+    while (f && ids && n < cap && fscanf(f, "%u,", &v) == 1)
+        ids[n++] = v;
+    if (f)
+        fclose(f);
+    size_t npad = 0;
+    for (size_t i = 0; i < n; i++)
+        npad += ids[i] == (uint32_t)pad;
+    float *rows = malloc(sizeof *rows * (npad ? npad : 1) * H);
+    const float **emb = calloc(n ? n : 1, sizeof *emb);
+    float *lg = malloc(sizeof *lg * (n ? n : 1) * V);
+    f = fopen(rows_path, "rb");
+    size_t got = f && rows ? fread(rows, sizeof *rows * H, npad, f) : 0;
+    if (f)
+        fclose(f);
+    if (n == 0 || !emb || !lg || got != npad) {
+        fprintf(stderr, "embeds_check: %zu ids, %zu of %zu rows\n", n, got, npad);
+        return 1;
+    }
+    for (size_t i = 0, r = 0; i < n; i++)
+        if (ids[i] == (uint32_t)pad)
+            emb[i] = rows + r++ * H;
+    if (k3_forward_embeds(m, s, ids, emb, n, lg, 1, &e)) {
+        fprintf(stderr, "embeds_check: %s\n", e.msg);
+        return 1;
+    }
+    f = fopen(out_path, "wb");
+    if (!f || fwrite(lg, sizeof *lg * V, n, f) != n || fclose(f)) {
+        fprintf(stderr, "embeds_check: cannot write %s\n", out_path);
+        return 1;
+    }
+    printf("fed %zu ids, %zu given rows\n", n, npad);
+    free(ids);
+    free(rows);
+    free((void *)emb);
+    free(lg);
+    k3_state_free(s);
+    k3_model_close(m);
+    return 0;
+}
+
 int main(int argc, char **argv)
 {
+    if (argc == 7 && strcmp(argv[2], "--feed") == 0)
+        return feed(argv[1], argv[3], argv[4], atol(argv[5]), argv[6]);
     if (argc != 2) {
         fprintf(stderr, "usage: embeds_check MODEL_DIR\n");
         return 2;

@@ -21,6 +21,15 @@ against Pillow and the float64 reference tools/k3vision_ref.py (docs/VISION.md �
       bit-identical at 1 and 2 threads and under every kernel table the CPU runs
       (K3_KERNELS).
 
+  vision_c_check.py cli K3 VISION_CHECK EMBEDS_CHECK MODEL TEXT_MODEL TOKDIR WORKDIR
+      `k3 MODEL --image A.png --image B.jpg --prompt TEXT`: the prompt ids are each
+      image's markup (§4 steps 1-2: <|media_begin|>, "image WxH" of the decoded size,
+      <|media_content|>, the pad repeated for the image's rows, <|media_end|>) then the
+      text; the prompt logits (--dump-prompt-logits) are byte-identical to feeding those
+      ids with the images' rows from vision_check (embeds_check --feed); refusals exit
+      2 naming the problem: a truncated image, a model without vision_config, --image
+      with --ids, --image without a prompt.
+
 Exit 0 when every check holds; 1 naming the first that fails.
 """
 
@@ -272,7 +281,79 @@ def check_encode(tool, model, work):
           f"one call = each alone; bit-identical at 1 and 2 threads under {' '.join(tables)}")
 
 
+def check_cli(k3, tool, feeder, model, text_model, tokdir, work):
+    os.makedirs(work, exist_ok=True)
+    vc = k3vision_ref.load_vision_config(model)
+    p = vc.patch_size
+    files = []
+    for name, (w, h), fmt in (("a.png", (52, 40), "PNG"), ("b.jpg", (31, 20), "JPEG")):
+        path = os.path.join(work, name)
+        test_image(w, h, "RGB", 300 + len(files)).save(path, fmt)
+        files.append(path)
+    prompt = "What is in the picture?"
+    rep, dump = os.path.join(work, "rep.json"), os.path.join(work, "prompt.f32")
+    args = [k3, model, "--tok", tokdir, "--prompt", prompt, "--gen", "4", "--ignore-eos",
+            "--quiet", "--out", rep, "--dump-prompt-logits", dump]
+    for f in files:
+        args += ["--image", f]
+    r = subprocess.run(args, capture_output=True, text=True)
+    if r.returncode != 0:
+        fail(f"k3 --image: exit {r.returncode}: {r.stderr.strip()}")
+    import json
+    got_ids = json.load(open(rep))["prompt_ids"]
+
+    def tokenize(text):
+        t = subprocess.run([k3, "--tok", tokdir, "--tokenize", "--prompt", text],
+                           capture_output=True, text=True, check=True).stdout.strip()
+        return [int(v) for v in t.split(",")] if t else []
+    want_ids, pixels, grids = [], [], []
+    for f in files:
+        arr = np.asarray(Image.open(f).convert("RGB"))
+        patches, grid, plan = k3vision_ref.preprocess_image(arr, patch=p)
+        pixels.append(patches.astype(np.float32))
+        grids.append(grid)
+        want_ids += [163602] + tokenize(f"image {arr.shape[1]}x{arr.shape[0]}") + [163603] + \
+            [163605] * plan["tokens"] + [163604]
+    want_ids += tokenize(prompt)
+    if got_ids != want_ids:
+        fail(f"k3 --image: prompt ids {got_ids[:16]}... ({len(got_ids)}) differ from the "
+             f"expected {want_ids[:16]}... ({len(want_ids)})")
+    rows = c_encode(tool, model, work, pixels, grids, tag="cli")
+    ids_file, rows_file = os.path.join(work, "ids.csv"), os.path.join(work, "rows.f32")
+    open(ids_file, "w").write(",".join(map(str, want_ids)))
+    rows.astype("<f4").tofile(rows_file)
+    fed = os.path.join(work, "fed.f32")
+    r = subprocess.run([feeder, model, "--feed", ids_file, rows_file, "163605", fed],
+                       capture_output=True, text=True)
+    if r.returncode != 0:
+        fail(f"embeds_check --feed: {r.stderr.strip()}")
+    if open(fed, "rb").read() != open(dump, "rb").read():
+        fail("k3 --image: the prompt logits differ from feeding the images' rows directly")
+    print(f"cli: {len(files)} images, {sum(i == 163605 for i in want_ids)} image rows in "
+          f"{len(want_ids)} prompt ids as §4 says; prompt logits identical to the rows fed "
+          f"directly")
+    bad = os.path.join(work, "bad.png")
+    open(bad, "wb").write(open(files[0], "rb").read()[:200])
+    for what, extra, pat in (
+            ("truncated image", [model, "--image", bad, "--prompt", "x"], "truncated"),
+            ("no vision_config", [text_model, "--image", files[0], "--prompt", "x"],
+             "no vision_config|vision tensor .* missing"),
+            ("--image with --ids", [model, "--image", files[0], "--ids", "1,2"],
+             "does not go with --ids"),
+            ("--image without a prompt", [model, "--image", files[0]], "goes with --prompt")):
+        r = subprocess.run([k3] + extra + ["--tok", tokdir, "--quiet"], capture_output=True,
+                           text=True)
+        import re
+        if r.returncode != 2 or not re.search(pat, r.stderr):
+            fail(f"k3 {what}: wanted exit 2 matching /{pat}/, got {r.returncode}: "
+                 f"{r.stderr.strip()}")
+        print(f"  refused {what}: {r.stderr.strip()[:100]}")
+
+
 def main():
+    if len(sys.argv) >= 9 and sys.argv[1] == "cli":
+        check_cli(*sys.argv[2:9])
+        return 0
     if len(sys.argv) >= 4 and sys.argv[1] == "images":
         check_images(sys.argv[2], sys.argv[3])
         return 0

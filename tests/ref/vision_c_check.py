@@ -25,7 +25,7 @@ against Pillow and the float64 reference tools/k3vision_ref.py (docs/VISION.md �
       `k3 MODEL --image A.png --image B.jpg --prompt TEXT`: the prompt ids are each
       image's markup (§4 steps 1-2: <|media_begin|>, "image WxH" of the decoded size,
       <|media_content|>, the pad repeated for the image's rows, <|media_end|>) then the
-      text; the prompt logits (--dump-prompt-logits) are byte-identical to feeding those
+      text (one image resized: the markup shows the decoded size); the prompt logits (--dump-prompt-logits) are byte-identical to feeding those
       ids with the images' rows from vision_check (embeds_check --feed); refusals exit
       2 naming the problem: a truncated image, a model without vision_config, --image
       with --ids, --image without a prompt.
@@ -286,7 +286,8 @@ def check_cli(k3, tool, feeder, model, text_model, tokdir, work):
     vc = k3vision_ref.load_vision_config(model)
     p = vc.patch_size
     files = []
-    for name, (w, h), fmt in (("a.png", (52, 40), "PNG"), ("b.jpg", (31, 20), "JPEG")):
+    for name, (w, h), fmt in (("a.png", (52, 40), "PNG"), ("b.jpg", (31, 20), "JPEG"),
+                              ("c.png", (1600, 4), "PNG")):  # c: resized (§3.2)
         path = os.path.join(work, name)
         test_image(w, h, "RGB", 300 + len(files)).save(path, fmt)
         files.append(path)

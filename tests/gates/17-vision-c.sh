@@ -29,7 +29,7 @@ m=$(model tiny-a-vision tiny-a --vision)
 # embeddings in place of placeholder ids give the text prompt's logits, byte for
 # byte, resident and in pieces of 3 with streamed embeddings (tests/progs/embeds_check.c).
 "$K3_BUILD/progs/embeds_check" "$m" || die "embeds_check failed"
-# k3 MODEL --image ... --prompt: the prompt ids of §4 and the logits of the rows fed
+# k3 MODEL --image ... --prompt: the prompt ids of §4 and the last logits of the rows fed
 # directly (release tokenizer, a 163,840-id vision model); refusals exit 2.
 REL=../shared/k3-release
 [ -f "$REL/tiktoken.model" ] || die "$REL/tiktoken.model is missing (CI provides ../shared)"

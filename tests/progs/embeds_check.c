@@ -6,9 +6,10 @@
  *
  * The second form feeds the comma-separated ids of IDS_FILE in one call of
  * k3_forward_embeds, the rows of ROWS_FILE (float32 LE, hidden_size each) in
- * order at the positions whose id is PAD, and writes every position's
- * logits (float32) to OUT: what `k3 --image ... --dump-prompt-logits` must
- * equal byte for byte when ROWS_FILE holds the images' rows.
+ * order at the positions whose id is PAD, and writes the last position's
+ * logits (float32) to OUT: what the first row of `k3 --image ...
+ * --dump-logits` must equal byte for byte when ROWS_FILE holds the images'
+ * rows.
  *
  * A prompt A of 12 ids, and the prompt B in which positions 4..8 hold a
  * placeholder id whose rows are given as the embedding rows of A's ids
@@ -144,7 +145,7 @@ static int feed(const char *dir, const char *ids_path, const char *rows_path, lo
         npad += ids[i] == (uint32_t)pad;
     float *rows = malloc(sizeof *rows * (npad ? npad : 1) * H);
     const float **emb = calloc(n ? n : 1, sizeof *emb);
-    float *lg = malloc(sizeof *lg * (n ? n : 1) * V);
+    float *lg = malloc(sizeof *lg * V);
     f = fopen(rows_path, "rb");
     size_t got = f && rows ? fread(rows, sizeof *rows * H, npad, f) : 0;
     if (f)
@@ -156,12 +157,12 @@ static int feed(const char *dir, const char *ids_path, const char *rows_path, lo
     for (size_t i = 0, r = 0; i < n; i++)
         if (ids[i] == (uint32_t)pad)
             emb[i] = rows + r++ * H;
-    if (k3_forward_embeds(m, s, ids, emb, n, lg, 1, &e)) {
+    if (k3_forward_embeds(m, s, ids, emb, n, lg, 0, &e)) {
         fprintf(stderr, "embeds_check: %s\n", e.msg);
         return 1;
     }
     f = fopen(out_path, "wb");
-    if (!f || fwrite(lg, sizeof *lg * V, n, f) != n || fclose(f)) {
+    if (!f || fwrite(lg, sizeof *lg * V, 1, f) != 1 || fclose(f)) {
         fprintf(stderr, "embeds_check: cannot write %s\n", out_path);
         return 1;
     }

@@ -21,8 +21,18 @@ CFLAGS_BASE = -std=c99 -D_POSIX_C_SOURCE=200809L -D_FILE_OFFSET_BITS=64 \
 	-Wpointer-arith -Wvla -Wformat=2 -Wundef \
 	-ffp-contract=off -fno-fast-math -fopenmp -pthread -Iinclude -Isrc
 CFLAGS  ?=
-LDLIBS  = -lm -fopenmp -pthread $(LDLIBS_OS)
-ALL_CFLAGS = $(CFLAGS_BASE) $(OPT) $(CFLAGS)
+# IMAGE=1: PNG and JPEG decoding (src/vision/image*.c) with Debian's libpng
+# and libjpeg-turbo (libpng-dev, libjpeg62-turbo-dev), found by pkg-config;
+# IMAGE=0 builds without (k3 --image then says "built without image
+# support"). Default: 1 when pkg-config finds both, and for a native build
+# only (make windows and make cross-aarch64 pass IMAGE=0).
+IMAGE   ?= $(shell pkg-config --exists libpng libjpeg 2>/dev/null && echo 1 || echo 0)
+ifeq ($(IMAGE),1)
+IMAGE_CFLAGS := -DK3_HAVE_IMAGE $(shell pkg-config --cflags libpng libjpeg)
+IMAGE_LIBS   := $(shell pkg-config --libs libpng libjpeg)
+endif
+LDLIBS  = -lm -fopenmp -pthread $(IMAGE_LIBS) $(LDLIBS_OS)
+ALL_CFLAGS = $(CFLAGS_BASE) $(IMAGE_CFLAGS) $(OPT) $(CFLAGS)
 
 LIB_SRC  := $(sort $(wildcard src/*/*.c))
 LIB_SRC  := $(filter-out src/cli/% src/pack/% src/mpi/%,$(LIB_SRC))
@@ -132,6 +142,7 @@ install: $(K3_BIN) $(BUILD)/libk3.a $(SHLIB)
 	install -m 644 include/k3/*.h $(DESTDIR)$(PREFIX)/include/k3/
 	install -m 644 examples/generate.c $(DESTDIR)$(PREFIX)/share/k3/examples/
 	sed -e 's|@PREFIX@|$(PREFIX)|; s|@LIBDIR@|$(LIBDIR)|; s|@VERSION@|$(K3_VERSION)|' \
+		-e 's|@IMAGE_LIBS@|$(IMAGE_LIBS)|' \
 		k3.pc.in >$(DESTDIR)$(LIBDIR)/pkgconfig/k3.pc
 
 # make portable: no -march anywhere. The default build has none either: the
@@ -146,7 +157,7 @@ portable:
 # it cannot change a bit (without -ffast-math gcc never reorders float sums).
 cross-aarch64:
 	$(MAKE) BUILD=build-aarch64 CC=aarch64-linux-gnu-gcc OPT="-O2 -g -fno-tree-vectorize" \
-		CFLAGS=-static all
+		CFLAGS=-static IMAGE=0 all
 
 # ---- Windows (issue 21): a mingw-w64 cross build in build-win/, static (the
 # .exe needs no DLLs: libgomp, winpthreads, libgcc linked in), and its suite
@@ -162,7 +173,7 @@ WIN_TESTS   = test_simd test_kernels test_fixtures test_xxh64 test_parsers
 WIN_PROGS   =
 .PHONY: windows test-windows
 windows:
-	$(MAKE) BUILD=build-win CC=$(WIN_CC) EXE=.exe CFLAGS="$(WIN_CFLAGS)" \
+	$(MAKE) BUILD=build-win CC=$(WIN_CC) EXE=.exe CFLAGS="$(WIN_CFLAGS)" IMAGE=0 \
 		LDLIBS_OS="$(WIN_LIBS)" build-win/bin/k3.exe \
 		$(WIN_TESTS:%=build-win/tests/%.exe) $(WIN_PROGS:%=build-win/progs/%.exe)
 	cp build-win/bin/k3.exe build-win/k3.exe

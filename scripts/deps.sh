@@ -3,7 +3,8 @@
 # `make plots` needs and is missing, so the README's two commands work on a
 # fresh Debian machine (scripts/fresh-check.sh proves it on a new root).
 #   demo:  a C99 compiler with OpenMP and libc headers (build-essential),
-#          make, /usr/bin/python3 with numpy (the model and tokenizer makers)
+#          make, /usr/bin/python3 with numpy (the model and tokenizer makers),
+#          pkg-config with libpng-dev and libjpeg62-turbo-dev (image input)
 #   test:  the above plus everything a step of tests/run.sh runs:
 #          node and npm with the pinned npm packages (npm ci: tokenizer
 #          oracle, serve gate client), curl (download and serve gates),
@@ -74,6 +75,10 @@ missing() {
     { builds cc && runs "$tmp/t.cc"; } || echo build-essential
     has make || echo make
     /usr/bin/python3 -c 'import numpy' >/dev/null 2>&1 || echo python3 python3-numpy
+    # PNG and JPEG decoding (make's IMAGE=1, found by pkg-config)
+    has pkg-config || echo pkgconf
+    pkg-config --exists libpng 2>/dev/null || echo libpng-dev
+    pkg-config --exists libjpeg 2>/dev/null || echo libjpeg62-turbo-dev
     if [ "$what" = test ]; then
         has node || echo nodejs
         has npm || echo npm

@@ -152,6 +152,17 @@ typedef struct k3_seq {
  * one sequence. */
 int k3_forward_multi(k3_model *m, const k3_seq *seqs, size_t n_seqs, k3_err *e);
 
+/* k3_forward with embedding lookups overridden: embeds holds n pointers, and
+ * where embeds[i] is not NULL position i takes those hidden_size floats as
+ * its input row instead of ids[i]'s embedding (an image's projected rows in
+ * place of its placeholder ids, docs/VISION.md §4 step 3); ids[i] is still
+ * what the state records. Every other position, and every position of a
+ * call with embeds NULL, is exactly k3_forward's. The rows must be finite
+ * (K3_EINPUT otherwise, nothing consumed). */
+int k3_forward_embeds(k3_model *m, k3_state *s, const uint32_t *ids,
+                      const float *const *embeds, size_t n, float *logits, int all_positions,
+                      k3_err *e);
+
 /* The ids consumed so far (k3_state_pos of them), and the logits of the
  * last one (vocab floats; NULL when nothing was consumed), so generation
  * can continue from a state without feeding anything. Both stay valid

@@ -234,7 +234,8 @@ static int on_token(void *ctx, uint32_t id, const float *logits, int is_end, int
 }
 
 /* Feeds the prompt (dumping every position's logits when asked). */
-static int prefill(run *r, k3_state *st, const uint32_t *prompt, size_t np, k3_err *e)
+static int prefill(run *r, k3_state *st, const uint32_t *prompt, const float *const *embeds,
+                   size_t np, k3_err *e)
 {
     const k3_options *o = r->o;
     size_t V = k3_model_vocab(r->m);
@@ -250,7 +251,8 @@ static int prefill(run *r, k3_state *st, const uint32_t *prompt, size_t np, k3_e
     for (size_t t0 = 0; logits && t0 < np; t0 += K3_PREFILL_CHUNK) {
         size_t n = np - t0 < K3_PREFILL_CHUNK ? np - t0 : K3_PREFILL_CHUNK;
         float *out = rows > 1 ? logits + t0 * V : logits;
-        if (k3_forward(r->m, st, prompt + t0, n, out, rows > 1, e) != K3_OK)
+        if (k3_forward_embeds(r->m, st, prompt + t0, embeds ? embeds + t0 : NULL, n, out,
+                              rows > 1, e) != K3_OK)
             goto done;
         k3_progress_add(&pr, n);
     }
@@ -291,6 +293,13 @@ done:
 int k3_run_generate(k3_model *m, const k3_options *o, const uint32_t *prompt, size_t np,
                     const k3_tokenizer *tok, k3_outputs *out, k3_err *e)
 {
+    return k3_run_generate_embeds(m, o, prompt, np, NULL, tok, out, e);
+}
+
+int k3_run_generate_embeds(k3_model *m, const k3_options *o, const uint32_t *prompt, size_t np,
+                           const float *const *embeds, const k3_tokenizer *tok,
+                           k3_outputs *out, k3_err *e)
+{
     run r;
     memset(&r, 0, sizeof r);
     r.o = o;
@@ -320,7 +329,7 @@ int k3_run_generate(k3_model *m, const k3_options *o, const uint32_t *prompt, si
     r.dump_prompt = out->prompt_logits.f;
     r.t_prev = wall0;
     k3_model_io(m, &r.io_prev);
-    if (prefill(&r, st, prompt, np, e) != K3_OK)
+    if (prefill(&r, st, prompt, embeds, np, e) != K3_OK)
         goto done;
     memset(&tp, 0, sizeof tp);
     k3_cli_gen_params(&tp.gen, o, (size_t)o->gen);

@@ -32,5 +32,10 @@ int k3_cli_check_context(const k3_options *o, int64_t start, size_t np, k3_err *
  * the caller commits or aborts); the per-step table; the --save-state file. */
 int k3_run_generate(k3_model *m, const k3_options *o, const uint32_t *prompt, size_t n,
                     const k3_tokenizer *tok, k3_outputs *out, k3_err *e);
+/* The same with embeds (NULL, or one entry per prompt id: a row replacing
+ * that id's embedding, or NULL; k3_forward_embeds), for --image prompts. */
+int k3_run_generate_embeds(k3_model *m, const k3_options *o, const uint32_t *prompt, size_t n,
+                           const float *const *embeds, const k3_tokenizer *tok,
+                           k3_outputs *out, k3_err *e);
 
 #endif

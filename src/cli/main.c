@@ -14,6 +14,7 @@
 #include "cli/chat_cmd.h"
 #include "cli/chat_run.h"
 #include "cli/generate.h"
+#include "cli/images.h"
 #include "cli/options.h"
 #include "cli/pack_cmd.h"
 #include "cli/tfcheck.h"
@@ -196,6 +197,8 @@ static int generate(const k3_options *o, k3_err *e)
     k3_tokenizer *tok = NULL;
     k3_model *m = NULL;
     k3_outputs out;
+    k3_cli_images imgs;
+    memset(&imgs, 0, sizeof imgs);
     if (k3_outputs_open(&out, &o->output, o->save_state, o->conv.history, e) != K3_OK)
         return e->code;
     if (o->ids_csv) {
@@ -214,8 +217,12 @@ static int generate(const k3_options *o, k3_err *e)
         /* Continuing a --load-state sequence without a prompt: text out
          * when there is a tokenizer, ids out otherwise. */
         if ((text || has_tokenizer(o)) &&
-            k3_tok_load(&tok, o->tok_dir ? o->tok_dir : o->model_dir, e) == K3_OK && text)
-            k3_tok_encode(tok, text, len, o->prompt_special, &ids, &n, e);
+            k3_tok_load(&tok, o->tok_dir ? o->tok_dir : o->model_dir, e) == K3_OK && text) {
+            if (o->nimage) /* the images' markup and rows, then the text (cli/images.h) */
+                k3_cli_images_prompt(o, tok, text, len, &ids, &n, &imgs, e);
+            else
+                k3_tok_encode(tok, text, len, o->prompt_special, &ids, &n, e);
+        }
         free(text);
         if (e->code)
             goto done;
@@ -240,8 +247,9 @@ static int generate(const k3_options *o, k3_err *e)
     if (o->tf_check)
         k3_run_tf_check(o, m, ids, n, &out, e);
     else
-        k3_run_generate(m, o, ids, n, tok, &out, e);
+        k3_run_generate_embeds(m, o, ids, n, imgs.embeds, tok, &out, e);
 done:
+    k3_cli_images_free(&imgs);
     k3_model_close(m);
     k3_tok_free(tok);
     free(ids);

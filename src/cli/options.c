@@ -56,6 +56,10 @@ static const k3_opt main_table[] = {
     K3_OPT_FLAG_("--prompt-special", O, prompt_special,
                  "let special-token text in the prompt become its ids"),
     K3_OPT_STR_("--ids", "LIST", O, ids_csv, "prompt token ids, comma-separated (output: ids)"),
+    { .kind = K3_OPT_STRS, .name = "--image", .metavar = "FILE", .off = offsetof(O, image),
+      .off2 = offsetof(O, nimage), .max = K3_MAX_IMAGES,
+      .help = "a PNG or JPEG image before the --prompt text, encoded by\n"
+              "the checkpoint's vision tower; repeatable (up to 16)" },
     K3_OPT_STR_("--batch-file", "F", O, batch_file,
                 "run every prompt of the JSONL file F together, one line\n"
                 "{\"prompt\": TEXT} or {\"ids\": [...]} each (optional \"gen\",\n"
@@ -225,6 +229,12 @@ static int check_combinations(const k3_options *o, k3_err *e)
                                      "or --prompt-file");
     if (o->spec > 0 && o->recompute)
         return k3_fail(e, K3_EINPUT, "--spec and --recompute do not go together");
+    /* cli/images.h: the images' rows enter one --prompt run's prefill. */
+    if (o->nimage && (o->ids_csv || o->chat || o->batch_file || o->tf_check || o->recompute))
+        return k3_fail(e, K3_EINPUT, "--image does not go with --ids, --chat, --batch-file, "
+                       "--tf-check or --recompute (not supported yet)");
+    if (o->nimage && !(o->prompt || o->prompt_file))
+        return k3_fail(e, K3_EINPUT, "--image goes with --prompt TEXT or --prompt-file FILE");
     if (o->batch_file && (o->prompt || o->prompt_file || o->ids_csv || o->chat ||
                           o->load_state || o->save_state || o->spec > 0 || o->recompute ||
                           o->tf_check || o->output.dump_logits ||

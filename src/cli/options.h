@@ -19,6 +19,8 @@
 
 /* --stop may be given this many times. */
 #define K3_MAX_STOP 16
+/* --image may be given this many times. */
+#define K3_MAX_IMAGES 16
 
 /* Sampling (k3/sample.h): what k3_cli_sampler sets up. Defaults: greedy,
  * every filter off, --repeat-last-n 64. */
@@ -65,6 +67,8 @@ typedef struct k3_options {
     const char *batch_file;       /* --batch-file F.jsonl (cli/batch.h) */
     const char *tok_dir;          /* --tok DIR (default: the model directory) */
     const char *prompt;           /* --prompt TEXT */
+    const char *image[K3_MAX_IMAGES]; /* --image FILE, repeatable (cli/images.h) */
+    size_t nimage;
     const char *prompt_file;      /* --prompt-file FILE */
     int prompt_special;           /* --prompt-special: special-token text becomes ids */
     int tokenize;                 /* --tokenize: print the prompt's ids and exit */

@@ -149,6 +149,7 @@ static void bank_mix(work *w, size_t t, size_t nbank, const float *cur, const fl
 typedef struct {
     k3_seg seg[K3_PIECE_SEQS];
     const uint32_t *ids[K3_PIECE_SEQS];
+    const float *const *embeds[K3_PIECE_SEQS]; /* NULL, or row overrides (k3_seq) */
     float *logits[K3_PIECE_SEQS];
     int all[K3_PIECE_SEQS];
     size_t nseg, T;
@@ -259,9 +260,13 @@ static int forward_piece(k3_model *m, const piece *p, k3_err *e)
 
     int rc = K3_OK;
     for (size_t g = 0; g < p->nseg && rc == K3_OK; g++)
-        for (size_t i = 0; i < p->seg[g].n && rc == K3_OK; i++)
-            rc = k3_weights_embed_row(W, m->ix, p->ids[g][i], w.hin + (p->seg[g].t0 + i) * H,
-                                      w.raw, e);
+        for (size_t i = 0; i < p->seg[g].n && rc == K3_OK; i++) {
+            float *row = w.hin + (p->seg[g].t0 + i) * H;
+            if (p->embeds[g] && p->embeds[g][i])
+                memcpy(row, p->embeds[g][i], H * sizeof *row); /* an image row (k3_seq) */
+            else
+                rc = k3_weights_embed_row(W, m->ix, p->ids[g][i], row, w.raw, e);
+        }
 
     size_t nbank = 0;
     for (size_t li = 0; li < L && rc == K3_OK; li++) {
@@ -344,8 +349,10 @@ static int arena_fit(k3_model *m, int64_t kv_cap, size_t chunk, uint64_t end, k3
     return K3_OK;
 }
 
-/* The checks of one sequence of a call, before anything runs. */
-static int check_seq(const k3_model *m, const k3_seq *q, size_t i, size_t nseq, k3_err *e)
+/* The checks of one sequence of a call, before anything runs; embeds: its
+ * row overrides or NULL (k3_forward_embeds). */
+static int check_seq(const k3_model *m, const k3_seq *q, const float *const *embeds, size_t i,
+                     size_t nseq, k3_err *e)
 {
     size_t V = (size_t)m->cfg.vocab_size;
     const char *w = nseq > 1 ? "sequence " : "";
@@ -365,6 +372,12 @@ static int check_seq(const k3_model *m, const k3_seq *q, size_t i, size_t nseq, 
         if (q->ids[t] >= V)
             return k3_fail(e, K3_EINPUT, "%s%stoken id %u is outside the vocabulary (%zu ids)",
                            w, at, q->ids[t], V);
+    size_t H = (size_t)m->cfg.hidden_size;
+    for (size_t t = 0; embeds && t < q->n; t++)
+        for (size_t j = 0; embeds[t] && j < H; j++)
+            if (!isfinite(embeds[t][j]))
+                return k3_fail(e, K3_EINPUT, "%s%sthe input row given for position %zu is not "
+                               "finite at %zu", w, at, t, j);
     const k3_spec_journal *jr = s->spec && s->spec->active ? s->spec : NULL;
     if (jr && (size_t)(s->pos - jr->pos0) + q->n > jr->cap) /* kda.c journals every id */
         return k3_fail(e, K3_EINPUT, "%s%sa speculative step journals %zu ids, not %zu", w, at,
@@ -372,7 +385,10 @@ static int check_seq(const k3_model *m, const k3_seq *q, size_t i, size_t nseq, 
     return K3_OK;
 }
 
-int k3_forward_multi(k3_model *m, const k3_seq *seqs, size_t nseq, k3_err *e)
+/* k3_forward_multi, with per-sequence row overrides (embeds[i] for
+ * sequence i, or embeds NULL for none). */
+static int forward_multi(k3_model *m, const k3_seq *seqs, const float *const *const *embeds,
+                         size_t nseq, k3_err *e)
 {
     size_t V = (size_t)m->cfg.vocab_size;
     if (nseq == 0)
@@ -381,7 +397,7 @@ int k3_forward_multi(k3_model *m, const k3_seq *seqs, size_t nseq, k3_err *e)
         return k3_fail(e, K3_EINPUT, "the model was opened to plan only: it cannot run");
     uint64_t total = 0;
     for (size_t i = 0; i < nseq; i++) {
-        if (check_seq(m, &seqs[i], i, nseq, e) != K3_OK)
+        if (check_seq(m, &seqs[i], embeds ? embeds[i] : NULL, i, nseq, e) != K3_OK)
             return e->code;
         for (size_t j = 0; j < i; j++)
             if (seqs[j].state == seqs[i].state)
@@ -421,6 +437,7 @@ int k3_forward_multi(k3_model *m, const k3_seq *seqs, size_t nseq, k3_err *e)
             p.seg[g].t0 = p.T;
             p.seg[g].n = n;
             p.ids[g] = q->ids + off;
+            p.embeds[g] = embeds && embeds[i] ? embeds[i] + off : NULL;
             p.all[g] = q->logits && q->all_positions;
             /* A sequence's last row goes to the caller; earlier pieces' to w->head. */
             p.logits[g] = p.all[g] ? q->logits + off * V : off + n == q->n ? q->logits : NULL;
@@ -442,5 +459,18 @@ int k3_forward(k3_model *m, k3_state *s, const uint32_t *ids, size_t T, float *l
                int all_positions, k3_err *e)
 {
     k3_seq q = { s, ids, T, logits, all_positions };
-    return k3_forward_multi(m, &q, 1, e);
+    return forward_multi(m, &q, NULL, 1, e);
+}
+
+int k3_forward_multi(k3_model *m, const k3_seq *seqs, size_t nseq, k3_err *e)
+{
+    return forward_multi(m, seqs, NULL, nseq, e);
+}
+
+int k3_forward_embeds(k3_model *m, k3_state *s, const uint32_t *ids,
+                      const float *const *embeds, size_t n, float *logits, int all_positions,
+                      k3_err *e)
+{
+    k3_seq q = { s, ids, n, logits, all_positions };
+    return forward_multi(m, &q, &embeds, 1, e);
 }

@@ -86,6 +86,47 @@ def chat_inputs(vectors_path):
         yield case["name"], json.dumps(conv, ensure_ascii=False)
 
 
+def image_seeds(out):
+    """png and jpeg seeds: every mode src/vision/image.h handles, small (Pillow when
+    importable; otherwise one hand-built PNG)."""
+    import struct
+    import zlib
+
+    def chunk(kind, data):
+        return struct.pack(">I", len(data)) + kind + data + \
+            struct.pack(">I", zlib.crc32(kind + data) & 0xffffffff)
+    raw = b"".join(b"\x00" + bytes((x * 40 + y * 3) % 256 for x in range(12)) for y in range(4))
+    put(out, "png", "gray-4x4-handmade.png", b"\x89PNG\r\n\x1a\n" +
+        chunk(b"IHDR", struct.pack(">IIBBBBB", 4, 4, 8, 2, 0, 0, 0)) +
+        chunk(b"IDAT", zlib.compress(raw)) + chunk(b"IEND", b""))
+    try:
+        from PIL import Image
+    except ImportError:
+        return
+    import io
+    base = Image.new("RGB", (9, 7))
+    base.putdata([((x * 29) % 256, (y * 37) % 256, (x * y * 11) % 256)
+                  for y in range(7) for x in range(9)])
+    alpha = base.convert("RGBA")
+    alpha.putalpha(Image.new("L", (9, 7), 128))
+    pngs = {"rgb": (base, {}), "rgba": (alpha, {}), "gray": (base.convert("L"), {}),
+            "la": (alpha.convert("LA"), {}), "bilevel": (base.convert("1"), {}),
+            "palette": (base.quantize(8), {}), "palette-trns": (base.quantize(8),
+                                                                 {"transparency": 2}),
+            "interlaced": (base, {"interlace": 1})}
+    for name, (img, kw) in pngs.items():
+        b = io.BytesIO()
+        img.save(b, "PNG", **kw)
+        put(out, "png", name + ".png", b.getvalue())
+    jpegs = {"rgb": (base, {}), "gray": (base.convert("L"), {}),
+             "progressive": (base, {"progressive": True}), "444": (base, {"subsampling": 0}),
+             "cmyk": (base.convert("CMYK"), {})}
+    for name, (img, kw) in jpegs.items():
+        b = io.BytesIO()
+        img.save(b, "JPEG", **kw)
+        put(out, "jpeg", name + ".jpg", b.getvalue())
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("out")
@@ -273,6 +314,9 @@ def main():
         for flag in (0, 1, 3):
             put(out, "state", "tiny-a-%d" % flag, bytes([flag]) + raw)
         put(out, "state", "tiny-a-truncated", b"\x01" + raw[:len(raw) // 2])
+
+    # png, jpeg: small images of the modes the decoders expand (image.h).
+    image_seeds(out)
 
     # trunk_json: the packed trunk's manifest.
     if os.path.isfile(os.path.join(trunk, "trunk.json")):

@@ -1,0 +1,195 @@
+/* images.c - see images.h. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cli/images.h"
+#include "model/plan.h"
+#include "util/error.h"
+#include "vision/image.h"
+#include "vision/process.h"
+#include "vision/vmodel.h"
+
+void k3_cli_images_free(k3_cli_images *im)
+{
+    free(im->rows);
+    free((void *)im->embeds);
+    memset(im, 0, sizeof *im);
+}
+
+/* Appends src[0..n) to the growing array *dst of *len ids. */
+static int put_ids(uint32_t **dst, size_t *len, size_t *cap, const uint32_t *src, size_t n,
+                   k3_err *e)
+{
+    if (*len + n > *cap) {
+        size_t c = (*len + n) * 2;
+        uint32_t *g = realloc(*dst, sizeof *g * c);
+        if (!g)
+            return k3_fail(e, K3_ERUNTIME, "out of memory building the prompt");
+        *dst = g;
+        *cap = c;
+    }
+    memcpy(*dst + *len, src, sizeof *src * n);
+    *len += n;
+    return K3_OK;
+}
+
+/* The ids of §4 steps 1-2 for one image, its pad at *pad_at. */
+static int markup_ids(const k3_tokenizer *tok, const k3_vplan *pl, int64_t media_id,
+                      uint32_t **ids, size_t *n, size_t *pad_at, k3_err *e)
+{
+    static const char *const names[4] = { "<|media_begin|>", "<|media_content|>",
+                                          "<|media_pad|>", "<|media_end|>" };
+    int64_t sp[4];
+    for (int i = 0; i < 4; i++)
+        if ((sp[i] = k3_tok_special_id(tok, names[i])) < 0)
+            return k3_fail(e, K3_EINPUT, "the tokenizer has no %s: it cannot place an image",
+                           names[i]);
+    if (media_id >= 0 && sp[2] != media_id)
+        return k3_fail(e, K3_EINPUT, "the tokenizer's <|media_pad|> is %lld, the config's "
+                       "media_placeholder_token_id %lld", (long long)sp[2], (long long)media_id);
+    char text[64];
+    snprintf(text, sizeof text, "image %dx%d", pl->width, pl->height);
+    uint32_t *mid = NULL;
+    size_t nm = 0, cap = 0;
+    *pad_at = 0;
+    *ids = NULL;
+    *n = 0;
+    if (k3_tok_encode(tok, text, strlen(text), 0, &mid, &nm, e))
+        return e->code;
+    uint32_t a = (uint32_t)sp[0], b[3] = { (uint32_t)sp[1], (uint32_t)sp[2], (uint32_t)sp[3] };
+    int rc = put_ids(ids, n, &cap, &a, 1, e) || put_ids(ids, n, &cap, mid, nm, e) ||
+             put_ids(ids, n, &cap, b, 3, e);
+    free(mid);
+    *pad_at = *n - 2;
+    return rc ? e->code : K3_OK;
+}
+
+/* The vision plan: what encoding the images holds (the tower, its work,
+ * the patches and the rows), printed unless --quiet and refused (K3_EBUDGET)
+ * when it exceeds what the machine allows, as the text plan is. */
+static int vision_plan(const k3_options *o, const k3_cli_images *im, size_t npatch, size_t T,
+                       k3_err *e)
+{
+    const double gib = 1073741824.0;
+    uint64_t patches = (uint64_t)npatch * 4 * 3, rows = (uint64_t)im->nrows * T * 4;
+    uint64_t total = im->tower_bytes + im->work_bytes + patches + rows;
+    uint64_t avail = 0, cg = 0, room = k3_mem_available(&avail, &cg);
+    if (!o->quiet) {
+        fprintf(stderr, "vision plan (GB = 2^30 bytes), while the images are encoded, before "
+                "the text model opens:\n");
+        fprintf(stderr, "  vision tower     %9.3f GB  resident, BF16 as stored\n",
+                im->tower_bytes / gib);
+        fprintf(stderr, "  encoder work     %9.3f GB  %zu images, %zu patches\n",
+                (im->work_bytes + patches) / gib, o->nimage, npatch);
+        fprintf(stderr, "  image rows       %9.3f GB  %zu rows, kept for the prompt\n",
+                rows / gib, im->nrows);
+        fprintf(stderr, "  total            %9.3f GB\n", total / gib);
+    }
+    if (room && total > room && !o->memory.no_mem_check)
+        return k3_fail(e, K3_EBUDGET, "encoding the images needs %.3f GB, this machine allows "
+                       "%.3f GB; --no-mem-check tries anyway", total / gib, room / gib);
+    return K3_OK;
+}
+
+int k3_cli_images_prompt(const k3_options *o, const k3_tokenizer *tok, const char *text,
+                         size_t len, uint32_t **ids, size_t *n, k3_cli_images *im, k3_err *e)
+{
+    memset(im, 0, sizeof *im);
+    *ids = NULL;
+    *n = 0;
+    size_t ni = o->nimage, npatch = 0, cap = 0;
+    k3_vision *v = NULL;
+    k3_vitem items[K3_MAX_IMAGES];
+    k3_vplan plans[K3_MAX_IMAGES];
+    float *patches = NULL;
+    uint32_t *out = NULL;
+    k3_vcfg cfg;
+    int rc = k3_vision_config(o->model_dir, &cfg, e);
+    if (rc)
+        goto done;
+    size_t P3 = (size_t)3 * cfg.p * cfg.p, T = (size_t)cfg.T;
+    for (size_t i = 0; i < ni; i++) {
+        k3_image img;
+        float *pt = NULL;
+        if ((rc = k3_image_load(o->image[i], &img, e)))
+            goto done;
+        rc = k3_vision_preprocess(&img, cfg.p, &pt, &plans[i], e);
+        k3_image_free(&img);
+        if (rc) {
+            k3_fail(e, rc, "%s: the image processor failed", o->image[i]);
+            goto done;
+        }
+        items[i].t = 1;
+        items[i].h = plans[i].grid_h;
+        items[i].w = plans[i].grid_w;
+        size_t np = (size_t)items[i].h * items[i].w;
+        float *grown = realloc(patches, sizeof *grown * (npatch + np) * P3);
+        if (!grown) {
+            free(pt);
+            rc = k3_fail(e, K3_ERUNTIME, "out of memory for the images' patches");
+            goto done;
+        }
+        patches = grown;
+        memcpy(patches + npatch * P3, pt, sizeof *pt * np * P3);
+        free(pt);
+        npatch += np;
+        im->nrows += (size_t)plans[i].rows;
+    }
+    im->tower_bytes = k3_vision_tensor_bytes(&cfg);
+    im->work_bytes = k3_vision_work_bytes(&cfg, items, ni);
+    if ((rc = vision_plan(o, im, npatch, T, e)))
+        goto done;
+    if (!(im->rows = malloc(sizeof *im->rows * im->nrows * T))) {
+        rc = k3_fail(e, K3_ERUNTIME, "out of memory for %zu image rows", im->nrows);
+        goto done;
+    }
+    if ((rc = k3_vision_open(&v, o->model_dir, e)) ||
+        (rc = k3_vision_encode(v, items, ni, patches, im->rows, e)))
+        goto done;
+    free(patches);
+    patches = NULL;
+    k3_vision_close(v); /* the tower is not needed by the text model */
+    v = NULL;
+    /* The prompt: each image's markup with its pad expanded, then the text. */
+    size_t *pad_pos = malloc(sizeof *pad_pos * (ni ? ni : 1));
+    if (!pad_pos) {
+        rc = k3_fail(e, K3_ERUNTIME, "out of memory building the prompt");
+        goto done;
+    }
+    for (size_t i = 0; i < ni && !rc; i++) {
+        uint32_t *mk = NULL;
+        size_t nm = 0, at = 0;
+        if ((rc = markup_ids(tok, &plans[i], cfg.media_id, &mk, &nm, &at, e)))
+            break;
+        rc = put_ids(&out, n, &cap, mk, at, e);
+        pad_pos[i] = *n;
+        for (int64_t r = 0; r < plans[i].rows && !rc; r++)
+            rc = put_ids(&out, n, &cap, &mk[at], 1, e);
+        if (!rc)
+            rc = put_ids(&out, n, &cap, mk + at + 1, nm - at - 1, e);
+        free(mk);
+    }
+    uint32_t *tid = NULL;
+    size_t nt = 0;
+    if (!rc && len && !(rc = k3_tok_encode(tok, text, len, o->prompt_special, &tid, &nt, e)))
+        rc = put_ids(&out, n, &cap, tid, nt, e);
+    free(tid);
+    if (!rc && !(im->embeds = calloc(*n ? *n : 1, sizeof *im->embeds)))
+        rc = k3_fail(e, K3_ERUNTIME, "out of memory building the prompt");
+    for (size_t i = 0, row = 0; i < ni && !rc; i++)
+        for (int64_t r = 0; r < plans[i].rows; r++, row++)
+            im->embeds[pad_pos[i] + (size_t)r] = im->rows + row * T;
+    free(pad_pos);
+done:
+    k3_vision_close(v);
+    free(patches);
+    if (rc) {
+        free(out);
+        *n = 0;
+        k3_cli_images_free(im);
+        return e->code ? e->code : rc;
+    }
+    *ids = out;
+    return K3_OK;
+}

@@ -302,7 +302,13 @@ void k3_plan_free(k3_plan *p)
 
 void k3_plan_print(const k3_plan *p, FILE *f)
 {
-    fprintf(f, "memory plan (GB = 2^30 bytes):\n");
+    const k3_mm_part *mp = k3_mm_get_part(); /* src/mpi: this rank's plan */
+    if (mp && mp->size > 1)
+        fprintf(f, "memory plan of rank %d of %d (GB = 2^30 bytes; %s):\n", mp->rank, mp->size,
+                mp->keep_shares ? "the trunk's split matrices: this rank's rows only"
+                                : "every rank holds the whole trunk");
+    else
+        fprintf(f, "memory plan (GB = 2^30 bytes):\n");
     fprintf(f, "  trunk pinned     %9.3f GB  %d layers\n", p->pinned_trunk / GIB, p->pinned_layers);
     fprintf(f, "  trunk ring       %9.3f GB  %d slots for %d streamed layers%s\n", p->ring / GIB,
             p->ring_slots, p->streamed_layers, p->lm_head_streamed ? " and lm_head" : "");
@@ -358,6 +364,10 @@ void k3_plan_print_json(const k3_plan *p, FILE *f, const char *in)
             (unsigned long long)p->draft, (unsigned long long)p->total);
     fprintf(f, "%s\"sequences\": %d,\n%s\"sequence_bytes\": %llu,\n", in, p->sequences, in,
             (unsigned long long)p->sequence_bytes);
+    const k3_mm_part *mp = k3_mm_get_part();
+    if (mp && mp->size > 1)
+        fprintf(f, "%s\"rank\": %d,\n%s\"ranks\": %d,\n%s\"trunk_shares\": %s,\n", in,
+                mp->rank, in, mp->size, in, mp->keep_shares ? "true" : "false");
     fprintf(f, "%s\"mem_available\": %llu,\n%s\"cgroup_limit\": %llu", in,
             (unsigned long long)p->mem_available, in, (unsigned long long)p->cgroup_limit);
 }

@@ -57,6 +57,68 @@ static void print_stats(const k3_mpi_part *p)
     free(all);
 }
 
+/* The "  total  X GB" line of a printed plan (model/plan.c), or -1. */
+static double plan_total_gb(const char *text)
+{
+    for (const char *l = text; l && *l; l = strchr(l, '\n') ? strchr(l, '\n') + 1 : NULL) {
+        double gb;
+        if (sscanf(l, " total %lf GB", &gb) == 1)
+            return gb;
+    }
+    return -1;
+}
+
+/* k3-mpi --plan: every rank planned its own share, its stdout kept
+ * (front.h); rank 0 prints every rank's plan in rank order, then the total
+ * over ranks, on the job's stdout. */
+static void print_plans(const k3_mpi_part *p)
+{
+    enum { MAX_PLAN = 1 << 16 };
+    size_t n = 0;
+    char *mine = k3_mpi_front_kept_stdout(MAX_PLAN, &n);
+    int len = (int)n, *lens = NULL, *offs = NULL;
+    char *all = NULL;
+    if (p->rank == 0) {
+        lens = calloc((size_t)p->size, sizeof *lens);
+        offs = calloc((size_t)p->size, sizeof *offs);
+    }
+    MPI_Request rq;
+    MPI_Igather(&len, 1, MPI_INT, lens, 1, MPI_INT, 0, p->comm, &rq);
+    k3_mpi_wait(p, &rq, "the plans' gather");
+    size_t total = 0;
+    for (int r = 0; p->rank == 0 && lens && offs && r < p->size; r++) {
+        offs[r] = (int)total;
+        total += (size_t)lens[r];
+    }
+    if (p->rank == 0)
+        all = malloc(total + 1);
+    MPI_Igatherv(mine ? mine : "", len, MPI_CHAR, all, lens, offs, MPI_CHAR, 0, p->comm, &rq);
+    k3_mpi_wait(p, &rq, "the plans' gather");
+    free(mine);
+    FILE *out = p->rank == 0 ? k3_mpi_front_real_stdout() : NULL;
+    if (out && all && lens && offs) {
+        double sum = 0;
+        int known = 1;
+        for (int r = 0; r < p->size; r++) {
+            char *t = all + offs[r];
+            fprintf(out, "--- rank %d of %d ---\n%.*s", r, p->size, lens[r], t);
+            char save = t[lens[r]];
+            t[lens[r]] = 0; /* the next rank's text resumes after: restored below */
+            double gb = plan_total_gb(t);
+            t[lens[r]] = save;
+            known = known && gb >= 0;
+            sum += gb;
+        }
+        if (known)
+            fprintf(out, "all %d ranks: total %.3f GB (each rank's plan above is its own "
+                    "memory)\n", p->size, sum);
+        fflush(out);
+    }
+    free(all);
+    free(lens);
+    free(offs);
+}
+
 int main(int argc, char **argv)
 {
     /* The command would re-exec itself to set this (main.c); after
@@ -83,8 +145,20 @@ int main(int argc, char **argv)
         MPI_Finalize();
         return K3_EINPUT;
     }
+    /* Each rank holds only its rows of the trunk's split matrices (the
+     * weights bind them as shares), unless a packed trunk is read (its
+     * runs are whole matrices: every rank holds all of them) or
+     * K3_MPI_WHOLE=1 asks for whole matrices everywhere. */
+    const char *whole = getenv("K3_MPI_WHOLE");
+    part.hook.keep_shares = !(whole && !strcmp(whole, "1"));
+    for (int i = 1; i < argc; i++)
+        if (!strcmp(argv[i], "--trunk") || !strncmp(argv[i], "--trunk=", 8))
+            part.hook.keep_shares = 0;
+    int plan = 0;
+    for (int i = 1; i < argc; i++)
+        plan = plan || !strcmp(argv[i], "--plan");
     char **av = argv;
-    if (k3_mpi_front_begin(MPI_COMM_WORLD, argc, argv, &av) != 0)
+    if (k3_mpi_front_begin(MPI_COMM_WORLD, argc, argv, plan, &av) != 0)
         MPI_Abort(MPI_COMM_WORLD, K3_ERUNTIME);
     k3_mm_set_part(&part.hook);
     int rc = k3_cli_main(argc, av);
@@ -98,6 +172,8 @@ int main(int argc, char **argv)
         MPI_Abort(MPI_COMM_WORLD, rc);
         return rc;
     }
+    if (plan)
+        print_plans(&part);
     k3_mpi_front_end(0);
     print_stats(&part);
     k3_mpi_part_free(&part);

@@ -96,6 +96,61 @@ PY
 done
 echo "ok: moe64 streamed (0 pinned, 1-slot ring, 1-expert cache) per rank at 2, 3 ranks"
 
+# 2b. each rank's share: every product split (K3_MPI_SPLIT_MIN=0), budgets
+# that pin all, some or none of the trunk; at 1-4 ranks the ids and logits
+# of bin/k3, and each rank's planned trunk bytes (its rows only) shrink
+# about 1/N: at most the whole / N plus the matrices kept whole (kv_b) and
+# one 16-row unit per matrix. --plan prints every rank's plan and the total.
+trunk_bytes() { # REPORT: pinned + ring + lm_head bytes of the plan
+    "$PYTHON" -c 'import json,sys; b=json.load(open(sys.argv[1]))["plan"]["bytes"]
+print(b["pinned_trunk"] + b["ring"] + b["lm_head"])' "$1"
+}
+dir=$(model random-2 --random-shape 2)
+rid=$(prompt_ids "$(vocab_of "$dir")" 10)
+for budget in "--preset max" "--trunk-layers 2 --trunk-ring 2" "$stream"; do
+    # shellcheck disable=SC2086
+    "$K3_BIN" "$dir" --ids "$rid" --gen 6 --ignore-eos $budget --dump-logits "$work/b1.f32" \
+        --out "$work/b1.json" >"$work/b1.ids" 2>/dev/null || die "share: bin/k3 failed ($budget)"
+    whole=$(trunk_bytes "$work/b1.json")
+    for np in $NP; do
+        # shellcheck disable=SC2086
+        K3_MPI_SPLIT_MIN=0 mpi "$np" "$K3_MPI_BIN" "$dir" --ids "$rid" --gen 6 --ignore-eos \
+            $budget --dump-logits "$work/b$np.f32" --out "$work/b$np.json" >"$work/b$np.ids" \
+            2>"$work/b$np.err" || { cat "$work/b$np.err"; die "share np $np ($budget) failed"; }
+        cmp -s "$work/b1.ids" "$work/b$np.ids" || die "share np $np ($budget): ids differ"
+        cmp -s "$work/b1.f32" "$work/b$np.f32" || die "share np $np ($budget): logits differ"
+        mine=$(trunk_bytes "$work/b$np.json")
+        "$PYTHON" - "$whole" "$mine" "$np" "$dir" <<'PY' || die "share np $np ($budget): rank 0 plans $mine of $whole trunk bytes"
+import json, sys
+whole, mine, n = int(sys.argv[1]), int(sys.argv[2]), int(sys.argv[3])
+c = json.load(open(sys.argv[4] + "/config.json"))
+c = c.get("text_config", c)
+la = c["linear_attn_config"]
+L = c["num_hidden_layers"]
+# Whole on every rank: kv_b of each MLA layer. Per matrix (at most 13 a
+# layer) a rank may get one 16-row unit more than 1/N, and 64 bytes of
+# alignment: 16 rows x 2 bytes x the widest input W.
+kvb = len(la["full_attn_layers"]) * c["num_attention_heads"] * (c["qk_nope_head_dim"] +
+      c["v_head_dim"]) * c["kv_lora_rank"] * 2
+W = max(c["hidden_size"], c["intermediate_size"], la["num_heads"] * la["head_dim"],
+        c["num_attention_heads"] * c["v_head_dim"], c["q_lora_rank"], c["kv_lora_rank"],
+        c["moe_intermediate_size"] * c["num_shared_experts"], c["routed_expert_hidden_size"])
+slack = (13 * L + 1) * (64 + 16 * 2 * W)
+assert n == 1 and mine == whole or mine <= whole / n + kvb + slack, (whole, mine, n, kvb, slack)
+assert n == 1 or mine < whole, (whole, mine)
+PY
+    done
+done
+echo "ok: each rank holds its share: ids and logits of bin/k3 at ranks $NP, 3 budgets" \
+    "(trunk bytes of rank 0: $whole whole, $mine at the last count)"
+K3_MPI_SPLIT_MIN=0 mpi 3 "$K3_MPI_BIN" "$dir" --plan >"$work/plan3.txt" 2>"$work/plan3.err" ||
+    { cat "$work/plan3.err"; die "--plan over 3 ranks failed"; }
+for r in 0 1 2; do
+    grep -q "^memory plan of rank $r of 3" "$work/plan3.txt" || die "--plan: no plan of rank $r"
+done
+grep -q "^all 3 ranks: total" "$work/plan3.txt" || die "--plan: no total over ranks"
+echo "ok: --plan over 3 ranks: $(grep '^all 3 ranks' "$work/plan3.txt")"
+
 # 3. chat through rank 0.
 tok=../shared/k3-release
 if [ -f "$tok/tiktoken.model" ]; then

@@ -37,9 +37,12 @@ static void print_stats(const k3_mpi_part *p)
     const char *s = getenv("K3_MPI_STATS");
     if (!s || strcmp(s, "1"))
         return;
-    enum { NF = 6 };
-    double mine[NF] = { (double)p->st.products,  (double)p->st.split,    (double)p->st.tokens,
-                        (double)p->st.bytes_own, (double)p->st.bytes_in, p->st.wait_s };
+    enum { NF = 9 };
+    double mine[NF] = { (double)p->st.products,       (double)p->st.split,
+                        (double)p->st.tokens,         (double)p->st.bytes_own,
+                        (double)p->st.bytes_in,       p->st.wait_s,
+                        (double)p->st.expert_gathers, (double)p->st.experts_here,
+                        4.0 * (double)p->st.expert_floats_in };
     double *all = p->rank == 0 ? calloc((size_t)p->size * NF, sizeof *all) : NULL;
     MPI_Request rq;
     MPI_Igather(mine, NF, MPI_DOUBLE, all, NF, MPI_DOUBLE, 0, p->comm, &rq);
@@ -48,11 +51,12 @@ static void print_stats(const k3_mpi_part *p)
         return;
     fprintf(stderr, "k3-mpi: ranks %d, split threshold %lld elements\n", p->size,
             (long long)p->split_min);
-    fprintf(stderr, "k3-mpi: rank products split tokens bytes_own bytes_in wait_s\n");
+    fprintf(stderr, "k3-mpi: rank products split tokens bytes_own bytes_in wait_s "
+            "expert_gathers experts_here expert_bytes_in\n");
     for (int r = 0; r < p->size; r++) {
         const double *v = all + (size_t)r * NF;
-        fprintf(stderr, "k3-mpi: %d %.0f %.0f %.0f %.0f %.0f %.3f\n", r, v[0], v[1], v[2], v[3],
-                v[4], v[5]);
+        fprintf(stderr, "k3-mpi: %d %.0f %.0f %.0f %.0f %.0f %.3f %.0f %.0f %.0f\n", r, v[0],
+                v[1], v[2], v[3], v[4], v[5], v[6], v[7], v[8]);
     }
     free(all);
 }
@@ -161,8 +165,15 @@ int main(int argc, char **argv)
     if (k3_mpi_front_begin(MPI_COMM_WORLD, argc, argv, plan, &av) != 0)
         MPI_Abort(MPI_COMM_WORLD, K3_ERUNTIME);
     k3_mm_set_part(&part.hook);
+    /* One token's routed experts split by expert (K3_MPI_EXPERTS=0: every
+     * rank computes all of them, as before). */
+    const char *ex = getenv("K3_MPI_EXPERTS");
+    k3_mpi_experts_init(&part);
+    if (part.size > 1 && !(ex && !strcmp(ex, "0")))
+        k3_moe_set_part(&part.moe_hook);
     int rc = k3_cli_main(argc, av);
     fflush(stdout);
+    k3_moe_set_part(NULL);
     k3_mm_set_part(NULL);
     if (rc != 0) {
         if (part.rank != 0)

@@ -164,6 +164,7 @@ void k3_mpi_part_free(k3_mpi_part *p)
     free(p->counts);
     free(p->displs);
     free(p->buf);
+    free(p->ebuf);
     p->counts = p->displs = NULL;
-    p->buf = NULL;
+    p->buf = p->ebuf = NULL;
 }

@@ -151,6 +151,48 @@ done
 grep -q "^all 3 ranks: total" "$work/plan3.txt" || die "--plan: no total over ranks"
 echo "ok: --plan over 3 ranks: $(grep '^all 3 ranks' "$work/plan3.txt")"
 
+# 2c. one token's routed experts split by expert id (id % N): the same ids
+# and logits as bin/k3 at 2-4 ranks, with a cache that streams and one that
+# holds every expert; K3_MPI_STATS counts one gather per MoE layer a token,
+# each rank computes only its experts (none of another rank's), all of
+# them are computed once: sum over ranks = experts per token x gathers.
+dir=$(model moe64 moe64)
+kpt=$("$PYTHON" -c 'import json,sys; c=json.load(open(sys.argv[1]+"/config.json"));
+print(c.get("text_config",c)["num_experts_per_token"])' "$dir")
+for budget in "--preset max" "--cache-experts 1 --trunk-layers 0 --trunk-ring 1"; do
+    # shellcheck disable=SC2086
+    "$K3_BIN" "$dir" --ids "$ids" --gen 8 --ignore-eos $budget --dump-logits "$work/e1.f32" \
+        --out "$work/e1.json" >"$work/e1.ids" 2>/dev/null || die "experts: bin/k3 failed"
+    for np in $NP; do
+        [ "$np" -gt 1 ] || continue
+        # shellcheck disable=SC2086
+        K3_MPI_STATS=1 mpi "$np" "$K3_MPI_BIN" "$dir" --ids "$ids" --gen 8 --ignore-eos $budget \
+            --dump-logits "$work/e$np.f32" --out "$work/e$np.json" >"$work/e$np.ids" \
+            2>"$work/e$np.err" || { cat "$work/e$np.err"; die "experts np $np failed"; }
+        cmp -s "$work/e1.ids" "$work/e$np.ids" || die "experts np $np ($budget): ids differ"
+        cmp -s "$work/e1.f32" "$work/e$np.f32" || die "experts np $np ($budget): logits differ"
+        sed -n 's/^k3-mpi: \([0-9]\)/\1/p' "$work/e$np.err" >"$work/e$np.stats"
+        "$PYTHON" - "$work/e$np.stats" "$np" "$kpt" "$work/e1.json" "$work/e$np.json" <<'PY' ||
+import json, sys
+rows = [list(map(float, l.split())) for l in open(sys.argv[1]) if l.strip()]
+n, k = int(sys.argv[2]), int(sys.argv[3])
+assert len(rows) == n, rows
+g = rows[0][7]
+assert g > 0 and all(r[7] == g for r in rows), "gathers differ or none"
+here = [r[8] for r in rows]
+assert sum(here) == k * g, (here, k, g)
+assert all(h < k * g for h in here), here
+one = json.load(open(sys.argv[4]))["experts"]["requests"]
+r0 = json.load(open(sys.argv[5]))["experts"]["requests"]
+assert r0 < one, ("rank 0 asked its cache for no fewer experts", r0, one)
+print("gathers %d, experts computed per rank %s, rank 0's cache requests %d of %d"
+      % (g, "/".join("%d" % h for h in here), r0, one))
+PY
+            die "experts np $np ($budget): the split by expert is not what it should be"
+    done
+done
+echo "ok: one token's routed experts split by expert id: ids and logits of bin/k3 at 2-4 ranks"
+
 # 3. chat through rank 0.
 tok=../shared/k3-release
 if [ -f "$tok/tiktoken.model" ]; then

@@ -26,6 +26,8 @@ static const k3_moe_part *moe_part; /* k3_moe_set_part; NULL: every expert here 
 
 void k3_moe_set_part(const k3_moe_part *p) { moe_part = p; }
 
+const k3_moe_part *k3_moe_get_part(void) { return moe_part; }
+
 /* Ties in the biased score go to the lower index. */
 void k3_route(const k3_config *c, const float *logit, const float *bias, int32_t *ids,
               float *weights, float *sig)

@@ -35,5 +35,7 @@ static inline int k3_moe_owner(int32_t id, int size) { return (int)(id % size); 
 /* Installs p (NULL: none) for every later MoE block; p must outlive them.
  * Not thread-safe: set it before any forward pass. */
 void k3_moe_set_part(const k3_moe_part *p);
+/* The installed split, or NULL. */
+const k3_moe_part *k3_moe_get_part(void);
 
 #endif

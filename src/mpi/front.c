@@ -31,7 +31,8 @@ static struct {
     int err_real;   /* followers: the real stderr */
     char dir[4096]; /* followers: private directory ("" if none) */
     char **argv;
-} F = { .mu = PTHREAD_MUTEX_INITIALIZER, .pipe_w = -1, .orig_in = -1, .err_real = -1, .out_real = -1 };
+} F = { .mu = PTHREAD_MUTEX_INITIALIZER, .pipe_w = -1, .orig_in = -1, .err_real = -1,
+        .out_real = -1 };
 
 static void nap(void)
 {

@@ -153,7 +153,8 @@ echo "ok: --plan over 3 ranks: $(grep '^all 3 ranks' "$work/plan3.txt")"
 
 # 2c. one token's routed experts split by expert id (id % N): the same ids
 # and logits as bin/k3 at 2-4 ranks, with a cache that streams and one that
-# holds every expert; K3_MPI_STATS counts one gather per MoE layer a token,
+# holds every expert of the rank (the plan's experts_here: about 1/N of
+# them, and no more slots); K3_MPI_STATS counts one gather per MoE layer a token,
 # each rank computes only its experts (none of another rank's), all of
 # them are computed once: sum over ranks = experts per token x gathers.
 dir=$(model moe64 moe64)
@@ -185,6 +186,10 @@ assert all(h < k * g for h in here), here
 one = json.load(open(sys.argv[4]))["experts"]["requests"]
 r0 = json.load(open(sys.argv[5]))["experts"]["requests"]
 assert r0 < one, ("rank 0 asked its cache for no fewer experts", r0, one)
+plan = json.load(open(sys.argv[5]))["plan"]
+E = plan["experts_total"]
+assert plan["experts_here"] * n <= E + n * 8, plan  # its ids, per MoE layer at most one more
+assert plan["expert_slots"] <= plan["experts_here"], plan
 print("gathers %d, experts computed per rank %s, rank 0's cache requests %d of %d"
       % (g, "/".join("%d" % h for h in here), r0, one))
 PY

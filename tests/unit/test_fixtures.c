@@ -223,7 +223,8 @@ static void test_mla(void)
         k3_rmsnorm(cache + t * KW, craw + t * KW, nw, R, (float)param(f, "eps"));
         memcpy(cache + t * KW + R, craw + t * KW + R, DR * sizeof(float));
     }
-    k3_mat kv = { K3_MAT_F32, (int64_t)(NH * (c.qk_nope_head_dim + DV)), (int64_t)R, kvb, NULL, 0, 0, 0 };
+    k3_mat kv = { K3_MAT_F32, (int64_t)(NH * (c.qk_nope_head_dim + DV)), (int64_t)R, kvb, NULL,
+                  0, 0, 0 };
     for (size_t t = 0; t < T; t++)
         k3_mla_attend(&c, &kv, cache, t + 1, q + t * NH * DQ, o + t * NH * DV, scratch);
     CHECK(close_to(cache, cwant, T * KW, 2e-6, "mla cache"), "mla cache");

@@ -17,13 +17,13 @@ MPIRUN="mpirun"
 mpirun --version 2>&1 | grep -q "Open MPI" && MPIRUN="mpirun --oversubscribe"
 out="$K3_BUILD/bench-mpi"
 mkdir -p "$out"
-stats() { # NP SMIN MODEL GEN -> "rank products split tokens own in wait" lines
+stats() { # NP SMIN MODEL GEN -> "rank products split tokens own in wait gathers here ebytes"
     K3_MPI_SPLIT_MIN=$2 $MPIRUN -np "$1" "$K3_MPI_BIN" "$3" --ids 1,2,3,4 --gen "$4" \
         --ignore-eos --quiet 2>&1 >/dev/null | sed -n 's/^k3-mpi: \([0-9]\)/\1/p'
 }
 echo "| model | ranks | split min | k3_matmul/token | collectives/token |" \
-    "bytes in/token/rank (measured) | (model) |"
-echo "|---|---|---|---|---|---|---|"
+    "bytes in/token/rank (measured) | (model) | expert gathers/token | experts computed/token by rank | expert bytes in/token/rank (measured) | (mean, model) |"
+echo "|---|---|---|---|---|---|---|---|---|---|---|"
 for name in tiny-a moe64; do
     dir=$(model "$name" "$name")
     for np in 2 3 4; do
@@ -41,8 +41,16 @@ coll = (b[0][2] - a[0][2]) / 4
 bin_ = [(b[r][5] - a[r][5]) / 4 for r in range(len(a))]
 ok = prod == m["products"] and coll == m["collectives"]
 ok = ok and bin_ == [float(x) for x in m["bytes_in"]]
+# The experts of one token: one gather per MoE layer, each chosen expert
+# computed by exactly one rank (the split depends on the routing).
+gat = (b[0][7] - a[0][7]) / 4
+here = [(b[r][8] - a[r][8]) / 4 for r in range(len(a))]
+ebin = [(b[r][9] - a[r][9]) / 4 for r in range(len(a))]
+ok = ok and gat == m["expert_gathers"] and sum(here) == m["experts_per_token"]
 print(f"| {name} | {np_} | {smin} | {prod:.0f} | {coll:.0f} | "
-      f"{' / '.join('%.0f' % x for x in bin_)} | {' / '.join(map(str, m['bytes_in']))} |")
+      f"{' / '.join('%.0f' % x for x in bin_)} | {' / '.join(map(str, m['bytes_in']))} | "
+      f"{gat:.0f} | {' / '.join('%.1f' % x for x in here)} | "
+      f"{' / '.join('%.0f' % x for x in ebin)} | {m['expert_bytes_in_mean']:.0f} |")
 if not ok:
     sys.exit(f"{name} at {np_} ranks: measured counts differ from the cost model")
 PY
@@ -51,9 +59,9 @@ PY
 done
 echo
 echo "The release's dimensions (../shared/k3-release/config.json), one decoded token:"
-echo "| ranks | collectives/token | MB in/token/rank (max) |" \
-    "kda | mla | dense | moe | lm_head (MB max) |"
-echo "|---|---|---|---|---|---|---|---|"
+echo "| ranks | collectives/token (products + expert gathers) | MB in/token/rank (max) |" \
+    "kda | mla | dense | moe | lm_head (MB max) | routed experts (MB, mean) |"
+echo "|---|---|---|---|---|---|---|---|---|"
 for np in 2 4 8 16 32; do
     "$PYTHON" benchmarks/mpi_cost.py ../shared/k3-release/config.json "$np" 65536 --row
 done

@@ -159,8 +159,36 @@ int main(int argc, char **argv)
         if (!strcmp(argv[i], "--trunk") || !strncmp(argv[i], "--trunk=", 8))
             part.hook.keep_shares = 0;
     int plan = 0;
-    for (int i = 1; i < argc; i++)
+    const char *spec = NULL;
+    for (int i = 1; i < argc; i++) {
         plan = plan || !strcmp(argv[i], "--plan");
+        if (!strcmp(argv[i], "--spec"))
+            spec = i + 1 < argc ? argv[i + 1] : "";
+        else if (!strncmp(argv[i], "--spec=", 7))
+            spec = argv[i] + 7;
+    }
+    /* Speculation chooses its drafts per step from each process's own
+     * measured call times (chat/turn.c), so ranks would choose differently
+     * and issue different forward calls: over MPI it is off (--spec 0
+     * first, before the user's options), and asking for it is refused. */
+    if (spec && strcmp(spec, "0")) {
+        if (part.rank == 0)
+            fprintf(stderr, "k3-mpi: error: --spec %s is not available over MPI (each rank "
+                    "would choose its drafts from its own timing); use --spec 0 or bin/k3\n",
+                    spec);
+        MPI_Finalize();
+        return K3_EINPUT;
+    }
+    char **spec_av = malloc(((size_t)argc + 3) * sizeof *spec_av);
+    if (!spec_av)
+        MPI_Abort(MPI_COMM_WORLD, K3_ERUNTIME);
+    spec_av[0] = argv[0];
+    spec_av[1] = "--spec";
+    spec_av[2] = "0";
+    for (int i = 1; i <= argc; i++)
+        spec_av[i + 2] = argv[i];
+    argc += 2;
+    argv = spec_av;
     char **av = argv;
     if (k3_mpi_front_begin(MPI_COMM_WORLD, argc, argv, plan, &av) != 0)
         MPI_Abort(MPI_COMM_WORLD, K3_ERUNTIME);

@@ -22,7 +22,8 @@ stats() { # NP SMIN MODEL GEN -> "rank products split tokens own in wait gathers
         --ignore-eos --quiet 2>&1 >/dev/null | sed -n 's/^k3-mpi: \([0-9]\)/\1/p'
 }
 echo "| model | ranks | split min | k3_matmul/token | collectives/token |" \
-    "bytes in/token/rank (measured) | (model) | expert gathers/token | experts computed/token by rank | expert bytes in/token/rank (measured) | (mean, model) |"
+    "bytes in/token/rank (measured) | (model) | expert gathers/token |" \
+    "experts computed/token by rank | expert bytes in/token/rank (measured) | (mean, model) |"
 echo "|---|---|---|---|---|---|---|---|---|---|---|"
 for name in tiny-a moe64; do
     dir=$(model "$name" "$name")
@@ -64,4 +65,32 @@ echo "| ranks | collectives/token (products + expert gathers) | MB in/token/rank
 echo "|---|---|---|---|---|---|---|---|---|"
 for np in 2 4 8 16 32; do
     "$PYTHON" benchmarks/mpi_cost.py ../shared/k3-release/config.json "$np" 65536 --row
+done
+
+# Time and memory at 1 and 2 ranks (one OpenMP thread a rank) on wide-moe:
+# this machine's two cores are shared, so the times say little about a
+# cluster; the per-rank bytes are the point (rank 0's plan and peak RSS).
+echo
+echo "wide-moe, 32 decoded tokens, one thread a rank (load: $(cut -d' ' -f1-3 /proc/loadavg)):"
+echo "| ranks | ms/token | rank 0 trunk planned (MB) | rank 0 expert slots (of) |" \
+    "rank 0 peak RSS (MB) |"
+echo "|---|---|---|---|---|"
+dir=$(model wide-moe wide-moe)
+for np in 1 2; do
+    if [ "$np" = 1 ]; then
+        "${K3_BIN:-bin/k3}" "$dir" --ids 1,2,3,4 --gen 32 --ignore-eos --quiet --spec 0 \
+            --out "$out/t1.json" >/dev/null 2>&1
+    else
+        $MPIRUN -np "$np" "$K3_MPI_BIN" "$dir" --ids 1,2,3,4 --gen 32 --ignore-eos --quiet \
+            --out "$out/t$np.json" >/dev/null 2>&1
+    fi
+    "$PYTHON" - "$out/t$np.json" "$np" <<'PY'
+import json, sys
+r = json.load(open(sys.argv[1]))
+p, b = r["plan"], r["plan"]["bytes"]
+trunk = b["pinned_trunk"] + b["ring"] + b["lm_head"]
+print("| %s | %.2f | %.2f | %d (%d) | %.1f |" % (
+    sys.argv[2], 1000 * r["seconds_per_token"], trunk / 1e6,
+    p["expert_slots"], p.get("experts_here", p["experts_total"]), r["peak_rss_bytes"] / 1e6))
+PY
 done

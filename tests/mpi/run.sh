@@ -120,7 +120,7 @@ for budget in "--preset max" "--trunk-layers 2 --trunk-ring 2" "$stream"; do
         cmp -s "$work/b1.ids" "$work/b$np.ids" || die "share np $np ($budget): ids differ"
         cmp -s "$work/b1.f32" "$work/b$np.f32" || die "share np $np ($budget): logits differ"
         mine=$(trunk_bytes "$work/b$np.json")
-        "$PYTHON" - "$whole" "$mine" "$np" "$dir" <<'PY' || die "share np $np ($budget): rank 0 plans $mine of $whole trunk bytes"
+        "$PYTHON" - "$whole" "$mine" "$np" "$dir" <<'PY' ||
 import json, sys
 whole, mine, n = int(sys.argv[1]), int(sys.argv[2]), int(sys.argv[3])
 c = json.load(open(sys.argv[4] + "/config.json"))
@@ -139,6 +139,7 @@ slack = (13 * L + 1) * (64 + 16 * 2 * W)
 assert n == 1 and mine == whole or mine <= whole / n + kvb + slack, (whole, mine, n, kvb, slack)
 assert n == 1 or mine < whole, (whole, mine)
 PY
+            die "share np $np ($budget): rank 0 plans $mine of $whole trunk bytes"
     done
 done
 echo "ok: each rank holds its share: ids and logits of bin/k3 at ranks $NP, 3 budgets" \

@@ -144,6 +144,17 @@ PY
 done
 echo "ok: each rank holds its share: ids and logits of bin/k3 at ranks $NP, 3 budgets" \
     "(trunk bytes of rank 0: $whole whole, $mine at the last count)"
+# A packed trunk (whole runs, checksummed) is read whole on every rank:
+# the same logits, and the report says the shares are off.
+"$K3_BIN" pack-trunk "$dir" "$work/trunk" --quiet || die "share: pack-trunk failed"
+K3_MPI_SPLIT_MIN=0 mpi 2 "$K3_MPI_BIN" "$dir" --trunk "$work/trunk" --ids "$rid" --gen 6 \
+    --ignore-eos --preset max --dump-logits "$work/bt.f32" --out "$work/bt.json" >/dev/null \
+    2>"$work/bt.err" || { cat "$work/bt.err"; die "share: --trunk over 2 ranks failed"; }
+"$K3_BIN" "$dir" --ids "$rid" --gen 6 --ignore-eos --preset max --dump-logits "$work/b1.f32" \
+    >/dev/null 2>&1 || die "share: bin/k3 failed"
+cmp -s "$work/b1.f32" "$work/bt.f32" || die "share: --trunk over 2 ranks: logits differ"
+grep -q '"trunk_shares": false' "$work/bt.json" || die "share: --trunk: the shares are not off"
+echo "ok: a packed trunk is read whole on every rank (2 ranks): the logits of bin/k3"
 K3_MPI_SPLIT_MIN=0 mpi 3 "$K3_MPI_BIN" "$dir" --plan >"$work/plan3.txt" 2>"$work/plan3.err" ||
     { cat "$work/plan3.err"; die "--plan over 3 ranks failed"; }
 for r in 0 1 2; do

@@ -11,12 +11,20 @@
 #  2. streamed budgets per rank (moe64, nothing pinned, a one-slot ring, a
 #     one-expert cache on every rank): the same ids and logits, and the
 #     report says it streamed;
+#  2b. each rank's share of the trunk (random shape 2, every product
+#     split): bin/k3's ids and logits at every rank count and 3 budgets,
+#     rank 0's planned trunk bytes about 1/N; a packed trunk read whole;
+#     --plan prints every rank's plan and the total;
+#  2c. one token's routed experts split by expert id (moe64): bin/k3's ids
+#     and logits at 2-4 ranks, each expert computed by one rank, the
+#     rank's cache capped at its own experts;
 #  3. chat through rank 0 (piped stdin): the same replies as bin/k3 --chat;
 #  4. faults: a read failing on rank 1 only (at open), or an expert read on
 #     rank 2 of 3 mid-forward -> exit 4 with that rank's message;
 #     a rank killed with SIGKILL mid-run -> the job ends within 30 s,
 #     nonzero; a rank stopped (SIGSTOP) mid-run -> the others time out
-#     (K3_MPI_TIMEOUT=3) and end the job naming the collective.
+#     (K3_MPI_TIMEOUT=3) and end the job naming the collective;
+#     --spec 2 is refused (exit 2).
 . tests/gates/lib.sh
 : "${K3_MPI_BIN:?}"
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMP_NUM_THREADS=1
@@ -258,6 +266,11 @@ if [ -n "${K3_MPI_FAULT_BIN:-}" ]; then
         { cat "$work/fault2.err"; die "an expert read failing on rank 2: no message of rank 2"; }
     echo "ok: an expert read failing mid-forward on rank 2 ends the job with exit 4"
 fi
+
+# Speculation picks drafts from each rank's own timing: refused over MPI.
+expect_exit 2 "--spec 2 is not available over MPI" mpi 2 "$K3_MPI_BIN" "$dir" --ids "$ids" \
+    --gen 2 --spec 2 || die "--spec 2 over MPI: not refused with exit 2"
+echo "ok: --spec 2 over MPI is refused (exit 2)"
 
 # pids_of_ranks MPIRUN_PID: the k3-mpi processes the job started.
 pids_of_ranks() {

@@ -58,7 +58,7 @@ static void run(const char *table, const shape *c, int runs, const k3_mm_ws *ws)
         fprintf(stderr, "kernels: out of memory\n");
         exit(1);
     }
-    k3_mat m = { c->kind, c->rows, c->cols, w, NULL };
+    k3_mat m = { c->kind, c->rows, c->cols, w, NULL, 0, 0, 0 };
     if (c->kind == K3_MAT_BF16) {
         uint16_t *b = (uint16_t *)(void *)w;
         for (size_t i = 0; i < n; i++) /* |value| in [2^-8, 2^-7), both signs */

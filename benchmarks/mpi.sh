@@ -17,13 +17,14 @@ MPIRUN="mpirun"
 mpirun --version 2>&1 | grep -q "Open MPI" && MPIRUN="mpirun --oversubscribe"
 out="$K3_BUILD/bench-mpi"
 mkdir -p "$out"
-stats() { # NP SMIN MODEL GEN -> "rank products split tokens own in wait" lines
+stats() { # NP SMIN MODEL GEN -> "rank products split tokens own in wait gathers here ebytes"
     K3_MPI_SPLIT_MIN=$2 $MPIRUN -np "$1" "$K3_MPI_BIN" "$3" --ids 1,2,3,4 --gen "$4" \
         --ignore-eos --quiet 2>&1 >/dev/null | sed -n 's/^k3-mpi: \([0-9]\)/\1/p'
 }
 echo "| model | ranks | split min | k3_matmul/token | collectives/token |" \
-    "bytes in/token/rank (measured) | (model) |"
-echo "|---|---|---|---|---|---|---|"
+    "bytes in/token/rank (measured) | (model) | expert gathers/token |" \
+    "experts computed/token by rank | expert bytes in/token/rank (measured) | (mean, model) |"
+echo "|---|---|---|---|---|---|---|---|---|---|---|"
 for name in tiny-a moe64; do
     dir=$(model "$name" "$name")
     for np in 2 3 4; do
@@ -41,8 +42,16 @@ coll = (b[0][2] - a[0][2]) / 4
 bin_ = [(b[r][5] - a[r][5]) / 4 for r in range(len(a))]
 ok = prod == m["products"] and coll == m["collectives"]
 ok = ok and bin_ == [float(x) for x in m["bytes_in"]]
+# The experts of one token: one gather per MoE layer, each chosen expert
+# computed by exactly one rank (the split depends on the routing).
+gat = (b[0][7] - a[0][7]) / 4
+here = [(b[r][8] - a[r][8]) / 4 for r in range(len(a))]
+ebin = [(b[r][9] - a[r][9]) / 4 for r in range(len(a))]
+ok = ok and gat == m["expert_gathers"] and sum(here) == m["experts_per_token"]
 print(f"| {name} | {np_} | {smin} | {prod:.0f} | {coll:.0f} | "
-      f"{' / '.join('%.0f' % x for x in bin_)} | {' / '.join(map(str, m['bytes_in']))} |")
+      f"{' / '.join('%.0f' % x for x in bin_)} | {' / '.join(map(str, m['bytes_in']))} | "
+      f"{gat:.0f} | {' / '.join('%.1f' % x for x in here)} | "
+      f"{' / '.join('%.0f' % x for x in ebin)} | {m['expert_bytes_in_mean']:.0f} |")
 if not ok:
     sys.exit(f"{name} at {np_} ranks: measured counts differ from the cost model")
 PY
@@ -51,9 +60,37 @@ PY
 done
 echo
 echo "The release's dimensions (../shared/k3-release/config.json), one decoded token:"
-echo "| ranks | collectives/token | MB in/token/rank (max) |" \
-    "kda | mla | dense | moe | lm_head (MB max) |"
-echo "|---|---|---|---|---|---|---|---|"
+echo "| ranks | collectives/token (products + expert gathers) | MB in/token/rank (max) |" \
+    "kda | mla | dense | moe | lm_head (MB max) | routed experts (MB, mean) |"
+echo "|---|---|---|---|---|---|---|---|---|"
 for np in 2 4 8 16 32; do
     "$PYTHON" benchmarks/mpi_cost.py ../shared/k3-release/config.json "$np" 65536 --row
+done
+
+# Time and memory at 1 and 2 ranks (one OpenMP thread a rank) on wide-moe:
+# this machine's two cores are shared, so the times say little about a
+# cluster; the per-rank bytes are the point (rank 0's plan and peak RSS).
+echo
+echo "wide-moe, 32 decoded tokens, one thread a rank (load: $(cut -d' ' -f1-3 /proc/loadavg)):"
+echo "| ranks | ms/token | rank 0 trunk planned (MB) | rank 0 expert slots (of) |" \
+    "rank 0 peak RSS (MB) |"
+echo "|---|---|---|---|---|"
+dir=$(model wide-moe wide-moe)
+for np in 1 2; do
+    if [ "$np" = 1 ]; then
+        "${K3_BIN:-bin/k3}" "$dir" --ids 1,2,3,4 --gen 32 --ignore-eos --quiet --spec 0 \
+            --out "$out/t1.json" >/dev/null 2>&1
+    else
+        $MPIRUN -np "$np" "$K3_MPI_BIN" "$dir" --ids 1,2,3,4 --gen 32 --ignore-eos --quiet \
+            --out "$out/t$np.json" >/dev/null 2>&1
+    fi
+    "$PYTHON" - "$out/t$np.json" "$np" <<'PY'
+import json, sys
+r = json.load(open(sys.argv[1]))
+p, b = r["plan"], r["plan"]["bytes"]
+trunk = b["pinned_trunk"] + b["ring"] + b["lm_head"]
+print("| %s | %.2f | %.2f | %d (%d) | %.1f |" % (
+    sys.argv[2], 1000 * r["seconds_per_token"], trunk / 1e6,
+    p["expert_slots"], p.get("experts_here", p["experts_total"]), r["peak_rss_bytes"] / 1e6))
+PY
 done

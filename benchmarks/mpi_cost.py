@@ -5,8 +5,12 @@ split (rows x cols >= SPLIT_MIN, default 65536), and per rank the floats it
 contributes and receives in the one MPI_Allgatherv per split product.
 Prints a JSON object: products, collectives, bytes_in / bytes_own per rank
 (lists), bytes_in_max, and per block kind the same. Routed experts of a
-one-token call run as k3_matvec inside a parallel loop (src/model/moe.c), so
-they are not products here: every rank computes them whole."""
+one-token call run as k3_matvec inside moe.c's parallel loop, so they are
+not products here: they are split by expert id (src/model/moe_part.h), one
+gather per MoE layer (expert_gathers), in which a rank receives the outputs
+of the chosen experts it does not own: expert_bytes_in_mean is its
+expectation under uniform routing, k x (N-1)/N x Z floats a layer (the
+measured value depends on the routing)."""
 import json
 import sys
 
@@ -76,10 +80,18 @@ def main():
             worst = max(worst, 4 * (rows - (hi - lo)))
         b["bytes_in_max"] += worst
     res["bytes_in_max"] = max(res["bytes_in"])
+    moe = c["num_hidden_layers"] - c["first_k_dense_replace"]
+    k, Z = c["num_experts_per_token"], c["routed_expert_hidden_size"]
+    res["moe_layers"] = moe
+    res["experts_per_token"] = k * moe
+    res["expert_gathers"] = moe if n >= 2 else 0
+    res["expert_bytes_in_mean"] = 4 * k * Z * moe * (n - 1) / n
     if sys.argv[4:] == ["--row"]:  # a markdown table row (benchmarks/mpi.sh)
         b, mb = res["blocks"], lambda x: "%.2f" % (x / 1e6)
-        print("| %d | %d | %s | %s |" % (n, res["collectives"], mb(res["bytes_in_max"]), " | ".join(
-            mb(b[k]["bytes_in_max"]) for k in ("kda", "mla", "dense", "moe", "lm_head"))))
+        print("| %d | %d + %d | %s | %s | %s |" % (
+            n, res["collectives"], res["expert_gathers"], mb(res["bytes_in_max"]), " | ".join(
+                mb(b[k]["bytes_in_max"]) for k in ("kda", "mla", "dense", "moe", "lm_head")),
+            mb(res["expert_bytes_in_mean"])))
     else:
         print(json.dumps(res))
 

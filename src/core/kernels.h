@@ -37,6 +37,13 @@ typedef struct k3_mat {
     int64_t rows, cols;
     const void *w;           /* F32: float; BF16: uint16 bits; MXFP4: packed nibbles */
     const uint8_t *scales;   /* MXFP4 only: [rows][cols/32] E8M0 bytes */
+    /* share != 0: this process's share of a row-partitioned matrix
+     * (k3_mm_share): w (and scales) hold only rows [held_lo, held_hi), row
+     * held_lo first (possibly none). share == 0: every row is held. Only
+     * k3_matmul under the installed partition may use a share (anything
+     * else aborts: it would read rows that are not there). */
+    int share;
+    int64_t held_lo, held_hi;
 } k3_mat;
 
 float k3_bf16_to_f32(uint16_t b);
@@ -99,11 +106,26 @@ typedef struct k3_mm_part {
     float *(*begin)(void *ctx, int64_t rows, int64_t cols, size_t T, float *Y, int64_t *lo,
                     int64_t *hi);
     void (*end)(void *ctx, float *Y, int64_t rows, size_t T);
+    /* Whether products of this shape are split, and this process's rows
+     * [*lo, *hi) of them: begin's answer for every T (the same rows). */
+    int (*share)(void *ctx, int64_t rows, int64_t cols, int64_t *lo, int64_t *hi);
+    int keep_shares; /* weights hold only this process's rows (k3_mm_share) */
+    int rank, size;  /* this process and how many (plans, messages) */
     void *ctx;
 } k3_mm_part;
 /* Installs p (NULL: none) for every later k3_matmul of the process; p must
- * outlive them. Not thread-safe: set it before any k3_matmul runs. */
+ * outlive them. Not thread-safe: set it before any k3_matmul runs. With a
+ * partition, k3_matmul runs at most K3_MM_PART_MAX_FLOATS output floats
+ * (rows x tokens) per begin/end, in token chunks, so a gather's counts fit
+ * an int. */
 void k3_mm_set_part(const k3_mm_part *p);
+#define K3_MM_PART_MAX_FLOATS 0x7fffffffLL
+/* The installed partition, or NULL. */
+const k3_mm_part *k3_mm_get_part(void);
+/* 1 when the installed partition keeps shares and splits products of a
+ * rows x cols matrix: this process then needs only rows [*lo, *hi) of it
+ * (possibly none); else 0 (*lo = 0, *hi = rows: the whole matrix). */
+int k3_mm_share(int64_t rows, int64_t cols, int64_t *lo, int64_t *hi);
 
 /* Rows [r0, r0+n) of m as a matrix of its own (no copy). */
 k3_mat k3_mat_rows(const k3_mat *m, int64_t r0, int64_t n);

@@ -3,6 +3,8 @@
  * table (kernels_isa.h), so every ISA shares them. Threads split output
  * rows only; each dot runs whole inside one thread, in contract order. */
 #include <omp.h>
+#include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "core/kernels.h"
@@ -77,8 +79,21 @@ static void row_dots_all(const k3_isa *isa, const k3_mat *m, const float *X, siz
     }
 }
 
+/* A share (k3_mat.share) used where every row is needed: an internal
+ * error (the weights were bound for a partition this use ignores); reading
+ * on would compute with rows that are not there. */
+static void whole_needed(const k3_mat *m, const char *where)
+{
+    fprintf(stderr, "k3: internal error: %s of a %lld x %lld matrix that holds only rows "
+            "[%lld, %lld) (a row partition's share)\n", where, (long long)m->rows,
+            (long long)m->cols, (long long)m->held_lo, (long long)m->held_hi);
+    abort();
+}
+
 void k3_matvec(const k3_mat *m, const float *x, float *y)
 {
+    if (m->share)
+        whole_needed(m, "k3_matvec");
     row_dots_all(k3_isa_active(), m, x, 1, y);
 }
 
@@ -158,10 +173,27 @@ static const k3_mm_part *mm_part; /* k3_mm_set_part; NULL: every row here */
 
 void k3_mm_set_part(const k3_mm_part *p) { mm_part = p; }
 
+const k3_mm_part *k3_mm_get_part(void) { return mm_part; }
+
+int k3_mm_share(int64_t rows, int64_t cols, int64_t *lo, int64_t *hi)
+{
+    const k3_mm_part *p = mm_part;
+    *lo = 0;
+    *hi = rows;
+    if (!p || !p->keep_shares || !p->share || !p->share(p->ctx, rows, cols, lo, hi)) {
+        *lo = 0;
+        *hi = rows;
+        return 0;
+    }
+    return 1;
+}
+
 /* k3_matmul over all rows of m, here. */
 static void matmul_here(const k3_mat *m, const float *X, size_t T, float *Y, const k3_mm_ws *ws)
 {
     const k3_isa *isa = k3_isa_active();
+    if (m->share)
+        whole_needed(m, "k3_matmul without a partition");
     if (T <= isa->row_tokens) { /* passes of row dots, nr tokens each */
         size_t n = (size_t)m->cols, rows = (size_t)m->rows;
         for (size_t t = 0; t < T; t += isa->nr)
@@ -188,21 +220,43 @@ static void matmul_here(const k3_mat *m, const float *X, size_t T, float *Y, con
 void k3_matmul(const k3_mat *m, const float *X, size_t T, float *Y, const k3_mm_ws *ws)
 {
     const k3_mm_part *p = mm_part;
-    int64_t lo = 0, hi = 0;
-    float *mine = p ? p->begin(p->ctx, m->rows, m->cols, T, Y, &lo, &hi) : NULL;
-    if (!mine) {
+    if (!p) {
         matmul_here(m, X, T, Y, ws);
         return;
     }
-    k3_mat v = k3_mat_rows(m, lo, hi - lo); /* rows lo..hi: the same dots, packed */
-    matmul_here(&v, X, T, mine, ws);
-    p->end(p->ctx, Y, m->rows, T);
+    /* Token chunks of at most K3_MM_PART_MAX_FLOATS output floats: each
+     * token's row is independent of the others', so chunks change no bit. */
+    size_t tc = m->rows > 0 && (uint64_t)m->rows * T > (uint64_t)K3_MM_PART_MAX_FLOATS
+                    ? (size_t)(K3_MM_PART_MAX_FLOATS / m->rows) : T;
+    if (tc == 0)
+        tc = 1;
+    for (size_t t0 = 0; t0 < T; t0 += tc) {
+        size_t n = T - t0 < tc ? T - t0 : tc;
+        const float *x = X + t0 * (size_t)m->cols;
+        float *y = Y + t0 * (size_t)m->rows;
+        int64_t lo = 0, hi = 0;
+        float *mine = p->begin(p->ctx, m->rows, m->cols, n, y, &lo, &hi);
+        if (!mine) {
+            matmul_here(m, x, n, y, ws);
+            continue;
+        }
+        k3_mat v = k3_mat_rows(m, lo, hi - lo); /* rows lo..hi: the same dots, packed */
+        matmul_here(&v, x, n, mine, ws);
+        p->end(p->ctx, y, m->rows, n);
+    }
 }
 
 k3_mat k3_mat_rows(const k3_mat *m, int64_t r0, int64_t n)
 {
     k3_mat v = *m;
     size_t cols = (size_t)m->cols;
+    if (m->share) { /* rows [r0, r0+n) must be held; offsets from held_lo */
+        if (n < 0 || (n > 0 && (r0 < m->held_lo || r0 + n > m->held_hi)))
+            whole_needed(m, "rows outside the share");
+        r0 = n > 0 ? r0 - m->held_lo : 0;
+        v.share = 0;
+        v.held_lo = v.held_hi = 0;
+    }
     v.rows = n;
     switch (m->kind) {
     case K3_MAT_BF16: v.w = (const uint16_t *)m->w + (size_t)r0 * cols; break;
@@ -225,6 +279,8 @@ void k3_matvec_t(const k3_mat *m, const float *x, float *y)
     const k3_isa *isa = k3_isa_active();
     size_t n = (size_t)m->cols;
     float row[MT_COLS];
+    if (m->share)
+        whole_needed(m, "k3_matvec_t");
     memset(y, 0, n * sizeof *y);
     for (size_t c0 = 0; c0 < n; c0 += MT_COLS) {
         size_t len = n - c0 < MT_COLS ? n - c0 : MT_COLS;

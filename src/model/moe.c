@@ -18,8 +18,15 @@
 
 #include "core/mathfn.h"
 #include "model/model.h"
+#include "model/moe_part.h"
 #include "model/scratch.h"
 #include "util/error.h"
+
+static const k3_moe_part *moe_part; /* k3_moe_set_part; NULL: every expert here */
+
+void k3_moe_set_part(const k3_moe_part *p) { moe_part = p; }
+
+const k3_moe_part *k3_moe_get_part(void) { return moe_part; }
 
 /* Ties in the biased score go to the lower index. */
 void k3_route(const k3_config *c, const float *logit, const float *bias, int32_t *ids,
@@ -145,15 +152,16 @@ static void *fetch_main(void *arg)
 }
 
 /* One token's experts q = 0..n-1, each whole on one thread, into its own
- * output o + q*Z (scratch h, u: 2F floats per expert, after the outputs).
+ * output o + pos[q]*Z (pos NULL: o + q*Z; scratch hu: 2F floats per
+ * expert).
  * Every dot is the kernels' own (a matvec inside this loop runs on its
  * thread), so which thread takes an expert changes no bit; one parallel
  * region per chunk instead of three per expert, which matters when
  * threads sleep between regions (OMP_WAIT_POLICY=passive). */
 static void one_token_experts(const k3_expert *const *views, size_t n, const float *z,
-                              size_t Z, size_t F, float b1, float b2, float *o)
+                              size_t Z, size_t F, float b1, float b2, float *o,
+                              const size_t *pos, float *hu)
 {
-    float *hu = o + n * Z;
     ptrdiff_t m = (ptrdiff_t)n;
 #pragma omp parallel for schedule(dynamic, 1) if (m > 1)
     for (ptrdiff_t q = 0; q < m; q++) {
@@ -161,7 +169,7 @@ static void one_token_experts(const k3_expert *const *views, size_t n, const flo
         k3_matvec(&views[q]->w1, z, h);
         k3_matvec(&views[q]->w3, z, u);
         k3_situ(h, u, F, b1, b2);
-        k3_matvec(&views[q]->w2, h, o + (size_t)q * Z);
+        k3_matvec(&views[q]->w2, h, o + (pos ? pos[q] : (size_t)q) * Z);
     }
 }
 
@@ -193,7 +201,7 @@ static int routed(const k3_config *c, const k3_expert_source *src, const int32_t
         if (c0 > 0 && (rc = fetch(src, uni + c0, n, views, e)) != K3_OK)
             break;
         if (T == 1) { /* the token's picks are uni itself, ascending */
-            one_token_experts(views, n, z, Z, F, b1, b2, o);
+            one_token_experts(views, n, z, Z, F, b1, b2, o, NULL, o + n * Z);
             for (size_t q = 0; q < n; q++)
                 k3_axpy(y, wts[c0 + q], o + q * Z, Z);
             release(src, uni + c0, n);
@@ -224,6 +232,38 @@ static int routed(const k3_config *c, const k3_expert_source *src, const int32_t
     return rc;
 }
 
+/* One token's routed experts under a k3_moe_part: this process computes
+ * its own ones, own[0..nown) (expert ids; pos: their indices in uni), in
+ * chunks of at most cap, the first already fetched (views), each into
+ * o + pos*Z (hu after all k outputs); the gather fills the other outputs;
+ * then the sum over all nu in ascending expert order, as routed() does
+ * for one process (the same axpys in the same order). */
+static int routed_split(const k3_config *c, const k3_expert_source *src, const float *wts,
+                        const float *z, const int32_t *uni, size_t nu, const int32_t *own,
+                        const size_t *pos, size_t nown, size_t cap, const k3_expert **views,
+                        float *y, float *o, k3_err *e)
+{
+    size_t k = (size_t)c->num_experts_per_token;
+    size_t Z = (size_t)c->routed_expert_hidden_size, F = (size_t)c->moe_intermediate_size;
+    float b1 = (float)c->situ_beta, b2 = (float)c->situ_linear_beta;
+    int rc = K3_OK;
+    for (size_t c0 = 0; c0 < nown && rc == K3_OK; c0 += cap) {
+        size_t n = nown - c0 < cap ? nown - c0 : cap;
+        if (c0 > 0 && (rc = fetch(src, own + c0, n, views, e)) != K3_OK)
+            break;
+        one_token_experts(views, n, z, Z, F, b1, b2, o, pos + c0, o + k * Z);
+        release(src, own + c0, n);
+    }
+    /* Every process gathers, even after a failed read here: the others
+     * wait in this collective, and the failure ends the job (src/mpi). */
+    if (rc != K3_OK)
+        return rc;
+    moe_part->gather(moe_part->ctx, uni, nu, o, Z);
+    for (size_t q = 0; q < nu; q++)
+        k3_axpy(y, wts[q], o + q * Z, Z);
+    return K3_OK;
+}
+
 /* k3_moe_block's working memory for T tokens (E experts, k picked per
  * token, latent width Z, expert width F, shared width S = F x shared
  * experts, wide = max(S, F)). */
@@ -239,6 +279,8 @@ typedef struct {
     float *o;         /* [T][Z], or [k][Z + 2F] when T == 1: routed()'s outputs */
     int32_t *ids;     /* [T][k] the picks, ascending per token */
     int32_t *uni;     /* [E] the union of the picks, ascending */
+    int32_t *own;     /* [k] one token under a k3_moe_part: the picks computed here */
+    size_t *pos;      /* [k] their indices in uni */
     size_t *next;     /* [T] routed(): each token's next pick */
     size_t *tok;      /* [T] routed(): each gathered row's token */
     const k3_expert **views; /* [E] the fetched experts of one chunk */
@@ -264,6 +306,8 @@ static uint64_t moe_layout(const k3_config *c, uint64_t T, unsigned char *base, 
     b->o = k3_carve_take(&a, T == 1 ? one : TZ, f);
     b->ids = k3_carve_take(&a, k3_sat_mul(T, k), sizeof(int32_t));
     b->uni = k3_carve_take(&a, E, sizeof(int32_t));
+    b->own = k3_carve_take(&a, k, sizeof(int32_t));
+    b->pos = k3_carve_take(&a, k, sizeof(size_t));
     b->next = k3_carve_take(&a, T, sizeof(size_t));
     b->tok = k3_carve_take(&a, T, sizeof(size_t));
     b->views = k3_carve_take(&a, E, sizeof(const k3_expert *));
@@ -294,10 +338,24 @@ int k3_moe_block(const k3_config *c, const k3_moe_weights *w, const k3_expert_so
         k3_route(c, b.logits + t * E, w->router_bias, b.ids + t * k, b.wts + t * k, b.sig);
     size_t nu = expert_union(c, b.ids, T, b.uni);
     size_t cap = src->resident ? E : k3_ec_capacity(src->cache);
+    /* One token under a k3_moe_part: only this process's experts are
+     * fetched and computed (moe_part.h). */
+    const k3_moe_part *mp = T == 1 ? moe_part : NULL;
+    const int32_t *want = b.uni;
+    size_t nwant = nu;
+    if (mp) {
+        nwant = 0;
+        for (size_t q = 0; q < nu; q++)
+            if (k3_moe_owner(b.uni[q], mp->size) == mp->rank) {
+                b.pos[nwant] = q;
+                b.own[nwant++] = b.uni[q];
+            }
+        want = b.own;
+    }
 
     /* Reads of the first experts start now, on a helper thread; the latent
      * projection and the shared experts compute meanwhile. */
-    fetch_job job = { src, b.uni, nu < cap ? nu : cap, b.views, { 0, "" }, K3_OK };
+    fetch_job job = { src, want, nwant < cap ? nwant : cap, b.views, { 0, "" }, K3_OK };
     pthread_t th;
     int threaded = !src->resident && job.n > 0 && pthread_create(&th, NULL, fetch_main, &job) == 0;
     if (!threaded)
@@ -312,7 +370,10 @@ int k3_moe_block(const k3_config *c, const k3_moe_weights *w, const k3_expert_so
     if (rc != K3_OK)
         k3_fail(e, rc, "%s", job.err.msg);
     memset(b.y, 0, T * Z * sizeof *b.y);
-    if (rc == K3_OK)
+    if (rc == K3_OK && mp)
+        rc = routed_split(c, src, b.wts, b.z, b.uni, nu, b.own, b.pos, nwant, cap, b.views, b.y,
+                          b.o, e);
+    else if (rc == K3_OK)
         rc = routed(c, src, b.ids, b.wts, b.z, T, b.uni, nu, cap, b.views, b.y, b.g, b.o, b.tmp,
                     b.next, b.tok, wk->mm, e);
     if (rc == K3_OK) {

@@ -13,6 +13,7 @@
 #include <string.h>
 
 #include "model/model.h"
+#include "model/moe_part.h"
 #include "resid/expert_cache.h"
 #include "resid/trunk.h"
 #include "util/ckd.h"
@@ -82,7 +83,9 @@ static double read_per_token(const k3_plan *p, const k3_weights *w, const k3_con
         streamed = 0;
     double R = (double)c->num_experts_per_token *
                (double)(p->experts_total / (uint64_t)(c->num_experts > 0 ? c->num_experts : 1));
-    double S = (double)p->expert_slots, all = (double)p->experts_total;
+    if (p->experts_total)
+        R = R * (double)p->experts_here / (double)p->experts_total; /* this rank's share */
+    double S = (double)p->expert_slots, all = (double)p->experts_here;
     double hit = all > 0 && S >= R ? S / all : 0;
     return streamed + R * (1 - hit) * (double)p->expert_slot_bytes;
 }
@@ -125,15 +128,15 @@ static int split_budget(k3_model_opts *o, double budget_gb, const k3_config *c,
                 return e->code;
             double fixed = (double)(plan.total - plan.expert_cache);
             double min_slots = plan.experts_total ? (double)c->num_experts_per_token : 0;
-            if (min_slots > (double)plan.experts_total)
-                min_slots = (double)plan.experts_total;
+            if (min_slots > (double)plan.experts_here)
+                min_slots = plan.experts_here ? (double)plan.experts_here : 1;
             double need = fixed + min_slots * (double)plan.expert_slot_bytes;
             if (smallest < 0 || need < smallest)
                 smallest = need;
             if (need <= budget) {
                 double room = (budget - fixed) / (double)plan.expert_slot_bytes;
-                plan.expert_slots = room < (double)plan.experts_total ? (uint64_t)room
-                                                                       : plan.experts_total;
+                plan.expert_slots = room < (double)plan.experts_here ? (uint64_t)room
+                                                                      : plan.experts_here;
                 double rd = read_per_token(&plan, w, c);
                 if (best_n < 0 || rd < best_read) {
                     best_n = n;
@@ -199,6 +202,14 @@ static int plan_layout(k3_plan *p, const k3_config *c, const k3_weights *w,
     /* Experts: one slot per expert up to the budget, never fewer than one. */
     int moe_layers = L > c->first_k_dense_replace ? L - (int)c->first_k_dense_replace : 0;
     p->experts_total = (uint64_t)moe_layers * (uint64_t)c->num_experts;
+    /* Under a split of one token's experts by id (model/moe_part.h) this
+     * process is asked, at decode, only for its own: the cache needs no
+     * more slots than those (prompts still touch any expert, through the
+     * cache). */
+    const k3_moe_part *mp = k3_moe_get_part();
+    uint64_t E = c->num_experts > 0 ? (uint64_t)c->num_experts : 0;
+    uint64_t own = mp ? E / (uint64_t)mp->size + ((uint64_t)mp->rank < E % (uint64_t)mp->size) : E;
+    p->experts_here = (uint64_t)moe_layers * own;
     p->expert_dims.first_moe = (int)c->first_k_dense_replace;
     p->expert_dims.n_layers = L;
     p->expert_dims.experts = c->num_experts;
@@ -208,11 +219,11 @@ static int plan_layout(k3_plan *p, const k3_config *c, const k3_weights *w,
     if (o->cache_experts > 0)
         p->expert_slots = (uint64_t)o->cache_experts;
     else if (o->cache_gb < 0)
-        p->expert_slots = p->experts_total;
+        p->expert_slots = p->experts_here;
     else
         p->expert_slots = (uint64_t)(o->cache_gb * GIB) / p->expert_slot_bytes;
-    if (p->expert_slots > p->experts_total)
-        p->expert_slots = p->experts_total;
+    if (p->expert_slots > p->experts_here)
+        p->expert_slots = p->experts_here;
     if (p->expert_slots == 0 && p->experts_total)
         p->expert_slots = 1;
     p->expert_cache = k3_sat_mul(p->expert_slots, p->expert_slot_bytes);
@@ -302,7 +313,13 @@ void k3_plan_free(k3_plan *p)
 
 void k3_plan_print(const k3_plan *p, FILE *f)
 {
-    fprintf(f, "memory plan (GB = 2^30 bytes):\n");
+    const k3_mm_part *mp = k3_mm_get_part(); /* src/mpi: this rank's plan */
+    if (mp && mp->size > 1)
+        fprintf(f, "memory plan of rank %d of %d (GB = 2^30 bytes; %s):\n", mp->rank, mp->size,
+                mp->keep_shares ? "the trunk's split matrices: this rank's rows only"
+                                : "every rank holds the whole trunk");
+    else
+        fprintf(f, "memory plan (GB = 2^30 bytes):\n");
     fprintf(f, "  trunk pinned     %9.3f GB  %d layers\n", p->pinned_trunk / GIB, p->pinned_layers);
     fprintf(f, "  trunk ring       %9.3f GB  %d slots for %d streamed layers%s\n", p->ring / GIB,
             p->ring_slots, p->streamed_layers, p->lm_head_streamed ? " and lm_head" : "");
@@ -311,9 +328,15 @@ void k3_plan_print(const k3_plan *p, FILE *f)
     fprintf(f, "  embedding        %9.3f GB  %s\n", p->embed / GIB,
             p->embed_streamed ? "streamed (row reads)" : "resident");
     fprintf(f, "  norms, biases    %9.3f GB\n", p->small / GIB);
-    fprintf(f, "  expert cache     %9.3f GB  %llu of %llu experts, %.1f MB each\n",
-            p->expert_cache / GIB, (unsigned long long)p->expert_slots,
-            (unsigned long long)p->experts_total, p->expert_slot_bytes / 1e6);
+    if (p->experts_here != p->experts_total)
+        fprintf(f, "  expert cache     %9.3f GB  %llu of this rank's %llu experts (of %llu), "
+                   "%.1f MB each\n", p->expert_cache / GIB, (unsigned long long)p->expert_slots,
+                (unsigned long long)p->experts_here, (unsigned long long)p->experts_total,
+                p->expert_slot_bytes / 1e6);
+    else
+        fprintf(f, "  expert cache     %9.3f GB  %llu of %llu experts, %.1f MB each\n",
+                p->expert_cache / GIB, (unsigned long long)p->expert_slots,
+                (unsigned long long)p->experts_total, p->expert_slot_bytes / 1e6);
     fprintf(f, "  KDA state        %9.3f GB\n", p->kda_state / GIB);
     fprintf(f, "  MLA KV cache     %9.3f GB  %lld positions\n", p->kv_cache / GIB,
             (long long)p->context);
@@ -346,6 +369,8 @@ void k3_plan_print_json(const k3_plan *p, FILE *f, const char *in)
             p->pinned_layers, in, p->streamed_layers, in, p->ring_slots);
     fprintf(f, "%s\"expert_slots\": %llu,\n%s\"experts_total\": %llu,\n", in,
             (unsigned long long)p->expert_slots, in, (unsigned long long)p->experts_total);
+    if (p->experts_here != p->experts_total)
+        fprintf(f, "%s\"experts_here\": %llu,\n", in, (unsigned long long)p->experts_here);
     fprintf(f, "%s\"bytes\": {\"pinned_trunk\": %llu, \"ring\": %llu, \"lm_head\": %llu, "
                "\"embedding\": %llu, \"small\": %llu, \"expert_cache\": %llu, \"kda_state\": %llu, "
                "\"kv_cache\": %llu, \"scratch\": %llu, \"speculation\": %llu, "
@@ -358,6 +383,10 @@ void k3_plan_print_json(const k3_plan *p, FILE *f, const char *in)
             (unsigned long long)p->draft, (unsigned long long)p->total);
     fprintf(f, "%s\"sequences\": %d,\n%s\"sequence_bytes\": %llu,\n", in, p->sequences, in,
             (unsigned long long)p->sequence_bytes);
+    const k3_mm_part *mp = k3_mm_get_part();
+    if (mp && mp->size > 1)
+        fprintf(f, "%s\"rank\": %d,\n%s\"ranks\": %d,\n%s\"trunk_shares\": %s,\n", in,
+                mp->rank, in, mp->size, in, mp->keep_shares ? "true" : "false");
     fprintf(f, "%s\"mem_available\": %llu,\n%s\"cgroup_limit\": %llu", in,
             (unsigned long long)p->mem_available, in, (unsigned long long)p->cgroup_limit);
 }

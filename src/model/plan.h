@@ -32,6 +32,8 @@ typedef struct k3_plan {
     int pinned_layers, streamed_layers, ring_slots;
     int embed_streamed, lm_head_streamed;
     uint64_t expert_slots, experts_total;
+    uint64_t experts_here;      /* of them this process computes at decode (moe_part.h;
+                                 * experts_total without a split): slots are capped by it */
     k3_ec_dims expert_dims;     /* the routed experts the cache is made for */
     /* bytes */
     uint64_t pinned_trunk, ring, embed, lm_head, small, expert_slot_bytes, expert_cache;

@@ -122,11 +122,14 @@ static void set_name(binder *b, int layer, const char *suffix)
 }
 
 /* Describes a BF16 matrix as the next piece of the current run, to be
- * found at byte `field` of the view structure. */
-static k3_mat bf16_mat(binder *b, int layer, const char *suffix, size_t field, int64_t rows,
-                       int64_t cols)
+ * found at byte `field` of the view structure. Under a row partition that
+ * keeps shares (k3_mm_share, src/mpi), a matrix used only through
+ * k3_matmul (may_share) is described as this process's rows only: rows
+ * are contiguous, so the share is one byte range of the tensor. */
+static k3_mat bf16_mat_part(binder *b, int layer, const char *suffix, size_t field,
+                            int64_t rows, int64_t cols, int may_share)
 {
-    k3_mat m = { K3_MAT_BF16, rows, cols, NULL, NULL };
+    k3_mat m = { K3_MAT_BF16, rows, cols, NULL, NULL, 0, 0, 0 };
     set_name(b, layer, suffix);
     const k3_tensor_info *t = check(b, K3_DT_BF16, rows, cols, -1);
     if (!t)
@@ -155,11 +158,26 @@ static k3_mat bf16_mat(binder *b, int layer, const char *suffix, size_t field, i
     p->src_off = t->offset;
     p->len = t->nbytes;
     p->dst_off = off;
+    int64_t lo, hi;
+    if (may_share && k3_mm_share(rows, cols, &lo, &hi)) {
+        uint64_t row_bytes = (uint64_t)cols * 2; /* BF16 */
+        m.share = 1;
+        m.held_lo = lo;
+        m.held_hi = hi;
+        p->src_off = t->offset + (uint64_t)lo * row_bytes;
+        p->len = (uint64_t)(hi - lo) * row_bytes;
+    }
     k3_mat_slot *s = &w->slots[b->run][w->nslots[b->run]++];
     s->field = field;
     s->image_off = off;
-    r->bytes = off + t->nbytes;
+    r->bytes = off + p->len;
     return m;
+}
+
+static k3_mat bf16_mat(binder *b, int layer, const char *suffix, size_t field, int64_t rows,
+                       int64_t cols)
+{
+    return bf16_mat_part(b, layer, suffix, field, rows, cols, 1);
 }
 
 /* Starts describing run `run`. */
@@ -222,8 +240,9 @@ static void bind_mla(binder *b, const k3_config *c, int i, k3_mla_weights *m)
     m->kv_a = bf16_mat(b, i, "self_attn.kv_a_proj_with_mqa.weight", FIELD(mla.kv_a),
                        c->kv_lora_rank + c->qk_rope_head_dim, H);
     m->kv_a_norm = vec(b, i, "self_attn.kv_a_layernorm.weight", K3_DT_BF16, c->kv_lora_rank, 0);
-    m->kv_b = bf16_mat(b, i, "self_attn.kv_b_proj.weight", FIELD(mla.kv_b),
-                       NH * (c->qk_nope_head_dim + c->v_head_dim), c->kv_lora_rank);
+    /* Whole on every process: attention uses it per head (k3_mla_attend). */
+    m->kv_b = bf16_mat_part(b, i, "self_attn.kv_b_proj.weight", FIELD(mla.kv_b),
+                            NH * (c->qk_nope_head_dim + c->v_head_dim), c->kv_lora_rank, 0);
     m->g = bf16_mat(b, i, "self_attn.g_proj.weight", FIELD(mla.g), NH * c->v_head_dim, H);
     m->o = bf16_mat(b, i, "self_attn.o_proj.weight", FIELD(mla.o), H, NH * c->v_head_dim);
 }
@@ -301,7 +320,7 @@ int k3_weights_bind(k3_weights *w, const k3_config *c, const k3_st_index *ix, in
 
     set_name(&b, -1, "model.embed_tokens.weight");
     w->embed_info = check(&b, K3_DT_BF16, V, H, -1);
-    w->embed = (k3_mat){ K3_MAT_BF16, V, H, NULL, NULL };
+    w->embed = (k3_mat){ K3_MAT_BF16, V, H, NULL, NULL, 0, 0, 0 };
     begin_run(&b, (size_t)n_layers, "lm_head");
     w->lm_head = bf16_mat(&b, -1, c->tie_word_embeddings ? "model.embed_tokens.weight"
                                                          : "lm_head.weight", 0, V, H);

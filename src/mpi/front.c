@@ -26,10 +26,13 @@ static struct {
     pthread_mutex_t mu; /* rank 0: stopping vs. the reader's sends */
     int stopping, eof_sent;
     FILE *err_keep; /* followers: stderr kept here */
+    FILE *out_keep; /* followers (and rank 0 with keep_out): stdout kept here */
+    int out_real;   /* rank 0 with keep_out: the real stdout */
     int err_real;   /* followers: the real stderr */
     char dir[4096]; /* followers: private directory ("" if none) */
     char **argv;
-} F = { .mu = PTHREAD_MUTEX_INITIALIZER, .pipe_w = -1, .orig_in = -1, .err_real = -1 };
+} F = { .mu = PTHREAD_MUTEX_INITIALIZER, .pipe_w = -1, .orig_in = -1, .err_real = -1,
+        .out_real = -1 };
 
 static void nap(void)
 {
@@ -217,10 +220,9 @@ static int rewrite_argv(int argc, char **argv)
 
 static int redirect_follower(void)
 {
-    int null = open("/dev/null", O_WRONLY);
-    if (null < 0 || dup2(null, STDOUT_FILENO) < 0)
+    F.out_keep = tmpfile();
+    if (!F.out_keep || dup2(fileno(F.out_keep), STDOUT_FILENO) < 0)
         return K3_ERUNTIME;
-    close(null);
     F.err_keep = tmpfile();
     F.err_real = dup(STDERR_FILENO);
     if (!F.err_keep || F.err_real < 0 || dup2(fileno(F.err_keep), STDERR_FILENO) < 0)
@@ -228,7 +230,32 @@ static int redirect_follower(void)
     return 0;
 }
 
-int k3_mpi_front_begin(MPI_Comm comm, int argc, char **argv, char ***argv_out)
+FILE *k3_mpi_front_real_stdout(void)
+{
+    static FILE *out;
+    if (F.rank != 0)
+        return NULL;
+    if (F.out_real < 0)
+        return stdout;
+    if (!out)
+        out = fdopen(F.out_real, "w");
+    return out;
+}
+
+/* Rank 0's kept stdout onto the real one (a --plan that failed). */
+static void show_kept_out(void)
+{
+    size_t n;
+    char *t = F.rank == 0 && F.out_real >= 0 ? k3_mpi_front_kept_stdout(1 << 20, &n) : NULL;
+    FILE *out = t ? k3_mpi_front_real_stdout() : NULL;
+    if (out) {
+        fwrite(t, 1, n, out);
+        fflush(out);
+    }
+    free(t);
+}
+
+int k3_mpi_front_begin(MPI_Comm comm, int argc, char **argv, int keep_out, char ***argv_out)
 {
     int fds[2];
     *argv_out = argv;
@@ -247,6 +274,15 @@ int k3_mpi_front_begin(MPI_Comm comm, int argc, char **argv, char ***argv_out)
     close(fds[0]);
     F.pipe_w = fds[1];
     fcntl(F.pipe_w, F_SETFD, FD_CLOEXEC);
+    if (F.rank == 0 && keep_out) {
+        fflush(stdout);
+        F.out_keep = tmpfile();
+        F.out_real = dup(STDOUT_FILENO);
+        if (!F.out_keep || F.out_real < 0 || dup2(fileno(F.out_keep), STDOUT_FILENO) < 0) {
+            fprintf(stderr, "k3-mpi: rank 0: error: cannot keep stdout\n");
+            return K3_ERUNTIME;
+        }
+    }
     if (F.rank != 0) {
         fcntl(F.pipe_w, F_SETFL, O_NONBLOCK);
         if (rewrite_argv(argc, argv) || redirect_follower()) {
@@ -262,6 +298,21 @@ int k3_mpi_front_begin(MPI_Comm comm, int argc, char **argv, char ***argv_out)
     }
     F.started = 1;
     return 0;
+}
+
+char *k3_mpi_front_kept_stdout(size_t max, size_t *n)
+{
+    *n = 0;
+    fflush(stdout);
+    if (!F.out_keep)
+        return NULL;
+    char *text = malloc(max + 1);
+    if (!text)
+        return NULL;
+    rewind(F.out_keep);
+    *n = fread(text, 1, max, F.out_keep);
+    text[*n] = 0;
+    return text;
 }
 
 /* The kept stderr, each line prefixed, onto the real one. */
@@ -308,6 +359,8 @@ void k3_mpi_front_end(int rc)
 {
     if (F.rank != 0 && rc != 0)
         show_kept();
+    if (F.rank == 0 && rc != 0)
+        show_kept_out();
     if (F.started && rc == 0) {
         if (F.rank == 0) {
             pthread_mutex_lock(&F.mu);

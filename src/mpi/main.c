@@ -37,9 +37,12 @@ static void print_stats(const k3_mpi_part *p)
     const char *s = getenv("K3_MPI_STATS");
     if (!s || strcmp(s, "1"))
         return;
-    enum { NF = 6 };
-    double mine[NF] = { (double)p->st.products,  (double)p->st.split,    (double)p->st.tokens,
-                        (double)p->st.bytes_own, (double)p->st.bytes_in, p->st.wait_s };
+    enum { NF = 9 };
+    double mine[NF] = { (double)p->st.products,       (double)p->st.split,
+                        (double)p->st.tokens,         (double)p->st.bytes_own,
+                        (double)p->st.bytes_in,       p->st.wait_s,
+                        (double)p->st.expert_gathers, (double)p->st.experts_here,
+                        4.0 * (double)p->st.expert_floats_in };
     double *all = p->rank == 0 ? calloc((size_t)p->size * NF, sizeof *all) : NULL;
     MPI_Request rq;
     MPI_Igather(mine, NF, MPI_DOUBLE, all, NF, MPI_DOUBLE, 0, p->comm, &rq);
@@ -48,13 +51,76 @@ static void print_stats(const k3_mpi_part *p)
         return;
     fprintf(stderr, "k3-mpi: ranks %d, split threshold %lld elements\n", p->size,
             (long long)p->split_min);
-    fprintf(stderr, "k3-mpi: rank products split tokens bytes_own bytes_in wait_s\n");
+    fprintf(stderr, "k3-mpi: rank products split tokens bytes_own bytes_in wait_s "
+            "expert_gathers experts_here expert_bytes_in\n");
     for (int r = 0; r < p->size; r++) {
         const double *v = all + (size_t)r * NF;
-        fprintf(stderr, "k3-mpi: %d %.0f %.0f %.0f %.0f %.0f %.3f\n", r, v[0], v[1], v[2], v[3],
-                v[4], v[5]);
+        fprintf(stderr, "k3-mpi: %d %.0f %.0f %.0f %.0f %.0f %.3f %.0f %.0f %.0f\n", r, v[0],
+                v[1], v[2], v[3], v[4], v[5], v[6], v[7], v[8]);
     }
     free(all);
+}
+
+/* The "  total  X GB" line of a printed plan (model/plan.c), or -1. */
+static double plan_total_gb(const char *text)
+{
+    for (const char *l = text; l && *l; l = strchr(l, '\n') ? strchr(l, '\n') + 1 : NULL) {
+        double gb;
+        if (sscanf(l, " total %lf GB", &gb) == 1)
+            return gb;
+    }
+    return -1;
+}
+
+/* k3-mpi --plan: every rank planned its own share, its stdout kept
+ * (front.h); rank 0 prints every rank's plan in rank order, then the total
+ * over ranks, on the job's stdout. */
+static void print_plans(const k3_mpi_part *p)
+{
+    enum { MAX_PLAN = 1 << 16 };
+    size_t n = 0;
+    char *mine = k3_mpi_front_kept_stdout(MAX_PLAN, &n);
+    int len = (int)n, *lens = NULL, *offs = NULL;
+    char *all = NULL;
+    if (p->rank == 0) {
+        lens = calloc((size_t)p->size, sizeof *lens);
+        offs = calloc((size_t)p->size, sizeof *offs);
+    }
+    MPI_Request rq;
+    MPI_Igather(&len, 1, MPI_INT, lens, 1, MPI_INT, 0, p->comm, &rq);
+    k3_mpi_wait(p, &rq, "the plans' gather");
+    size_t total = 0;
+    for (int r = 0; p->rank == 0 && lens && offs && r < p->size; r++) {
+        offs[r] = (int)total;
+        total += (size_t)lens[r];
+    }
+    if (p->rank == 0)
+        all = malloc(total + 1);
+    MPI_Igatherv(mine ? mine : "", len, MPI_CHAR, all, lens, offs, MPI_CHAR, 0, p->comm, &rq);
+    k3_mpi_wait(p, &rq, "the plans' gather");
+    free(mine);
+    FILE *out = p->rank == 0 ? k3_mpi_front_real_stdout() : NULL;
+    if (out && all && lens && offs) {
+        double sum = 0;
+        int known = 1;
+        for (int r = 0; r < p->size; r++) {
+            char *t = all + offs[r];
+            fprintf(out, "--- rank %d of %d ---\n%.*s", r, p->size, lens[r], t);
+            char save = t[lens[r]];
+            t[lens[r]] = 0; /* the next rank's text resumes after: restored below */
+            double gb = plan_total_gb(t);
+            t[lens[r]] = save;
+            known = known && gb >= 0;
+            sum += gb;
+        }
+        if (known)
+            fprintf(out, "all %d ranks: total %.3f GB (each rank's plan above is its own "
+                    "memory)\n", p->size, sum);
+        fflush(out);
+    }
+    free(all);
+    free(lens);
+    free(offs);
 }
 
 int main(int argc, char **argv)
@@ -83,12 +149,59 @@ int main(int argc, char **argv)
         MPI_Finalize();
         return K3_EINPUT;
     }
+    /* Each rank holds only its rows of the trunk's split matrices (the
+     * weights bind them as shares), unless a packed trunk is read (its
+     * runs are whole matrices: every rank holds all of them) or
+     * K3_MPI_WHOLE=1 asks for whole matrices everywhere. */
+    const char *whole = getenv("K3_MPI_WHOLE");
+    part.hook.keep_shares = !(whole && !strcmp(whole, "1"));
+    for (int i = 1; i < argc; i++)
+        if (!strcmp(argv[i], "--trunk") || !strncmp(argv[i], "--trunk=", 8))
+            part.hook.keep_shares = 0;
+    int plan = 0;
+    const char *spec = NULL;
+    for (int i = 1; i < argc; i++) {
+        plan = plan || !strcmp(argv[i], "--plan");
+        if (!strcmp(argv[i], "--spec"))
+            spec = i + 1 < argc ? argv[i + 1] : "";
+        else if (!strncmp(argv[i], "--spec=", 7))
+            spec = argv[i] + 7;
+    }
+    /* Speculation chooses its drafts per step from each process's own
+     * measured call times (chat/turn.c), so ranks would choose differently
+     * and issue different forward calls: over MPI it is off (--spec 0
+     * first, before the user's options), and asking for it is refused. */
+    if (spec && strcmp(spec, "0")) {
+        if (part.rank == 0)
+            fprintf(stderr, "k3-mpi: error: --spec %s is not available over MPI (each rank "
+                    "would choose its drafts from its own timing); use --spec 0 or bin/k3\n",
+                    spec);
+        MPI_Finalize();
+        return K3_EINPUT;
+    }
+    char **spec_av = malloc(((size_t)argc + 3) * sizeof *spec_av);
+    if (!spec_av)
+        MPI_Abort(MPI_COMM_WORLD, K3_ERUNTIME);
+    spec_av[0] = argv[0];
+    spec_av[1] = "--spec";
+    spec_av[2] = "0";
+    for (int i = 1; i <= argc; i++)
+        spec_av[i + 2] = argv[i];
+    argc += 2;
+    argv = spec_av;
     char **av = argv;
-    if (k3_mpi_front_begin(MPI_COMM_WORLD, argc, argv, &av) != 0)
+    if (k3_mpi_front_begin(MPI_COMM_WORLD, argc, argv, plan, &av) != 0)
         MPI_Abort(MPI_COMM_WORLD, K3_ERUNTIME);
     k3_mm_set_part(&part.hook);
+    /* One token's routed experts split by expert (K3_MPI_EXPERTS=0: every
+     * rank computes all of them, as before). */
+    const char *ex = getenv("K3_MPI_EXPERTS");
+    k3_mpi_experts_init(&part);
+    if (part.size > 1 && !(ex && !strcmp(ex, "0")))
+        k3_moe_set_part(&part.moe_hook);
     int rc = k3_cli_main(argc, av);
     fflush(stdout);
+    k3_moe_set_part(NULL);
     k3_mm_set_part(NULL);
     if (rc != 0) {
         if (part.rank != 0)
@@ -98,6 +211,8 @@ int main(int argc, char **argv)
         MPI_Abort(MPI_COMM_WORLD, rc);
         return rc;
     }
+    if (plan)
+        print_plans(&part);
     k3_mpi_front_end(0);
     print_stats(&part);
     k3_mpi_part_free(&part);

@@ -64,16 +64,27 @@ static void die_oom(const k3_mpi_part *p, size_t floats)
     MPI_Abort(MPI_COMM_WORLD, K3_ERUNTIME);
 }
 
+/* k3_mm_part.share: whether a rows x cols product is split, and this
+ * rank's rows of it. The shape alone decides, so every rank and every T
+ * gets the same answer; k3_matmul keeps rows x T within an int (token
+ * chunks), and a matrix of more than INT_MAX rows stays whole. */
+static int part_share(void *ctx, int64_t rows, int64_t cols, int64_t *lo, int64_t *hi)
+{
+    k3_mpi_part *p = ctx;
+    if (p->size < 2 || rows <= 0 || rows > INT_MAX || rows * cols < p->split_min)
+        return 0;
+    k3_mpi_rows_of(rows, p->rank, p->size, lo, hi);
+    return 1;
+}
+
 /* k3_mm_part.begin: this rank's rows, or NULL for "all rows here". */
 static float *part_begin(void *ctx, int64_t rows, int64_t cols, size_t T, float *Y, int64_t *lo,
                          int64_t *hi)
 {
     k3_mpi_part *p = ctx;
     p->st.products++;
-    /* Counts are ints: a gather of more than INT_MAX floats stays whole
-     * (the same answer on every rank, as it depends on the shape only). */
-    if (p->size < 2 || rows <= 0 || T == 0 || rows * cols < p->split_min ||
-        (uint64_t)rows > (uint64_t)INT_MAX / T)
+    int64_t a0, b0;
+    if (T == 0 || (uint64_t)rows * T > (uint64_t)INT_MAX || !part_share(p, rows, cols, &a0, &b0))
         return NULL;
     for (int r = 0; r < p->size; r++) {
         int64_t a, b;
@@ -141,6 +152,9 @@ int k3_mpi_part_init(k3_mpi_part *p, MPI_Comm comm)
     }
     p->hook.begin = part_begin;
     p->hook.end = part_end;
+    p->hook.share = part_share;
+    p->hook.rank = p->rank;
+    p->hook.size = p->size;
     p->hook.ctx = p;
     return 0;
 }
@@ -150,6 +164,7 @@ void k3_mpi_part_free(k3_mpi_part *p)
     free(p->counts);
     free(p->displs);
     free(p->buf);
+    free(p->ebuf);
     p->counts = p->displs = NULL;
-    p->buf = NULL;
+    p->buf = p->ebuf = NULL;
 }

@@ -28,6 +28,7 @@
 #include <stdint.h>
 
 #include "core/kernels.h"
+#include "model/moe_part.h"
 
 #define K3_MPI_ROW_UNIT  16
 #define K3_MPI_SPLIT_MIN 65536
@@ -40,7 +41,11 @@ typedef struct k3_mpi_stats {
     uint64_t tokens;    /* sum of T over split products */
     uint64_t bytes_own; /* bytes of this rank's slices (what it contributes) */
     uint64_t bytes_in;  /* bytes of the other ranks' slices it received */
+    /* (these four: k3_matmul's gathers only; the experts' below) */
     double wait_s;      /* seconds spent in collectives (waiting included) */
+    uint64_t expert_gathers; /* one-token expert gathers (src/mpi/experts.c) */
+    uint64_t experts_here;   /* experts of those this rank computed */
+    uint64_t expert_floats_in; /* floats of the other ranks' expert outputs received */
 } k3_mpi_stats;
 
 typedef struct k3_mpi_part {
@@ -56,12 +61,18 @@ typedef struct k3_mpi_part {
     int64_t lo, hi; /* this rank's rows of the current product */
     k3_mpi_stats st;
     k3_mm_part hook; /* what k3_mm_set_part gets; ctx = this */
+    k3_moe_part moe_hook; /* what k3_moe_set_part gets (experts.c); ctx = this */
+    float *ebuf;          /* experts.c: this rank's outputs, then everyone's */
+    size_t ebuf_floats;
 } k3_mpi_part;
 
 /* Sets p up over comm (reads the environment); 0 or K3_ERUNTIME with a
  * message on stderr. */
 int k3_mpi_part_init(k3_mpi_part *p, MPI_Comm comm);
 void k3_mpi_part_free(k3_mpi_part *p);
+/* Sets p->moe_hook up: one token's routed experts split by expert id
+ * (model/moe_part.h), outputs gathered with one MPI_Allgatherv (experts.c). */
+void k3_mpi_experts_init(k3_mpi_part *p);
 /* Rows [*lo, *hi) of `rows` that rank r of n computes. */
 void k3_mpi_rows_of(int64_t rows, int r, int n, int64_t *lo, int64_t *hi);
 /* Completes *rq, polling; past the timeout, ends the job naming what

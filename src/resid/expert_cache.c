@@ -409,9 +409,9 @@ static int bind_views(k3_expert_cache *ec, ec_slot *sl, const ec_layout *L, k3_e
                                t[i]->name, (long long)bad);
         }
     }
-    k3_mat w1 = { K3_MAT_MXFP4, ec->F, ec->Z, p[0], p[1] };
-    k3_mat w3 = { K3_MAT_MXFP4, ec->F, ec->Z, p[2], p[3] };
-    k3_mat w2 = { K3_MAT_MXFP4, ec->Z, ec->F, p[4], p[5] };
+    k3_mat w1 = { K3_MAT_MXFP4, ec->F, ec->Z, p[0], p[1], 0, 0, 0 };
+    k3_mat w3 = { K3_MAT_MXFP4, ec->F, ec->Z, p[2], p[3], 0, 0, 0 };
+    k3_mat w2 = { K3_MAT_MXFP4, ec->Z, ec->F, p[4], p[5], 0, 0, 0 };
     sl->x.w1 = w1;
     sl->x.w3 = w3;
     sl->x.w2 = w2;

@@ -11,12 +11,20 @@
 #  2. streamed budgets per rank (moe64, nothing pinned, a one-slot ring, a
 #     one-expert cache on every rank): the same ids and logits, and the
 #     report says it streamed;
+#  2b. each rank's share of the trunk (random shape 2, every product
+#     split): bin/k3's ids and logits at every rank count and 3 budgets,
+#     rank 0's planned trunk bytes about 1/N; a packed trunk read whole;
+#     --plan prints every rank's plan and the total;
+#  2c. one token's routed experts split by expert id (moe64): bin/k3's ids
+#     and logits at 2-4 ranks, each expert computed by one rank, the
+#     rank's cache capped at its own experts;
 #  3. chat through rank 0 (piped stdin): the same replies as bin/k3 --chat;
 #  4. faults: a read failing on rank 1 only (at open), or an expert read on
 #     rank 2 of 3 mid-forward -> exit 4 with that rank's message;
 #     a rank killed with SIGKILL mid-run -> the job ends within 30 s,
 #     nonzero; a rank stopped (SIGSTOP) mid-run -> the others time out
-#     (K3_MPI_TIMEOUT=3) and end the job naming the collective.
+#     (K3_MPI_TIMEOUT=3) and end the job naming the collective;
+#     --spec 2 is refused (exit 2).
 . tests/gates/lib.sh
 : "${K3_MPI_BIN:?}"
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMP_NUM_THREADS=1
@@ -96,6 +104,120 @@ PY
 done
 echo "ok: moe64 streamed (0 pinned, 1-slot ring, 1-expert cache) per rank at 2, 3 ranks"
 
+# 2b. each rank's share: every product split (K3_MPI_SPLIT_MIN=0), budgets
+# that pin all, some or none of the trunk; at 1-4 ranks the ids and logits
+# of bin/k3, and each rank's planned trunk bytes (its rows only) shrink
+# about 1/N: at most the whole / N plus the matrices kept whole (kv_b) and
+# one 16-row unit per matrix. --plan prints every rank's plan and the total.
+trunk_bytes() { # REPORT: pinned + ring + lm_head bytes of the plan
+    "$PYTHON" -c 'import json,sys; b=json.load(open(sys.argv[1]))["plan"]["bytes"]
+print(b["pinned_trunk"] + b["ring"] + b["lm_head"])' "$1"
+}
+dir=$(model random-2 --random-shape 2)
+rid=$(prompt_ids "$(vocab_of "$dir")" 10)
+for budget in "--preset max" "--trunk-layers 2 --trunk-ring 2" "$stream"; do
+    # shellcheck disable=SC2086
+    "$K3_BIN" "$dir" --ids "$rid" --gen 6 --ignore-eos $budget --dump-logits "$work/b1.f32" \
+        --out "$work/b1.json" >"$work/b1.ids" 2>/dev/null || die "share: bin/k3 failed ($budget)"
+    whole=$(trunk_bytes "$work/b1.json")
+    for np in $NP; do
+        # shellcheck disable=SC2086
+        K3_MPI_SPLIT_MIN=0 mpi "$np" "$K3_MPI_BIN" "$dir" --ids "$rid" --gen 6 --ignore-eos \
+            $budget --dump-logits "$work/b$np.f32" --out "$work/b$np.json" >"$work/b$np.ids" \
+            2>"$work/b$np.err" || { cat "$work/b$np.err"; die "share np $np ($budget) failed"; }
+        cmp -s "$work/b1.ids" "$work/b$np.ids" || die "share np $np ($budget): ids differ"
+        cmp -s "$work/b1.f32" "$work/b$np.f32" || die "share np $np ($budget): logits differ"
+        mine=$(trunk_bytes "$work/b$np.json")
+        "$PYTHON" - "$whole" "$mine" "$np" "$dir" <<'PY' ||
+import json, sys
+whole, mine, n = int(sys.argv[1]), int(sys.argv[2]), int(sys.argv[3])
+c = json.load(open(sys.argv[4] + "/config.json"))
+c = c.get("text_config", c)
+la = c["linear_attn_config"]
+L = c["num_hidden_layers"]
+# Whole on every rank: kv_b of each MLA layer. Per matrix (at most 13 a
+# layer) a rank may get one 16-row unit more than 1/N, and 64 bytes of
+# alignment: 16 rows x 2 bytes x the widest input W.
+kvb = len(la["full_attn_layers"]) * c["num_attention_heads"] * (c["qk_nope_head_dim"] +
+      c["v_head_dim"]) * c["kv_lora_rank"] * 2
+W = max(c["hidden_size"], c["intermediate_size"], la["num_heads"] * la["head_dim"],
+        c["num_attention_heads"] * c["v_head_dim"], c["q_lora_rank"], c["kv_lora_rank"],
+        c["moe_intermediate_size"] * c["num_shared_experts"], c["routed_expert_hidden_size"])
+slack = (13 * L + 1) * (64 + 16 * 2 * W)
+assert n == 1 and mine == whole or mine <= whole / n + kvb + slack, (whole, mine, n, kvb, slack)
+assert n == 1 or mine < whole, (whole, mine)
+PY
+            die "share np $np ($budget): rank 0 plans $mine of $whole trunk bytes"
+    done
+done
+echo "ok: each rank holds its share: ids and logits of bin/k3 at ranks $NP, 3 budgets" \
+    "(trunk bytes of rank 0: $whole whole, $mine at the last count)"
+# A packed trunk (whole runs, checksummed) is read whole on every rank:
+# the same logits, and the report says the shares are off.
+"$K3_BIN" pack-trunk "$dir" "$work/trunk" --quiet || die "share: pack-trunk failed"
+K3_MPI_SPLIT_MIN=0 mpi 2 "$K3_MPI_BIN" "$dir" --trunk "$work/trunk" --ids "$rid" --gen 6 \
+    --ignore-eos --preset max --dump-logits "$work/bt.f32" --out "$work/bt.json" >/dev/null \
+    2>"$work/bt.err" || { cat "$work/bt.err"; die "share: --trunk over 2 ranks failed"; }
+"$K3_BIN" "$dir" --ids "$rid" --gen 6 --ignore-eos --preset max --dump-logits "$work/b1.f32" \
+    >/dev/null 2>&1 || die "share: bin/k3 failed"
+cmp -s "$work/b1.f32" "$work/bt.f32" || die "share: --trunk over 2 ranks: logits differ"
+grep -q '"trunk_shares": false' "$work/bt.json" || die "share: --trunk: the shares are not off"
+echo "ok: a packed trunk is read whole on every rank (2 ranks): the logits of bin/k3"
+K3_MPI_SPLIT_MIN=0 mpi 3 "$K3_MPI_BIN" "$dir" --plan >"$work/plan3.txt" 2>"$work/plan3.err" ||
+    { cat "$work/plan3.err"; die "--plan over 3 ranks failed"; }
+for r in 0 1 2; do
+    grep -q "^memory plan of rank $r of 3" "$work/plan3.txt" || die "--plan: no plan of rank $r"
+done
+grep -q "^all 3 ranks: total" "$work/plan3.txt" || die "--plan: no total over ranks"
+echo "ok: --plan over 3 ranks: $(grep '^all 3 ranks' "$work/plan3.txt")"
+
+# 2c. one token's routed experts split by expert id (id % N): the same ids
+# and logits as bin/k3 at 2-4 ranks, with a cache that streams and one that
+# holds every expert of the rank (the plan's experts_here: about 1/N of
+# them, and no more slots); K3_MPI_STATS counts one gather per MoE layer a token,
+# each rank computes only its experts (none of another rank's), all of
+# them are computed once: sum over ranks = experts per token x gathers.
+dir=$(model moe64 moe64)
+kpt=$("$PYTHON" -c 'import json,sys; c=json.load(open(sys.argv[1]+"/config.json"));
+print(c.get("text_config",c)["num_experts_per_token"])' "$dir")
+for budget in "--preset max" "--cache-experts 1 --trunk-layers 0 --trunk-ring 1"; do
+    # shellcheck disable=SC2086
+    "$K3_BIN" "$dir" --ids "$ids" --gen 8 --ignore-eos $budget --dump-logits "$work/e1.f32" \
+        --out "$work/e1.json" >"$work/e1.ids" 2>/dev/null || die "experts: bin/k3 failed"
+    for np in $NP; do
+        [ "$np" -gt 1 ] || continue
+        # shellcheck disable=SC2086
+        K3_MPI_STATS=1 mpi "$np" "$K3_MPI_BIN" "$dir" --ids "$ids" --gen 8 --ignore-eos $budget \
+            --dump-logits "$work/e$np.f32" --out "$work/e$np.json" >"$work/e$np.ids" \
+            2>"$work/e$np.err" || { cat "$work/e$np.err"; die "experts np $np failed"; }
+        cmp -s "$work/e1.ids" "$work/e$np.ids" || die "experts np $np ($budget): ids differ"
+        cmp -s "$work/e1.f32" "$work/e$np.f32" || die "experts np $np ($budget): logits differ"
+        sed -n 's/^k3-mpi: \([0-9]\)/\1/p' "$work/e$np.err" >"$work/e$np.stats"
+        "$PYTHON" - "$work/e$np.stats" "$np" "$kpt" "$work/e1.json" "$work/e$np.json" <<'PY' ||
+import json, sys
+rows = [list(map(float, l.split())) for l in open(sys.argv[1]) if l.strip()]
+n, k = int(sys.argv[2]), int(sys.argv[3])
+assert len(rows) == n, rows
+g = rows[0][7]
+assert g > 0 and all(r[7] == g for r in rows), "gathers differ or none"
+here = [r[8] for r in rows]
+assert sum(here) == k * g, (here, k, g)
+assert all(h < k * g for h in here), here
+one = json.load(open(sys.argv[4]))["experts"]["requests"]
+r0 = json.load(open(sys.argv[5]))["experts"]["requests"]
+assert r0 < one, ("rank 0 asked its cache for no fewer experts", r0, one)
+plan = json.load(open(sys.argv[5]))["plan"]
+E = plan["experts_total"]
+assert plan["experts_here"] * n <= E + n * 8, plan  # its ids, per MoE layer at most one more
+assert plan["expert_slots"] <= plan["experts_here"], plan
+print("gathers %d, experts computed per rank %s, rank 0's cache requests %d of %d"
+      % (g, "/".join("%d" % h for h in here), r0, one))
+PY
+            die "experts np $np ($budget): the split by expert is not what it should be"
+    done
+done
+echo "ok: one token's routed experts split by expert id: ids and logits of bin/k3 at 2-4 ranks"
+
 # 3. chat through rank 0.
 tok=../shared/k3-release
 if [ -f "$tok/tiktoken.model" ]; then
@@ -144,6 +266,11 @@ if [ -n "${K3_MPI_FAULT_BIN:-}" ]; then
         { cat "$work/fault2.err"; die "an expert read failing on rank 2: no message of rank 2"; }
     echo "ok: an expert read failing mid-forward on rank 2 ends the job with exit 4"
 fi
+
+# Speculation picks drafts from each rank's own timing: refused over MPI.
+expect_exit 2 "--spec 2 is not available over MPI" mpi 2 "$K3_MPI_BIN" "$dir" --ids "$ids" \
+    --gen 2 --spec 2 || die "--spec 2 over MPI: not refused with exit 2"
+echo "ok: --spec 2 over MPI is refused (exit 2)"
 
 # pids_of_ranks MPIRUN_PID: the k3-mpi processes the job started.
 pids_of_ranks() {

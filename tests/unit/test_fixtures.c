@@ -223,7 +223,8 @@ static void test_mla(void)
         k3_rmsnorm(cache + t * KW, craw + t * KW, nw, R, (float)param(f, "eps"));
         memcpy(cache + t * KW + R, craw + t * KW + R, DR * sizeof(float));
     }
-    k3_mat kv = { K3_MAT_F32, (int64_t)(NH * (c.qk_nope_head_dim + DV)), (int64_t)R, kvb, NULL };
+    k3_mat kv = { K3_MAT_F32, (int64_t)(NH * (c.qk_nope_head_dim + DV)), (int64_t)R, kvb, NULL,
+                  0, 0, 0 };
     for (size_t t = 0; t < T; t++)
         k3_mla_attend(&c, &kv, cache, t + 1, q + t * NH * DQ, o + t * NH * DV, scratch);
     CHECK(close_to(cache, cwant, T * KW, 2e-6, "mla cache"), "mla cache");
@@ -234,7 +235,7 @@ static void test_mla(void)
 static k3_mat fmat(const k3_json *f, const char *key, int64_t rows, int64_t cols, float **keep)
 {
     *keep = arr(f, "inputs", key, NULL);
-    k3_mat m = { K3_MAT_F32, rows, cols, *keep, NULL };
+    k3_mat m = { K3_MAT_F32, rows, cols, *keep, NULL, 0, 0, 0 };
     return m;
 }
 
@@ -271,9 +272,9 @@ static void test_moe(void)
     uint8_t *s3 = bytes(f, "w3_scale"), *p2 = bytes(f, "w2_packed"), *s2 = bytes(f, "w2_scale");
     k3_expert ex[4];
     for (int x = 0; x < E; x++) {
-        k3_mat m1 = { K3_MAT_MXFP4, F, Z, p1 + x * F * Z / 2, s1 + x * F * Z / 32 };
-        k3_mat m3 = { K3_MAT_MXFP4, F, Z, p3 + x * F * Z / 2, s3 + x * F * Z / 32 };
-        k3_mat m2 = { K3_MAT_MXFP4, Z, F, p2 + x * F * Z / 2, s2 + x * F * Z / 32 };
+        k3_mat m1 = { K3_MAT_MXFP4, F, Z, p1 + x * F * Z / 2, s1 + x * F * Z / 32, 0, 0, 0 };
+        k3_mat m3 = { K3_MAT_MXFP4, F, Z, p3 + x * F * Z / 2, s3 + x * F * Z / 32, 0, 0, 0 };
+        k3_mat m2 = { K3_MAT_MXFP4, Z, F, p2 + x * F * Z / 2, s2 + x * F * Z / 32, 0, 0, 0 };
         ex[x].w1 = m1;
         ex[x].w3 = m3;
         ex[x].w2 = m2;

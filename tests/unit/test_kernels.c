@@ -35,7 +35,7 @@ static void test_mxfp4(void)
     float x[64], y;
     for (int i = 0; i < 64; i++)
         x[i] = (float)(i + 1);
-    k3_mat m = { K3_MAT_MXFP4, 1, 64, packed, scales };
+    k3_mat m = { K3_MAT_MXFP4, 1, 64, packed, scales, 0, 0, 0 };
     k3_matvec(&m, x, &y);
     float ref = 0.5f * 1 + 1.0f * 2 - 0.5f * 3 - 6.0f * 4 + 6.0f * 5 + 12.0f * 33 + 6.0f * 34;
     CHECK(y == ref, "mxfp4 matvec %g vs %g", y, ref);
@@ -122,7 +122,8 @@ static void test_order(void)
         X[i] = rnd();
     for (size_t n = 0; n <= C; n += 37)
         CHECK(k3_dot(a, W, n) == contract_dot(a, W, n), "k3_dot follows the contract at n=%zu", n);
-    k3_mat kinds[2] = { { K3_MAT_F32, R, C, W, NULL }, { K3_MAT_BF16, R, C, Wb, NULL } };
+    k3_mat kinds[2] = { { K3_MAT_F32, R, C, W, NULL, 0, 0, 0 },
+                        { K3_MAT_BF16, R, C, Wb, NULL, 0, 0, 0 } };
     void *buf = NULL;
     CHECK((buf = k3_os_aligned_alloc(64, k3_mm_ws_bytes(2, C, T))) != NULL, "matmul workspace");
     k3_mm_ws ws = { buf, 2, C, T };

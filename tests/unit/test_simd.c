@@ -192,7 +192,7 @@ static void check_matmul(const char *name, int kind, size_t R, size_t C, const s
     float *ref = malloc(Tmax * R * sizeof *ref), *got = malloc(Tmax * R * sizeof *got);
     uint16_t *wb = malloc(R * C * sizeof *wb);
     uint8_t *packed = malloc(R * C / 2 + 1), *scales = malloc(R * C / 32 + 1);
-    k3_mat m = { (k3_mat_kind)kind, (int64_t)R, (int64_t)C, NULL, scales };
+    k3_mat m = { (k3_mat_kind)kind, (int64_t)R, (int64_t)C, NULL, scales, 0, 0, 0 };
     fill(w, R * C);
     fill_bf16(wb, R * C, 0);
     if (kind == K3_MAT_MXFP4)
@@ -273,7 +273,7 @@ static void test_drivers(const char *name)
         k3_mat m = { (k3_mat_kind)kind, (int64_t)R, (int64_t)C,
                      kind == K3_MAT_F32 ? (const void *)w
                      : kind == K3_MAT_BF16 ? (const void *)wb : (const void *)packed,
-                     scales };
+                     scales, 0, 0, 0 };
         fill(w, R * C);
         fill_bf16(wb, R * C, 0);
         fill_mxfp4(packed, scales, R, C, 100, 150);

@@ -70,7 +70,8 @@ static int read_verified(const k3_run *r, uint8_t *buf, uint8_t *stage, run_cpu 
                             &exposed, &cpu->hash, &e);
     }
     if (rc != K3_OK) {
-        if (e.code == K3_EINVALID) /* the stored bytes lie (read_coded.h) */
+        if (e.code == K3_EINVALID && strncmp(e.msg, "RUN INVALID", 11))
+            /* the stored bytes lie (read_coded.h); a failed read says so itself */
             snprintf(msg, msglen, "RUN INVALID: %s of %s: %s (%s at offset %llu)", r->name,
                      base, e.msg, p->path, (unsigned long long)p->src_off);
         else

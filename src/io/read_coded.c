@@ -10,8 +10,6 @@
 #include "util/error.h"
 #include "util/xxh3.h"
 
-#define STAGE_CAP ((size_t)K3_CODED_STAGE + 2 * K3_IO_ALIGN)
-
 typedef struct {
     k3_file *f;
     uint64_t off, len, nb;
@@ -22,6 +20,8 @@ typedef struct {
     uint64_t nchunks;
     uint64_t *hashes;        /* [nb] */
     uint8_t *stage[2];
+    size_t cap;              /* bytes of each stage */
+    uint64_t chunk_max;      /* stored bytes a chunk may hold */
     const uint8_t *data[2];  /* chunk c's first stored byte, in stage[c % 2] */
     uint64_t read, decoded;  /* chunks read / decoded so far (under mu) */
     int failed;              /* either side failed: both stop (under mu) */
@@ -99,9 +99,9 @@ static int read_table(job *j, uint64_t stored, uint32_t *lens, uint64_t *at, k3_
 {
     uint64_t tab = 4 * j->nb, base = stored - tab, done = 0;
     while (done < tab) {
-        uint64_t n = tab - done < K3_CODED_STAGE ? tab - done : K3_CODED_STAGE;
+        uint64_t n = tab - done < j->chunk_max ? tab - done : j->chunk_max & ~(uint64_t)3;
         const uint8_t *p;
-        if (k3_read_span(j->f, j->stage[0], STAGE_CAP, j->off + base + done, n, &p, e) != K3_OK)
+        if (k3_read_span(j->f, j->stage[0], j->cap, j->off + base + done, n, &p, e) != K3_OK)
             return e->code;
         for (uint64_t i = 0; i < n / 4; i++)
             lens[done / 4 + i] = (uint32_t)p[4 * i] | (uint32_t)p[4 * i + 1] << 8 |
@@ -125,7 +125,8 @@ static int read_table(job *j, uint64_t stored, uint32_t *lens, uint64_t *at, k3_
 }
 
 int k3_read_coded(k3_file *f, uint64_t off, uint64_t stored, uint8_t *dst, uint64_t len,
-                  uint8_t *stage, uint64_t *hash, k3_coded_times *t, k3_err *e)
+                  uint8_t *stage, size_t stage_bytes, uint64_t *hash, k3_coded_times *t,
+                  k3_err *e)
 {
     job j;
     memset(&j, 0, sizeof j);
@@ -134,8 +135,14 @@ int k3_read_coded(k3_file *f, uint64_t off, uint64_t stored, uint8_t *dst, uint6
     j.len = len;
     j.dst = dst;
     j.nb = k3_codec_nblocks(len);
+    j.cap = stage_bytes / 2 / K3_IO_ALIGN * K3_IO_ALIGN;
     j.stage[0] = stage;
-    j.stage[1] = stage + STAGE_CAP;
+    j.stage[1] = stage + j.cap;
+    if (j.cap < 2 * K3_IO_ALIGN + K3_CODEC_MAX_STORED &&
+        j.cap < 2 * K3_IO_ALIGN + k3_io_align_up(stored))
+        return k3_fail(e, K3_ERUNTIME, "internal: %zu bytes of staging for a run of %llu",
+                       stage_bytes, (unsigned long long)stored);
+    j.chunk_max = j.cap - 2 * K3_IO_ALIGN;
     if (stored < 4 * j.nb)
         return k3_fail(e, K3_EINVALID, "%llu stored bytes cannot hold a table of %llu blocks",
                        (unsigned long long)stored, (unsigned long long)j.nb);
@@ -153,7 +160,7 @@ int k3_read_coded(k3_file *f, uint64_t off, uint64_t stored, uint8_t *dst, uint6
     for (uint64_t k = 0; k < j.nb;) {
         chunk[j.nchunks++] = k;
         uint64_t first = at[k];
-        while (k < j.nb && at[k + 1] - first <= K3_CODED_STAGE)
+        while (k < j.nb && at[k + 1] - first <= j.chunk_max)
             k++;
     }
     chunk[j.nchunks] = j.nb;
@@ -172,7 +179,7 @@ int k3_read_coded(k3_file *f, uint64_t off, uint64_t stored, uint8_t *dst, uint6
         if (stop)
             break;
         const uint8_t *p;
-        int rc = k3_read_span(f, j.stage[c % 2], STAGE_CAP, off + s0, s1 - s0, &p, e);
+        int rc = k3_read_span(f, j.stage[c % 2], j.cap, off + s0, s1 - s0, &p, e);
         if (rc == K3_OK && !threaded && decode_chunk(&j, c, p) != K3_OK)
             rc = k3_fail(e, j.derr.code, "%s", j.derr.msg);
         pthread_mutex_lock(&j.mu);

@@ -30,10 +30,13 @@
  * that two stages stay a small part of the memory plan. */
 #define K3_CODED_STAGE (8u << 20)
 
-/* Bytes of the staging a reader needs (both buffers, K3_IO_ALIGN slack). */
-static inline size_t k3_coded_stage_bytes(void)
+/* Bytes of the staging a reader of runs storing at most max_stored bytes
+ * needs: two buffers of min(K3_CODED_STAGE, max_stored) with K3_IO_ALIGN
+ * slack (so small models do not pay 16 MB). */
+static inline size_t k3_coded_stage_bytes(uint64_t max_stored)
 {
-    return 2 * ((size_t)K3_CODED_STAGE + 2 * K3_IO_ALIGN);
+    uint64_t one = max_stored < K3_CODED_STAGE ? k3_io_align_up(max_stored) : K3_CODED_STAGE;
+    return 2 * ((size_t)one + 2 * K3_IO_ALIGN);
 }
 
 typedef struct k3_coded_times {
@@ -42,10 +45,12 @@ typedef struct k3_coded_times {
 } k3_coded_times;
 
 /* Reads the stored form [off, off + stored) of f (off K3_IO_ALIGN-aligned)
- * and decodes it into dst[0..len); stage holds k3_coded_stage_bytes() and is
- * K3_IO_ALIGN-aligned. *hash gets the image's folded block hashes. Times are
+ * and decodes it into dst[0..len); stage (K3_IO_ALIGN-aligned) holds
+ * stage_bytes, at least k3_coded_stage_bytes(stored) - or of any larger
+ * size: a chunk is then at most stage_bytes / 2 - 2 K3_IO_ALIGN bytes. *hash gets the image's folded block hashes. Times are
  * added to *t. */
 int k3_read_coded(k3_file *f, uint64_t off, uint64_t stored, uint8_t *dst, uint64_t len,
-                  uint8_t *stage, uint64_t *hash, k3_coded_times *t, k3_err *e);
+                  uint8_t *stage, size_t stage_bytes, uint64_t *hash, k3_coded_times *t,
+                  k3_err *e);
 
 #endif

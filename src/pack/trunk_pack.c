@@ -471,12 +471,12 @@ static int read_back(k3_file *f, const k3_trunk_run *run, int codec, uint8_t *di
 {
     if (codec == K3_RUN_BF16) {
         uint8_t *img = k3_io_alloc((size_t)run->length + 1, "pack-trunk verify image", e);
-        uint8_t *stage = e->code ? NULL : k3_io_alloc(k3_coded_stage_bytes(),
-                                                      "pack-trunk verify staging", e);
+        size_t sb = k3_coded_stage_bytes(run->stored);
+        uint8_t *stage = e->code ? NULL : k3_io_alloc(sb, "pack-trunk verify staging", e);
         k3_coded_times t = { 0, 0 };
         k3_err ce = { 0, "" };
         if (!e->code &&
-            k3_read_coded(f, run->offset, run->stored, img, run->length, stage, got, &t, &ce))
+            k3_read_coded(f, run->offset, run->stored, img, run->length, stage, sb, got, &t, &ce))
             k3_fail(e, K3_ERUNTIME, "%s: run \"%s\" reads back damaged: %s (repack with --force)",
                     f->path, run->name, ce.msg);
         for (uint64_t a = 0; fn && !e->code && a < run->length; a += WINDOW)

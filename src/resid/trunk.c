@@ -36,6 +36,7 @@ struct k3_trunk {
     pthread_mutex_t mu;
     pthread_cond_t cv;
     uint8_t *stage;      /* compressed runs' staging (io/read_coded.h), or NULL */
+    size_t stage_bytes;
     size_t *queue;       /* ring indices to fill, FIFO */
     size_t qhead, qlen;
     k3_trunk_stats st;
@@ -50,8 +51,8 @@ typedef struct {
  * it arrives (io/read_hashed.h); compressed: decoded into buf and hashed
  * block by block (io/read_coded.h) - then checked against the run's
  * checksum. stage: the trunk's staging (compressed runs only). */
-static int read_verified(const k3_run *r, uint8_t *buf, uint8_t *stage, run_cpu *cpu, char *msg,
-                         size_t msglen)
+static int read_verified(const k3_run *r, uint8_t *buf, uint8_t *stage, size_t stage_bytes,
+                         run_cpu *cpu, char *msg, size_t msglen)
 {
     const k3_run_piece *p = &r->pieces[0];
     const char *base = strrchr(p->path, '/');
@@ -62,7 +63,8 @@ static int read_verified(const k3_run *r, uint8_t *buf, uint8_t *stage, run_cpu 
     int rc;
     if (r->codec == K3_RUN_BF16) {
         k3_coded_times t = { 0, 0 };
-        rc = k3_read_coded(p->file, p->src_off, r->stored, buf, r->bytes, stage, &got, &t, &e);
+        rc = k3_read_coded(p->file, p->src_off, r->stored, buf, r->bytes, stage, stage_bytes, &got,
+                           &t, &e);
         cpu->hash = t.hash_seconds;
         cpu->decode = t.decode_seconds;
     } else {
@@ -96,12 +98,12 @@ static uint64_t disk_bytes(const k3_run *r)
 
 /* Reads run r into buf; on failure writes a message. *cpu gets the hashing
  * (on a helper thread, overlapping the read) and decoding time. */
-static int read_run(const k3_run *r, uint8_t *buf, uint8_t *stage, run_cpu *cpu, char *msg,
+static int read_run(const k3_trunk *t, const k3_run *r, uint8_t *buf, run_cpu *cpu, char *msg,
                     size_t msglen)
 {
     cpu->hash = cpu->decode = 0;
     if (r->verify)
-        return read_verified(r, buf, stage, cpu, msg, msglen);
+        return read_verified(r, buf, t->stage, t->stage_bytes, cpu, msg, msglen);
     for (size_t i = 0; i < r->npieces; i++) {
         const k3_run_piece *p = &r->pieces[i];
         char why[96];
@@ -145,7 +147,7 @@ static void *reader_main(void *arg)
         double t0 = k3_seconds();
         run_cpu cpu;
         char msg[512] = "";
-        int rc = read_run(r, s->buf, t->stage, &cpu, msg, sizeof msg);
+        int rc = read_run(t, r, s->buf, &cpu, msg, sizeof msg);
         double dt = k3_seconds() - t0;
         pthread_mutex_lock(&t->mu);
         count_read(t, r, rc == 0, dt, &cpu);
@@ -170,19 +172,23 @@ static uint64_t largest_streamed(const k3_run *runs, size_t nruns, const uint8_t
     return largest;
 }
 
-/* Whether any run is stored compressed (the trunk then needs staging). */
-static int any_coded(const k3_run *runs, size_t nruns)
+/* The staging the compressed runs need (io/read_coded.h), 0 when none is. */
+static size_t stage_bytes(const k3_run *runs, size_t nruns)
 {
+    uint64_t max = 0;
+    int any = 0;
     for (size_t i = 0; i < nruns; i++)
-        if (runs[i].codec == K3_RUN_BF16)
-            return 1;
-    return 0;
+        if (runs[i].codec == K3_RUN_BF16) {
+            any = 1;
+            max = runs[i].stored > max ? runs[i].stored : max;
+        }
+    return any ? k3_coded_stage_bytes(max) : 0;
 }
 
 uint64_t k3_trunk_plan_bytes(const k3_run *runs, size_t nruns, const uint8_t *pinned,
                              size_t nring)
 {
-    uint64_t total = any_coded(runs, nruns) ? k3_coded_stage_bytes() : 0;
+    uint64_t total = stage_bytes(runs, nruns);
     for (size_t i = 0; i < nruns; i++)
         if (pinned[i])
             total += runs[i].bytes;
@@ -213,8 +219,9 @@ int k3_trunk_new(k3_trunk **out, const k3_run *runs, size_t nruns, const uint8_t
     t->pinned = k3_calloc(e, nruns + 1, sizeof *t->pinned, "trunk");
     t->ring = k3_calloc(e, nring + 1, sizeof *t->ring, "trunk ring");
     t->queue = k3_calloc(e, nring + 1, sizeof *t->queue, "trunk ring");
-    if (!e->code && any_coded(runs, nruns))
-        t->stage = k3_io_alloc(k3_coded_stage_bytes(), "trunk decode staging", e);
+    t->stage_bytes = stage_bytes(runs, nruns);
+    if (!e->code && t->stage_bytes)
+        t->stage = k3_io_alloc(t->stage_bytes, "trunk decode staging", e);
     for (size_t i = 0; i < nring && !e->code; i++)
         if ((t->ring[i].buf = k3_io_alloc((size_t)largest, "trunk ring slot", e)))
             t->st.ring_bytes += largest;
@@ -228,7 +235,7 @@ int k3_trunk_new(k3_trunk **out, const k3_run *runs, size_t nruns, const uint8_t
         if (!(t->pinned[i] = k3_io_alloc((size_t)runs[i].bytes, "pinned trunk", e)))
             break;
         double t0 = k3_seconds();
-        if (read_run(&runs[i], t->pinned[i], t->stage, &cpu, msg, sizeof msg) != 0) {
+        if (read_run(t, &runs[i], t->pinned[i], &cpu, msg, sizeof msg) != 0) {
             k3_fail(e, K3_EINVALID, "%s", msg);
             break;
         }
@@ -348,7 +355,7 @@ const uint8_t *k3_trunk_acquire(k3_trunk *t, size_t r, k3_err *e)
                 double r0 = k3_seconds();
                 run_cpu cpu;
                 s->failed =
-                    read_run(&t->runs[r], s->buf, t->stage, &cpu, s->msg, sizeof s->msg) != 0;
+                    read_run(t, &t->runs[r], s->buf, &cpu, s->msg, sizeof s->msg) != 0;
                 pthread_mutex_lock(&t->mu);
                 count_read(t, &t->runs[r], !s->failed, k3_seconds() - r0, &cpu);
                 s->state = SLOT_LOADED;

@@ -7,8 +7,10 @@
 #
 # Configurations: experts from the shards with the trunk resident; the
 # packed trunk pinned; the packed trunk streamed through one ring slot with
-# a one-expert cache (every step re-reads everything); and the last again
-# in text mode (a --merges 0 tokenizer of tiny-a's 512 ids), where tokens
+# a one-expert cache (every step re-reads everything); the same with a
+# compressed trunk (pack-trunk --compress: a corrupted, short or failed
+# read of its blocks or block table must end in RUN INVALID too, never in
+# a decoded wrong token); and the streamed one again in text mode (a --merges 0 tokenizer of tiny-a's 512 ids), where tokens
 # print as they are made. For each, the reads (R) and allocations (Q) of a
 # clean run are counted (bisection on K3_FAULT), then for N over 1..R (all
 # when R <= K3_SWEEP_MAX, default 48, else an even sample of that many with
@@ -52,6 +54,7 @@ fb="$K3_BUILD/fault"
 ) || die "the fault-injection build failed"
 F="$fb/bin/k3"
 "$F" pack-trunk "$A" "$W/trunk" 2>/dev/null || die "pack-trunk"
+"$F" pack-trunk "$A" "$W/ctrunk" --compress 2>/dev/null || die "pack-trunk --compress"
 "$PYTHON" tools/make_tokenizer.py "$W/tok" --merges $(($(vocab_of "$A") - 512)) >/dev/null ||
     die "make_tokenizer"
 ids=$(prompt_ids "$(vocab_of "$A")" 6)
@@ -180,6 +183,9 @@ sweep resident ids "$A" --ids "$ids" --gen 4 --ignore-eos --quiet
 sweep pinned-trunk ids "$A" --ids "$ids" --gen 4 --ignore-eos --quiet --trunk "$W/trunk"
 # shellcheck disable=SC2086
 sweep streamed ids "$A" --ids "$ids" --gen 4 --ignore-eos --quiet $stream
+# shellcheck disable=SC2086
+sweep streamed-codec ids "$A" --ids "$ids" --gen 4 --ignore-eos --quiet \
+    --trunk "$W/ctrunk" --trunk-layers 0 --trunk-ring 1 --cache-experts 1
 # shellcheck disable=SC2086
 sweep text text "$A" --tok "$W/tok" --prompt "Hello, fault sweep" --gen 6 --ignore-eos --quiet $stream
 

@@ -219,6 +219,24 @@ for N in $(seq 1 "$R0"); do
 done
 [ "$T0" -gt 0 ] || die "no trunk.bin read at open"
 echo "pinned trunk: $R0 reads at open; all $T0 of trunk.bin, corrupted, failed their checksum (exit 4)"
+# The same for a compressed trunk: every read of its trunk.bin at open (the
+# block tables, then the blocks), corrupted, must end in RUN INVALID: the
+# table lies, a block does not decode, or the decoded bytes fail the
+# checksum. Never a run on.
+R1=$(count "read:@:fail:3" "$A" --ids 1,1000000 --quiet --trunk "$W/ctrunk")
+T1=0
+for N in $(seq 1 "$R1"); do
+    run "read:$N:fail:3" "$A" --ids 1,1000000 --quiet --trunk "$W/ctrunk"
+    grep -q "trunk.bin" "$W/err" || continue
+    run "read:$N:corrupt" "$A" --ids 1,1000000 --quiet --trunk "$W/ctrunk"
+    cases=$((cases + 1))
+    [ ! -s "$W/out" ] || die "corrupted compressed trunk read $N at open: ids printed"
+    [ "$rc" -eq 4 ] && grep -Eq 'RUN INVALID: .*(fails its checksum|does not decode|block table lies)' "$W/err" ||
+        { cat "$W/err"; die "corrupted compressed trunk read $N not caught (exit $rc)"; }
+    T1=$((T1 + 1))
+done
+[ "$T1" -gt 0 ] || die "no compressed trunk.bin read at open"
+echo "compressed pinned trunk: $R1 reads at open; all $T1 of trunk.bin, corrupted, ended in RUN INVALID (exit 4)"
 # A weight that is NaN (a corrupted download: most weights have no
 # checksum) must not yield tokens: non-finite logits make the run invalid.
 # (A small vector is refused at load instead: gate 21.)

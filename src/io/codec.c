@@ -266,17 +266,62 @@ int k3_codec_decode(const uint8_t *src, size_t len, uint8_t *dst, size_t n, cons
         for (uint32_t k = code[s]; lens[s] && k < TABLE_SIZE; k += 1u << lens[s])
             table[k] = (uint16_t)(s | lens[s] << 8);
     /* Word i is in stream i % 4; each stream refilled every 4 of its words
-     * (4 codes of <= 12 bits fit the >= 56 bits a refill leaves). */
+     * (4 codes of <= 12 bits fit the >= 56 bits a refill leaves). The hot
+     * loop keeps the four readers in locals whose address is never taken,
+     * so the byte stores to dst cannot alias them (they stay in registers). */
     size_t i = 0;
-    for (; i + 16 <= words; i += 16) {
-        for (int j = 0; j < K3_CODEC_STREAMS; j++)
-            refill(&r[j]);
-        for (size_t g = i; g < i + 16; g += 4) {
-            put_word(&r[0], table, sm, g, dst);
-            put_word(&r[1], table, sm, g + 1, dst);
-            put_word(&r[2], table, sm, g + 2, dst);
-            put_word(&r[3], table, sm, g + 3, dst);
+    if (words >= 16) {
+        uint64_t a0 = 0, a1 = 0, a2 = 0, a3 = 0;
+        unsigned n0 = 0, n1 = 0, n2 = 0, n3 = 0;
+        size_t p0 = 0, p1 = 0, p2 = 0, p3 = 0;
+        const uint8_t *s0 = r[0].p, *s1 = r[1].p, *s2 = r[2].p, *s3 = r[3].p;
+        size_t l0 = r[0].len, l1 = r[1].len, l2 = r[2].len, l3 = r[3].len;
+#define FAST_REFILL(a, n, p, s, l)                                                      \
+    if ((p) + 8 <= (l)) {                                                           \
+        (a) |= load64((s) + (p)) << (n);                                            \
+        (p) += (63 - (n)) >> 3;                                                     \
+        (n) |= 56;                                                                  \
+    } else {                                                                        \
+        while ((n) <= 56) {                                                         \
+            (a) |= (uint64_t)((p) < (l) ? (s)[p] : 0) << (n);                       \
+            (p)++;                                                                  \
+            (n) += 8;                                                               \
+        }                                                                           \
+    }
+#define WORD(a, n, g)                                                                   \
+    do {                                                                                \
+        unsigned t_ = table[(a) & (TABLE_SIZE - 1)], s_ = sm[g];                        \
+        (a) >>= t_ >> 8;                                                                \
+        (n) -= t_ >> 8;                                                                 \
+        unsigned v_ = (s_ & 0x80) << 8 | (t_ & 0xff) << 7 | (s_ & 0x7f);                \
+        out16[g] = (uint16_t)v_;                                                        \
+    } while (0)
+        uint16_t out16[16];
+        for (; i + 16 <= words; i += 16) {
+            FAST_REFILL(a0, n0, p0, s0, l0)
+            FAST_REFILL(a1, n1, p1, s1, l1)
+            FAST_REFILL(a2, n2, p2, s2, l2)
+            FAST_REFILL(a3, n3, p3, s3, l3)
+            const uint8_t *smi = sm;
+            sm += i;
+            for (int g = 0; g < 16; g += 4) {
+                WORD(a0, n0, g);
+                WORD(a1, n1, g + 1);
+                WORD(a2, n2, g + 2);
+                WORD(a3, n3, g + 3);
+            }
+            sm = smi;
+            for (int g = 0; g < 16; g++) { /* little-endian words */
+                dst[2 * (i + (size_t)g)] = (uint8_t)out16[g];
+                dst[2 * (i + (size_t)g) + 1] = (uint8_t)(out16[g] >> 8);
+            }
         }
+#undef WORD
+#undef FAST_REFILL
+        r[0] = (bit_reader){ s0, l0, p0, a0, n0 };
+        r[1] = (bit_reader){ s1, l1, p1, a1, n1 };
+        r[2] = (bit_reader){ s2, l2, p2, a2, n2 };
+        r[3] = (bit_reader){ s3, l3, p3, a3, n3 };
     }
     for (; i < words; i++) {
         bit_reader *rj = &r[i % K3_CODEC_STREAMS];

@@ -47,8 +47,8 @@ typedef struct k3_coded_times {
 /* Reads the stored form [off, off + stored) of f (off K3_IO_ALIGN-aligned)
  * and decodes it into dst[0..len); stage (K3_IO_ALIGN-aligned) holds
  * stage_bytes, at least k3_coded_stage_bytes(stored) - or of any larger
- * size: a chunk is then at most stage_bytes / 2 - 2 K3_IO_ALIGN bytes. *hash gets the image's folded block hashes. Times are
- * added to *t. */
+ * size: a chunk is then at most stage_bytes / 2 - 2 K3_IO_ALIGN bytes.
+ * *hash gets the image's folded block hashes. Times are added to *t. */
 int k3_read_coded(k3_file *f, uint64_t off, uint64_t stored, uint8_t *dst, uint64_t len,
                   uint8_t *stage, size_t stage_bytes, uint64_t *hash, k3_coded_times *t,
                   k3_err *e);

@@ -1,8 +1,9 @@
 /* xxh3.h - XXH3-64 (seed 0), the 64-bit XXH3 of xxHash 0.8, bit-exact with
  * the reference (xxhash.h XXH3_64bits, Python xxhash.xxh3_64).
  *
- * Why XXH3 beside XXH64 (util/xxh64.h): XXH3 runs at memory speed on long
- * inputs (~20 GB/s on one AVX2 core against XXH64's ~7), so a packed trunk
+ * Why XXH3 beside XXH64 (util/xxh64.h): XXH3 runs near memory speed on long
+ * inputs (13-15 GB/s per CPU-second of one core here: tests/unit/test_codec,
+ * about twice XXH64), so a packed trunk
  * of format 3 (io/trunk_format.h) verifies every streamed byte for a few
  * percent of a core. It is Debian's libxxhash-dev header, compiled in
  * header-only (inlined) form into util/xxh3.c alone, so nothing links

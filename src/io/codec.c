@@ -91,6 +91,7 @@ static uint32_t canonical(const uint8_t *len, uint32_t *code)
 {
     uint32_t count[K3_CODEC_MAXLEN + 1] = { 0 }, next[K3_CODEC_MAXLEN + 2];
     uint32_t kraft = 0;
+    memset(code, 0, 256 * sizeof *code); /* unused symbols: 0, never read uninitialised */
     for (int s = 0; s < 256; s++) {
         if (len[s] > K3_CODEC_MAXLEN)
             return 0;

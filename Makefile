@@ -58,6 +58,10 @@ $(BUILD)/%.o: %.c
 	@mkdir -p $(dir $@)
 	$(CC) $(ALL_CFLAGS) -MMD -MP -c $< -o $@
 
+# util/xxh3.c inlines Debian's libxxhash-dev header (xxhash.h): searched
+# after the compiler's own headers, so cross compilers find it too.
+$(BUILD)/src/util/xxh3.o: ALL_CFLAGS += -idirafter /usr/include
+
 $(BUILD)/libk3.a: $(LIB_OBJ)
 	@rm -f $@
 	ar rcs $@ $^

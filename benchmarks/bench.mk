@@ -19,6 +19,12 @@ $(BUILD)/bench/%: benchmarks/%.c $(BUILD)/libk3.a
 bench: $(K3_BIN) $(BENCH_BIN)
 	K3_BIN=$(K3_BIN) K3_BUILD=$(BUILD) PYTHON=$(PYTHON) CC="$(CC)" sh benchmarks/bench.sh
 
+# make bench-codec: benchmarks/codec_bench.sh alone (the lossless trunk,
+# plain against compressed; bench.sh runs it too).
+.PHONY: bench-codec
+bench-codec: $(K3_BIN) $(BUILD)/tests/test_codec
+	K3_BIN=$(K3_BIN) K3_BUILD=$(BUILD) PYTHON=$(PYTHON) sh benchmarks/codec_bench.sh
+
 .PHONY: plots
 plots: $(K3_BIN)
 	K3_BIN=$(K3_BIN) K3_BUILD=$(BUILD) PYTHON=$(PYTHON) sh benchmarks/plots.sh

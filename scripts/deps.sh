@@ -74,6 +74,8 @@ fi
 missing() {
     { builds cc && runs "$tmp/t.cc"; } || echo build-essential
     has make || echo make
+    # util/xxh3.c inlines xxhash.h (header only: nothing links libxxhash)
+    [ -f /usr/include/xxhash.h ] || echo libxxhash-dev
     /usr/bin/python3 -c 'import numpy' >/dev/null 2>&1 || echo python3 python3-numpy
     # PNG and JPEG decoding (make's IMAGE=1, found by pkg-config)
     has pkg-config || echo pkgconf
@@ -84,6 +86,9 @@ missing() {
         has npm || echo npm
         has curl || echo curl
         has valgrind || echo valgrind
+        # tests/gates/trunk_check.py checks XXH3 with the library, not k3's copy
+        /usr/bin/python3 -c 'import ctypes; ctypes.CDLL("libxxhash.so.0")' 2>/dev/null ||
+            echo libxxhash0
         has ps || echo procps
         has pkg-config || echo pkgconf
         has cmake || echo cmake

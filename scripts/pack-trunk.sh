@@ -4,7 +4,7 @@
 # --help). Then run k3 with --trunk TRUNK_DIR. K3_BIN overrides the binary.
 set -eu
 if [ $# -lt 2 ]; then
-    echo "usage: scripts/pack-trunk.sh MODEL_DIR TRUNK_DIR [--layers N] [--force] [--verify] [--quiet]" >&2
+    echo "usage: scripts/pack-trunk.sh MODEL_DIR TRUNK_DIR [--layers N] [--force] [--verify] [--compress] [--quiet]" >&2
     exit 2
 fi
 k3="${K3_BIN:-$(dirname "$0")/../bin/k3}"

@@ -18,14 +18,14 @@
 
 typedef struct {
     const char *model_dir, *trunk_dir;
-    int layers, force, verify, quiet, help, list_options;
+    int layers, force, verify, compress, quiet, help, list_options;
 } pack_args;
 
 #define P pack_args
 
 static const k3_opt pack_table[] = {
     K3_OPT_TEXT_("usage: k3 pack-trunk MODEL_DIR TRUNK_DIR [--layers N] [--force] [--verify]"
-                 " [--quiet]\n"
+                 " [--compress] [--quiet]\n"
                  "\n"
                  "Copies the dense trunk (every layer's matrices, lm_head, the embedding) into\n"
                  "TRUNK_DIR/trunk.bin, one 4096-aligned run per layer, and describes it in\n"
@@ -41,6 +41,8 @@ static const k3_opt pack_table[] = {
     K3_OPT_FLAG_("--force", P, force, "repack even when up to date"),
     K3_OPT_FLAG_("--verify", P, verify,
                  "when up to date, compare every byte of trunk.bin with the model"),
+    K3_OPT_FLAG_("--compress", P, compress,
+                 "store the runs losslessly compressed (BF16 exponents entropy-coded)"),
     K3_OPT_FLAG_AS("--quiet", "-q", P, quiet, "no progress or summary lines"),
     K3_OPT_FLAG_AS("--help", "-h", P, help, NULL),
     K3_OPT_FLAG_("--list-options", P, list_options, NULL),
@@ -86,7 +88,7 @@ static int pack(const pack_args *a, k3_err *e)
         k3_fail(e, K3_EINPUT, "%s: cannot create: %s", a->trunk_dir, strerror(errno));
         goto done;
     }
-    k3_pack_opts o = { a->force, a->verify, a->quiet ? NULL : stderr };
+    k3_pack_opts o = { a->force, a->verify, a->compress, a->quiet ? NULL : stderr };
     k3_pack_result r;
     if (k3_trunk_pack(&m, a->trunk_dir, &o, &r, e) == K3_OK && !r.up_to_date && !a->quiet)
         fprintf(stderr, "pack-trunk: packed %zu runs (%d layers, lm_head, embedding), %.3f GB, "
@@ -94,6 +96,11 @@ static int pack(const pack_args *a, k3_err *e)
                 m.nruns, w->n_layers, r.bytes / 1e9, a->trunk_dir, r.total_seconds,
                 r.copy_seconds > 0 ? r.bytes / r.copy_seconds / 1e9 : 0.0,
                 r.verify_seconds > 0 ? r.bytes / r.verify_seconds / 1e9 : 0.0);
+    if (!e->code && !r.up_to_date && !a->quiet && a->compress)
+        fprintf(stderr, "pack-trunk: compressed: %.3f GB stored for %.3f GB of runs (%.1f%%, "
+                        "%.1f%% fewer bytes to read)\n",
+                r.stored / 1e9, r.bytes / 1e9, r.bytes ? 100.0 * r.stored / r.bytes : 0.0,
+                r.bytes ? 100.0 - 100.0 * r.stored / r.bytes : 0.0);
 done:
     k3_trunk_manifest_free(&m);
     k3_model_close(model);

@@ -16,10 +16,13 @@
 
 /* Reads [off, off + len) of f into buf (off and buf K3_IO_ALIGN-aligned,
  * buf holding len rounded up to K3_IO_ALIGN; reads are retried as in
- * k3_file_readv) and sets *hash to XXH64 (seed 0) of the len bytes.
+ * k3_file_readv) and sets *hash to XXH64 (seed 0) of the len bytes, or with
+ * `blocks` set to their format-3 block hashes folded (io/codec.h; each
+ * 64 KiB block hashed right after its chunk arrives, K3_HASHED_CHUNK being
+ * a multiple of the block).
  * *exposed gets the seconds spent waiting for the hash after the last read
  * (the cost verification adds); *hashing the helper's hashing time. */
-int k3_read_hashed(k3_file *f, uint64_t off, uint8_t *buf, uint64_t len, uint64_t *hash,
-                   double *exposed, double *hashing, k3_err *e);
+int k3_read_hashed(k3_file *f, uint64_t off, uint8_t *buf, uint64_t len, int blocks,
+                   uint64_t *hash, double *exposed, double *hashing, k3_err *e);
 
 #endif

@@ -30,7 +30,17 @@ typedef struct k3_run {
     uint64_t bytes;       /* size of the run image */
     const char *name;     /* e.g. "layer 12", for messages */
     int verify;           /* the image must hash to checksum once read */
-    uint64_t checksum;    /* XXH64 (seed 0) of the image [0, bytes) */
+    int hash;             /* K3_RUN_XXH64: checksum is XXH64 (seed 0) of the image
+                           * [0, bytes) (trunk format 2); K3_RUN_XXH3_BLOCKS: the
+                           * block hashes of io/codec.h (format 3) */
+    uint64_t checksum;
+    int codec;            /* K3_RUN_PLAIN: the one piece holds the image;
+                           * K3_RUN_BF16: it holds the image's compressed form
+                           * (io/trunk_format.h), `stored` bytes, decoded on read */
+    uint64_t stored;      /* bytes the piece holds (== bytes for a plain run) */
 } k3_run;
+
+enum { K3_RUN_XXH64 = 0, K3_RUN_XXH3_BLOCKS = 1 };
+enum { K3_RUN_PLAIN = 0, K3_RUN_BF16 = 1 };
 
 #endif

@@ -135,10 +135,13 @@ int k3_trunk_file_open(k3_trunk_file **out, const char *trunk_dir, const char *m
         one->file = &tf->file;
         one->path = tf->file.path;
         one->src_off = p->offset;
-        one->len = p->length;
+        one->len = p->stored;
         runs[r].npieces = 1;
         runs[r].verify = 1;
         runs[r].checksum = p->checksum;
+        runs[r].hash = tf->packed.version >= 3 ? K3_RUN_XXH3_BLOCKS : K3_RUN_XXH64;
+        runs[r].codec = tf->packed.codec;
+        runs[r].stored = p->stored;
     }
     *out = tf;
     return K3_OK;

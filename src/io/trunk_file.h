@@ -13,7 +13,10 @@
  * trunk.bin, read through a k3_file opened for direct I/O (buffered where
  * the file system refuses), and the run is marked for verification
  * against its packed checksum, so a corrupted trunk.bin stops the run with
- * K3_EINVALID (resid/trunk.h) instead of computing with wrong weights.
+ * K3_EINVALID (resid/trunk.h) instead of computing with wrong weights. A
+ * format-3 trunk's runs take its codec (compressed runs are decoded on read,
+ * the piece then covers the stored bytes) and its block hashes; format 2's
+ * are plain with XXH64 checksums.
  *
  * The embedding is checked too (it is in the tensor table), but the engine
  * still reads it from the shards: its row reads are separate (weights.c). */

@@ -14,6 +14,7 @@
 #include "util/json.h"
 #include "util/json_write.h"
 #include "util/os.h"
+#include "io/codec.h"
 #include "util/xxh64.h"
 
 /* trunk.json of the release is ~300 KB; anything near this is not ours. */
@@ -113,12 +114,14 @@ int k3_trunk_layout(k3_trunk_manifest *m, const k3_run *runs, size_t nruns,
         if (r == nruns) {
             kr->name = K3_TRUNK_EMBED_RUN;
             kr->length = embed->nbytes;
+            kr->stored = embed->nbytes;
             kr->ntensors = 1;
             set_tensor(next++, embed, 0, k3_st_shard_path(ix, embed->shard),
                        k3_st_shard_fd(ix, embed->shard), embed->offset);
         } else {
             kr->name = runs[r].name;
             kr->length = runs[r].bytes;
+            kr->stored = runs[r].bytes;
             kr->ntensors = runs[r].npieces;
             for (size_t i = 0; i < runs[r].npieces; i++) {
                 const k3_run_piece *p = &runs[r].pieces[i];
@@ -312,8 +315,19 @@ static int read_tensor(reader *rd, const k3_json *j, const k3_trunk_run *run, co
     return K3_OK;
 }
 
+/* Whether a compressed run's stored size can hold its blocks and table
+ * (each block 1..K3_CODEC_MAX_STORED bytes; io/codec.h). */
+static int stored_plausible(const k3_trunk_run *run)
+{
+    uint64_t nb = k3_codec_nblocks(run->length);
+    if (nb > (UINT64_MAX - 1) / (4 + K3_CODEC_MAX_STORED))
+        return 0;
+    return run->stored >= 5 * nb && run->stored <= (4 + (uint64_t)K3_CODEC_MAX_STORED) * nb;
+}
+
 static int read_run(reader *rd, const k3_json *j, size_t r, uint64_t end_prev,
-                    uint64_t file_size, k3_trunk_tensor *tensors, k3_trunk_run *run)
+                    uint64_t file_size, int version, int codec, k3_trunk_tensor *tensors,
+                    k3_trunk_run *run)
 {
     char where[64];
     snprintf(where, sizeof where, "run %zu: ", r);
@@ -322,18 +336,27 @@ static int read_run(reader *rd, const k3_json *j, size_t r, uint64_t end_prev,
     need_str(rd, j, "name", where, NULL, &run->name);
     need_u64(rd, j, "offset", where, &run->offset);
     need_u64(rd, j, "length", where, &run->length);
+    run->stored = run->length;
+    if (version >= 3)
+        need_u64(rd, j, "stored", where, &run->stored);
     need_hex(rd, j, "checksum", where, &run->checksum);
     need_hex(rd, j, "source", where, &run->source);
     const k3_json *ts = need(rd, j, "tensors", K3J_ARRAY, where);
     if (rd->e->code)
         return rd->e->code;
+    if (codec == K3_RUN_PLAIN ? run->stored != run->length : !stored_plausible(run))
+        return k3_fail(rd->e, K3_EINPUT, "%s: %s\"%s\" stores %llu bytes, which cannot hold "
+                                         "its %llu-byte image%s",
+                       rd->path, where, run->name, (unsigned long long)run->stored,
+                       (unsigned long long)run->length,
+                       codec == K3_RUN_PLAIN ? " uncompressed" : "'s blocks and block table");
     if (run->offset % K3_TRUNK_ALIGN || run->offset < end_prev ||
-        run->offset > file_size || k3_trunk_align_up(run->length) > file_size - run->offset)
+        run->offset > file_size || k3_trunk_align_up(run->stored) > file_size - run->offset)
         return k3_fail(rd->e, K3_EINPUT,
                        "%s: %s\"%s\" at %llu (+%llu bytes) is misaligned, overlaps the previous "
                        "run or ends past file_size %llu",
                        rd->path, where, run->name, (unsigned long long)run->offset,
-                       (unsigned long long)run->length, (unsigned long long)file_size);
+                       (unsigned long long)run->stored, (unsigned long long)file_size);
     run->tensors = tensors;
     run->ntensors = ts->count;
     for (size_t i = 0; i < ts->count; i++) {
@@ -367,11 +390,17 @@ int k3_trunk_manifest_read(k3_trunk_manifest *m, const char *dir, k3_err *e)
         goto fail;
     }
     need_str(&rd, root, "format", "", "k3-trunk", NULL);
-    if (need_u64(&rd, root, "version", "", &version) == K3_OK && version != K3_TRUNK_VERSION)
-        k3_fail(e, K3_EINPUT, "%s: format version %llu, but this k3 reads version %d: repack it "
-                              "(k3 pack-trunk MODEL_DIR %s)",
+    if (need_u64(&rd, root, "version", "", &version) == K3_OK && version != K3_TRUNK_VERSION &&
+        version != 2)
+        k3_fail(e, K3_EINPUT, "%s: format version %llu, but this k3 reads versions 2 and %d: "
+                              "repack it (k3 pack-trunk MODEL_DIR %s)",
                 path, (unsigned long long)version, K3_TRUNK_VERSION, dir);
-    need_str(&rd, root, "checksum", "", "xxh64", NULL);
+    need_str(&rd, root, "checksum", "", version >= 3 ? "xxh3-blocks" : "xxh64", NULL);
+    const char *codec = "none";
+    if (version >= 3 && need_str(&rd, root, "codec", "", NULL, &codec) == K3_OK &&
+        strcmp(codec, "none") && strcmp(codec, K3_TRUNK_CODEC_NAME))
+        k3_fail(e, K3_EINPUT, "%s: \"codec\" is \"%s\", expected \"none\" or \"%s\"", path,
+                codec, K3_TRUNK_CODEC_NAME);
     need_str(&rd, root, "file", "", K3_TRUNK_BIN, NULL);
     if (need_u64(&rd, root, "align", "", &align) == K3_OK && align != K3_TRUNK_ALIGN)
         k3_fail(e, K3_EINPUT, "%s: \"align\" is %llu, expected %u", path,
@@ -383,6 +412,7 @@ int k3_trunk_manifest_read(k3_trunk_manifest *m, const char *dir, k3_err *e)
     if (e->code)
         goto fail;
     m->version = (int)version;
+    m->codec = strcmp(codec, "none") ? K3_RUN_BF16 : K3_RUN_PLAIN;
     size_t nt = 0;
     for (size_t r = 0; r < runs->count; r++) {
         const k3_json *ts = k3_json_get(&runs->items[r], "tensors");
@@ -393,10 +423,11 @@ int k3_trunk_manifest_read(k3_trunk_manifest *m, const char *dir, k3_err *e)
     k3_trunk_tensor *next = m->blocks;
     uint64_t end = 0;
     for (size_t r = 0; r < runs->count; r++) {
-        if (read_run(&rd, &runs->items[r], r, end, m->file_size, next, &m->runs[r]) != K3_OK)
+        if (read_run(&rd, &runs->items[r], r, end, m->file_size, m->version, m->codec, next,
+                     &m->runs[r]) != K3_OK)
             goto fail;
         next += m->runs[r].ntensors;
-        end = m->runs[r].offset + k3_trunk_align_up(m->runs[r].length);
+        end = m->runs[r].offset + k3_trunk_align_up(m->runs[r].stored);
         if (k3_trunk_find_run(m, m->runs[r].name) != &m->runs[r]) {
             k3_fail(e, K3_EINPUT, "%s: two runs are called \"%s\"", path, m->runs[r].name);
             goto fail;
@@ -445,19 +476,25 @@ static int manifest_text(const k3_trunk_manifest *m, k3_buf *b, k3_err *e)
     char ch[17], th[17], rh[17], sh[17], shape[256];
     k3_trunk_hex(m->config_hash, ch);
     k3_trunk_hex(m->table_hash, th);
-    put_fmt(b, e, "{\n  \"format\": \"k3-trunk\",\n  \"version\": %d,\n  \"checksum\": \"xxh64\",\n"
-                  "  \"config_hash\": \"%s\",\n  \"tensor_table_hash\": \"%s\",\n"
+    put_fmt(b, e, "{\n  \"format\": \"k3-trunk\",\n  \"version\": %d,\n  \"checksum\": \"%s\",\n",
+            m->version, m->version >= 3 ? "xxh3-blocks" : "xxh64");
+    if (m->version >= 3)
+        put_fmt(b, e, "  \"codec\": \"%s\",\n",
+                m->codec == K3_RUN_BF16 ? K3_TRUNK_CODEC_NAME : "none");
+    put_fmt(b, e, "  \"config_hash\": \"%s\",\n  \"tensor_table_hash\": \"%s\",\n"
                   "  \"align\": %u,\n  \"file\": \"%s\",\n  \"file_size\": %llu,\n  \"runs\": [",
-            m->version, ch, th, K3_TRUNK_ALIGN, K3_TRUNK_BIN, (unsigned long long)m->file_size);
+            ch, th, K3_TRUNK_ALIGN, K3_TRUNK_BIN, (unsigned long long)m->file_size);
     for (size_t r = 0; r < m->nruns && !e->code; r++) {
         const k3_trunk_run *run = &m->runs[r];
         k3_trunk_hex(run->checksum, rh);
         k3_trunk_hex(run->source, sh);
         put_fmt(b, e, "%s\n    {\"name\": ", r ? "," : "");
         put_str(b, run->name, e);
-        put_fmt(b, e, ", \"offset\": %llu, \"length\": %llu, \"checksum\": \"%s\", "
-                      "\"source\": \"%s\",\n     \"tensors\": [",
-                (unsigned long long)run->offset, (unsigned long long)run->length, rh, sh);
+        put_fmt(b, e, ", \"offset\": %llu, \"length\": %llu, ", (unsigned long long)run->offset,
+                (unsigned long long)run->length);
+        if (m->version >= 3)
+            put_fmt(b, e, "\"stored\": %llu, ", (unsigned long long)run->stored);
+        put_fmt(b, e, "\"checksum\": \"%s\", \"source\": \"%s\",\n     \"tensors\": [", rh, sh);
         for (size_t i = 0; i < run->ntensors && !e->code; i++) {
             const k3_trunk_tensor *t = &run->tensors[i];
             put_fmt(b, e, "%s\n       {\"name\": ", i ? "," : "");

@@ -13,20 +13,38 @@
  * 64-byte alignment leaves between tensors zero. Nothing else is in the
  * file: trunk.json says where everything is.
  *
- * trunk.json (version 2), every member required:
- *   {"format": "k3-trunk", "version": 2, "checksum": "xxh64",
+ * trunk.json (version 3, what k3 pack-trunk writes), every member required:
+ *   {"format": "k3-trunk", "version": 3, "checksum": "xxh3-blocks",
+ *    "codec": "none" or "bf16-huffman",
  *    "config_hash": HEX16,        XXH64 of the bytes of the model's config.json
  *    "tensor_table_hash": HEX16,  XXH64 of the canonical table text (below)
  *    "align": 4096, "file": "trunk.bin", "file_size": N,
- *    "runs": [{"name": "layer 0", "offset": N, "length": N,
- *              "checksum": HEX16,  XXH64 (seed 0) of the run image [0, length)
+ *    "runs": [{"name": "layer 0", "offset": N, "length": N, "stored": N,
+ *              "checksum": HEX16,  the run image's block hashes folded
+ *                                  (io/codec.h: XXH3-64 of each 64 KiB block
+ *                                  of the DECODED image, then of those hashes)
  *              "source": HEX16,    fingerprint of the tensors it was packed from:
  *                                  shard, offset, sampled bytes (io/trunk_source.h)
  *              "tensors": [{"name": S, "dtype": "BF16", "shape": [R, C],
  *                           "offset": N}, ...]},    offset within the run
  *             ..., {"name": "lm_head", ...}, {"name": "embedding", ...}]}
- * Another version (version 1 had no "source") is refused with
- * K3_EINPUT telling the user to repack.
+ * "length" is the run image's bytes, "stored" the bytes it takes in
+ * trunk.bin (from "offset"; the file holds it padded to K3_TRUNK_ALIGN).
+ * With codec "none" stored == length and the bytes are the image. With
+ * "bf16-huffman" (k3 pack-trunk --compress) every run is stored as its
+ * K = ceil(length / 65536) blocks (io/codec.h: each block raw or with its
+ * BF16 exponents Huffman-coded), back to back, followed by the block table:
+ * K little-endian u32, the stored length of each block in order. So
+ * stored = sum(table) + 4 K; the reader checks that, and each entry, before
+ * it decodes anything (a lying table is RUN INVALID, exit 4), and every
+ * decoded block is hashed, so a block that decodes to other bytes fails the
+ * run's checksum (RUN INVALID). The table is at the end so the packer can
+ * write a run in one pass.
+ *
+ * Version 2 (still read): "checksum": "xxh64", no "codec" and no "stored"
+ * (runs are plain), each run's checksum XXH64 (seed 0) of its image.
+ * Version 1 (no "source") and any other version are refused with K3_EINPUT
+ * telling the user to repack.
  * HEX16 is 16 lower-case hex digits (64-bit values do not fit JSON numbers
  * that every reader keeps exact). Run names are "layer N", "lm_head",
  * "embedding".
@@ -50,7 +68,8 @@
 #include "io/safetensors.h"
 #include "k3/error.h"
 
-#define K3_TRUNK_VERSION 2
+#define K3_TRUNK_VERSION 3     /* written; 2 is read too */
+#define K3_TRUNK_CODEC_NAME "bf16-huffman"
 #define K3_TRUNK_ALIGN 4096u
 #define K3_TRUNK_BIN "trunk.bin"
 #define K3_TRUNK_JSON "trunk.json"
@@ -77,8 +96,9 @@ typedef struct k3_trunk_tensor {
 typedef struct k3_trunk_run {
     const char *name;
     uint64_t offset;         /* in trunk.bin, a multiple of K3_TRUNK_ALIGN */
-    uint64_t length;         /* image bytes (the file holds it padded) */
-    uint64_t checksum;       /* XXH64 of the image; 0 until packed */
+    uint64_t length;         /* image bytes */
+    uint64_t stored;         /* bytes in trunk.bin (the file holds it padded) */
+    uint64_t checksum;       /* (see above, by version); 0 until packed */
     uint64_t source;         /* fingerprint of its source tensors (io/trunk_source.h) */
     k3_trunk_tensor *tensors;/* by offset */
     size_t ntensors;
@@ -86,6 +106,7 @@ typedef struct k3_trunk_run {
 
 typedef struct k3_trunk_manifest {
     int version;
+    int codec;               /* K3_RUN_PLAIN or K3_RUN_BF16 (io/run.h), every run */
     uint64_t config_hash, table_hash, file_size;
     k3_trunk_run *runs;
     size_t nruns;
@@ -99,7 +120,9 @@ int k3_trunk_config_hash(const char *model_dir, uint64_t *hash, k3_err *e);
 /* The layout a trunk packed from these runs has: runs[0..nruns) in order
  * (names and tensors from their pieces: every piece must name its tensor),
  * then the embedding tensor `embed` as the run "embedding"; offsets in
- * trunk.bin assigned, checksums and sources 0, table hash set. config_hash
+ * trunk.bin assigned (for plain runs: stored = length; a compressing packer
+ * reassigns them as it writes), version K3_TRUNK_VERSION, codec plain,
+ * checksums and sources 0, table hash set. config_hash
  * is the caller's (k3_trunk_config_hash), and so are the sources
  * (k3_trunk_source_fingerprint). Names point into ix. */
 int k3_trunk_layout(k3_trunk_manifest *m, const k3_run *runs, size_t nruns,

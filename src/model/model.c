@@ -136,12 +136,22 @@ void k3_model_print_io(const k3_model *m, FILE *f)
         return;
     k3_trunk_stats ts;
     k3_trunk_stats_get(m->trunk, &ts);
+    /* Hash share: hashing CPU over the reader's wall time (1 = a core). */
+    double share = ts.read_seconds > 0 ? ts.verify_seconds / ts.read_seconds : 0.0;
     fprintf(f, "trunk: %d pinned layers, %d streamed through %d slots; read %.3f GB in %.3f s"
-               " (%.0f MB/s), checksums %.3f s; compute waited %.3f s for it\n",
+               " (%.0f MB/s), checksums %.3f s (%.1f%% of a core while reading); compute "
+               "waited %.3f s for it\n",
             m->plan.pinned_layers, m->plan.streamed_layers, m->plan.ring_slots,
             ts.bytes_read / 1e9, ts.read_seconds,
             ts.read_seconds > 0 ? ts.bytes_read / 1e6 / ts.read_seconds : 0.0,
-            ts.verify_seconds, ts.wait_seconds);
+            ts.verify_seconds, 100 * share, ts.wait_seconds);
+    if (ts.image_bytes != ts.bytes_read)
+        fprintf(f, "trunk: compressed: %.3f GB read decoded to %.3f GB (%.1f%%); decoding %.3f s "
+                   "of CPU (%.2f GB/s a core)\n",
+                ts.bytes_read / 1e9, ts.image_bytes / 1e9,
+                ts.image_bytes ? 100.0 * (double)ts.bytes_read / (double)ts.image_bytes : 0.0,
+                ts.decode_seconds,
+                ts.decode_seconds > 0 ? ts.image_bytes / 1e9 / ts.decode_seconds : 0.0);
     if (m->experts) {
         k3_ec_stats es;
         k3_ec_stats_get(m->experts, &es);
@@ -171,10 +181,13 @@ void k3_model_print_json(const k3_model *m, FILE *f, const char *in)
     char deeper[32];
     snprintf(deeper, sizeof deeper, "%s  ", in);
     k3_plan_print_json(&m->plan, f, deeper);
-    fprintf(f, "\n%s},\n%s\"trunk\": {\"bytes_read\": %llu, \"runs_read\": %llu, "
-               "\"read_seconds\": %.6f, \"verify_seconds\": %.6f, \"wait_seconds\": %.6f}",
-            in, in, (unsigned long long)ts.bytes_read, (unsigned long long)ts.runs_read,
-            ts.read_seconds, ts.verify_seconds, ts.wait_seconds);
+    fprintf(f, "\n%s},\n%s\"trunk\": {\"bytes_read\": %llu, \"image_bytes\": %llu, "
+               "\"runs_read\": %llu, \"read_seconds\": %.6f, \"verify_seconds\": %.6f, "
+               "\"hash_share\": %.6f, \"decode_seconds\": %.6f, \"wait_seconds\": %.6f}",
+            in, in, (unsigned long long)ts.bytes_read, (unsigned long long)ts.image_bytes,
+            (unsigned long long)ts.runs_read, ts.read_seconds, ts.verify_seconds,
+            ts.read_seconds > 0 ? ts.verify_seconds / ts.read_seconds : 0.0, ts.decode_seconds,
+            ts.wait_seconds);
     if (m->experts) {
         k3_ec_stats es;
         k3_ec_stats_get(m->experts, &es);

@@ -65,7 +65,13 @@ uint64_t k3_mem_available(uint64_t *mem_available, uint64_t *cgroup_limit)
  * planner's yardstick, not a promise):
  *  - streamed runs (layers, and lm_head when it streams) are read every
  *    token, unless they all fit the ring's slots at once: then the ring
- *    keeps them from token to token and nothing is re-read;
+ *    keeps them from token to token and nothing is re-read; a run of a
+ *    compressed trunk counts its stored bytes (what the disk delivers;
+ *    decoding runs beside the read, resid/trunk.h). Memory always counts
+ *    decoded bytes: slots and pinned runs hold images, so pinning a
+ *    compressed run keeps it decoded (the rule: decoding a pinned run at
+ *    every use would spend a core's time to save memory that pinning is
+ *    meant to spend);
  *  - a token asks for R = top-k x MoE layers experts. An LRU cache of S
  *    slots holds none of them by the time they are asked for again when
  *    S < R, and about S / (all experts) of them otherwise (uniform routing;
@@ -76,7 +82,7 @@ static double read_per_token(const k3_plan *p, const k3_weights *w, const k3_con
     int nstreamed = 0;
     for (size_t i = 0; i < w->nruns; i++)
         if (!p->pinned[i]) {
-            streamed += (double)w->runs[i].bytes;
+            streamed += (double)(w->runs[i].stored ? w->runs[i].stored : w->runs[i].bytes);
             nstreamed++;
         }
     if (nstreamed <= p->ring_slots)
@@ -193,6 +199,11 @@ static int plan_layout(k3_plan *p, const k3_config *c, const k3_weights *w,
                         ? (o->trunk_ring > 0 ? o->trunk_ring : 2)
                         : 0;
     uint64_t with_ring = k3_trunk_plan_bytes(w->runs, w->nruns, p->pinned, (size_t)p->ring_slots);
+    for (size_t i = 0; i < w->nruns; i++)
+        if (!p->pinned[i] && w->runs[i].codec) {
+            p->stream_stored += w->runs[i].stored;
+            p->stream_image += w->runs[i].bytes;
+        }
     p->lm_head = p->lm_head_streamed ? 0 : w->runs[L].bytes;
     p->pinned_trunk = used;
     p->ring = with_ring - used - p->lm_head;
@@ -323,6 +334,11 @@ void k3_plan_print(const k3_plan *p, FILE *f)
     fprintf(f, "  trunk pinned     %9.3f GB  %d layers\n", p->pinned_trunk / GIB, p->pinned_layers);
     fprintf(f, "  trunk ring       %9.3f GB  %d slots for %d streamed layers%s\n", p->ring / GIB,
             p->ring_slots, p->streamed_layers, p->lm_head_streamed ? " and lm_head" : "");
+    if (p->stream_image)
+        fprintf(f, "  trunk streamed   %9.3f GB  read per pass: compressed runs, %.3f GB decoded "
+                   "(%.1f%%; the ring holds decoded runs)\n",
+                p->stream_stored / GIB, p->stream_image / GIB,
+                100.0 * (double)p->stream_stored / (double)p->stream_image);
     fprintf(f, "  lm_head          %9.3f GB  %s\n", p->lm_head / GIB,
             p->lm_head_streamed ? "streamed" : "resident");
     fprintf(f, "  embedding        %9.3f GB  %s\n", p->embed / GIB,

@@ -44,6 +44,8 @@ typedef struct k3_plan {
     int sequences;              /* states planned (kda_state and kv_cache count each) */
     uint64_t sequence_bytes;    /* one state: its KDA state + MLA cache for the context */
     uint64_t trunk_total;       /* all layer runs, pinned or not */
+    uint64_t stream_stored;     /* streamed compressed runs: bytes read from disk a pass */
+    uint64_t stream_image;      /* ... and their decoded bytes (0: none compressed) */
     int64_t context;            /* positions the KV cache is sized for */
     double budget_gb;           /* the total budget split (a preset, --budget-gb), or -1 */
     int max_batch;              /* tokens per k3_forward piece (the arena's size) */

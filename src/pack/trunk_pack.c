@@ -9,13 +9,15 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "io/codec.h"
 #include "io/direct.h"
+#include "io/read_coded.h"
 #include "io/trunk_source.h"
 #include "util/clock.h"
 #include "util/error.h"
 #include "util/os.h"
 #include "util/progress.h"
-#include "util/xxh64.h"
+#include "util/xxh3.h"
 
 /* Bytes assembled, hashed and written at a time: large enough that the
  * per-call costs vanish and direct reads and writes run at the disk's
@@ -66,18 +68,59 @@ static int up_to_date(const k3_trunk_manifest *want, const char *dir, const path
     snprintf(why_other, sizeof why_other, "it was packed from other weights: the source "
                                           "fingerprints of %zu of %zu runs differ",
              other, want->nruns);
-    const char *why = have->config_hash != want->config_hash ? "config.json differs"
+    const char *why = have->version != want->version ? "it is of an older format (version 2)"
+                      : have->codec != want->codec ? (want->codec ? "it is not compressed and "
+                                                                    "--compress was given"
+                                                                  : "it is compressed and "
+                                                                    "--compress was not given")
+                      : have->config_hash != want->config_hash ? "config.json differs"
                       : !same_table ? "the tensor table differs"
                       : other ? why_other
                       : stat(p->bin, &st) != 0 ? "trunk.bin is missing"
-                      : (uint64_t)st.st_size != want->file_size ? "trunk.bin has the wrong size"
-                                                               : NULL;
+                      : want->codec == K3_RUN_PLAIN && (uint64_t)st.st_size != want->file_size
+                          ? "trunk.bin has the wrong size"
+                      : (uint64_t)st.st_size != have->file_size ? "trunk.bin has the wrong size"
+                                                                : NULL;
     if (why && log)
         fprintf(log, "pack-trunk: the existing trunk in %s is stale or another model's (%s): "
                      "repacking\n", dir, why);
     if (why)
         k3_trunk_manifest_free(have);
     return !why;
+}
+
+/* A run's format-3 checksum computed window by window (io/codec.h: a hash
+ * per 64 KiB block, folded at the end; WINDOW is a multiple of the block). */
+typedef struct {
+    uint64_t *h;
+    uint64_t len;
+} run_hasher;
+
+static int rh_init(run_hasher *rh, uint64_t len, k3_err *e)
+{
+    rh->len = len;
+    rh->h = k3_calloc(e, (size_t)k3_codec_nblocks(len) + 1, sizeof *rh->h, "block hashes");
+    return e->code;
+}
+
+/* Hashes the image bytes [a, a + n) held in win (a a multiple of the block). */
+static void rh_window(run_hasher *rh, uint64_t a, const uint8_t *win, size_t n)
+{
+    long long b0 = (long long)(a / K3_CODEC_BLOCK);
+    long long b1 = (long long)k3_codec_nblocks(a + n);
+#pragma omp parallel for schedule(static)
+    for (long long b = b0; b < b1; b++)
+        rh->h[b] = k3_xxh3_64(win + ((uint64_t)b * K3_CODEC_BLOCK - a),
+                              k3_codec_block_len(rh->len, (uint64_t)b));
+}
+
+/* The checksum; frees the hashes. */
+static uint64_t rh_done(run_hasher *rh)
+{
+    uint64_t d = k3_codec_fold(rh->h, (size_t)k3_codec_nblocks(rh->len));
+    free(rh->h);
+    rh->h = NULL;
+    return d;
 }
 
 static int all_zero(const uint8_t *p, size_t n)
@@ -262,15 +305,96 @@ static void *reader_main(void *arg)
     return NULL;
 }
 
-/* The writer's side: hashes and writes every window, sets the checksums. */
+/* --compress: the stored form of the runs (io/trunk_format.h) goes out
+ * through an aligned buffer of WINDOW bytes, flushed whenever full, each
+ * run padded to K3_TRUNK_ALIGN at its end; pos is the file offset of
+ * buf[0]. enc holds a window's blocks encoded, each at k * MAX_STORED. */
+typedef struct {
+    uint8_t *buf, *enc;
+    size_t fill;
+    uint64_t pos;
+    uint32_t *table;     /* the current run's block lengths */
+} coded_out;
+
+static int co_flush(coded_out *co, int out, const char *path, k3_err *e)
+{
+    size_t n = (size_t)k3_trunk_align_up(co->fill);
+    memset(co->buf + co->fill, 0, n - co->fill);
+    if (n && write_sparse(out, path, co->buf, n, co->pos, e) != K3_OK)
+        return e->code;
+    co->pos += n;
+    co->fill = 0;
+    return K3_OK;
+}
+
+static int co_put(coded_out *co, const uint8_t *p, size_t n, int out, const char *path,
+                  k3_err *e)
+{
+    while (n) {
+        size_t take = WINDOW - co->fill < n ? WINDOW - co->fill : n;
+        memcpy(co->buf + co->fill, p, take);
+        co->fill += take;
+        p += take;
+        n -= take;
+        if (co->fill == WINDOW && co_flush(co, out, path, e) != K3_OK)
+            return e->code;
+    }
+    return K3_OK;
+}
+
+/* Encodes the window [a, a + n) of run (blocks in parallel) and appends
+ * its blocks, recording their lengths in co->table. */
+static int co_window(coded_out *co, const uint8_t *win, uint64_t a, size_t n, uint64_t *stored,
+                     int out, const char *path, k3_err *e)
+{
+    long long nbw = (long long)k3_codec_nblocks(n);
+    uint64_t b0 = a / K3_CODEC_BLOCK;
+#pragma omp parallel for schedule(dynamic, 4)
+    for (long long k = 0; k < nbw; k++)
+        co->table[b0 + (uint64_t)k] = (uint32_t)k3_codec_encode(
+            win + (uint64_t)k * K3_CODEC_BLOCK, k3_codec_block_len(n, (uint64_t)k),
+            co->enc + (size_t)k * K3_CODEC_MAX_STORED);
+    for (long long k = 0; k < nbw && !e->code; k++) {
+        co_put(co, co->enc + (size_t)k * K3_CODEC_MAX_STORED, co->table[b0 + (uint64_t)k], out,
+               path, e);
+        *stored += co->table[b0 + (uint64_t)k];
+    }
+    return e->code;
+}
+
+/* Ends a compressed run: its block table (little-endian u32), then the pad. */
+static int co_end_run(coded_out *co, uint64_t nb, uint64_t *stored, int out, const char *path,
+                      k3_err *e)
+{
+    for (uint64_t k = 0; k < nb && !e->code; k++) {
+        uint8_t le[4] = { (uint8_t)co->table[k], (uint8_t)(co->table[k] >> 8),
+                          (uint8_t)(co->table[k] >> 16), (uint8_t)(co->table[k] >> 24) };
+        co_put(co, le, 4, out, path, e);
+    }
+    *stored += 4 * nb;
+    return e->code ? e->code : co_flush(co, out, path, e);
+}
+
+/* The writer's side: hashes and writes (plain) or encodes and appends
+ * (co set) every window; sets the checksums, and with co the runs'
+ * offsets, stored sizes and the file size. */
 static int write_windows(pipeline *p, k3_trunk_manifest *m, int out, const char *out_path,
-                         k3_progress *pg, k3_err *e)
+                         coded_out *co, k3_progress *pg, k3_err *e)
 {
     size_t k = 0;
     for (size_t r = 0; r < m->nruns; r++) {
         k3_trunk_run *run = &m->runs[r];
-        k3_xxh64_state h;
-        k3_xxh64_init(&h, 0);
+        run_hasher h;
+        if (rh_init(&h, run->length, e) != K3_OK)
+            return e->code;
+        if (co) {
+            run->offset = co->pos;
+            run->stored = 0;
+            free(co->table);
+            if (!(co->table = k3_calloc(e, (size_t)k3_codec_nblocks(run->length) + 1, 4,
+                                        "block table")))
+                break;
+        }
         for (uint64_t a = 0; a < run->length; a += WINDOW, k++) {
             pthread_mutex_lock(&p->mu);
             while (!p->full[k % 2] && !p->err.code)
@@ -280,27 +404,34 @@ static int write_windows(pipeline *p, k3_trunk_manifest *m, int out, const char 
                 k3_fail(e, p->err.code, "%s", p->err.msg);
             pthread_mutex_unlock(&p->mu);
             if (failed)
-                return e->code;
+                break;
             size_t n = window_len(run, a);
-            k3_xxh64_update(&h, p->win[k % 2], n);
-            if (write_sparse(out, out_path, p->win[k % 2], (size_t)k3_trunk_align_up(n),
-                             run->offset + a, e) != K3_OK)
-                return e->code;
+            rh_window(&h, a, p->win[k % 2], n);
+            if (co ? co_window(co, p->win[k % 2], a, n, &run->stored, out, out_path, e)
+                   : write_sparse(out, out_path, p->win[k % 2], (size_t)k3_trunk_align_up(n),
+                                  run->offset + a, e))
+                break;
             k3_progress_add(pg, n);
             pthread_mutex_lock(&p->mu);
             p->full[k % 2] = 0;
             pthread_cond_broadcast(&p->cv);
             pthread_mutex_unlock(&p->mu);
         }
-        run->checksum = k3_xxh64_digest(&h);
+        run->checksum = rh_done(&h);
+        if (!e->code && co)
+            co_end_run(co, k3_codec_nblocks(run->length), &run->stored, out, out_path, e);
+        if (e->code)
+            return e->code;
         maybe_die(r + 1);
     }
-    return K3_OK;
+    if (co)
+        m->file_size = co->pos;
+    return e->code;
 }
 
 /* Copies every run into out through the pipeline; win holds 2 windows. */
 static int copy_runs(k3_trunk_manifest *m, sources *src, int out, const char *out_path,
-                     uint8_t *win, k3_progress *pg, k3_err *e)
+                     uint8_t *win, coded_out *co, k3_progress *pg, k3_err *e)
 {
     pipeline p;
     memset(&p, 0, sizeof p);
@@ -314,7 +445,7 @@ static int copy_runs(k3_trunk_manifest *m, sources *src, int out, const char *ou
     if (pthread_create(&reader, NULL, reader_main, &p) != 0) {
         k3_fail(e, K3_ERUNTIME, "cannot start the pack reader thread");
     } else {
-        write_windows(&p, m, out, out_path, pg, e);
+        write_windows(&p, m, out, out_path, co, pg, e);
         pthread_mutex_lock(&p.mu);
         p.stop = 1;
         pthread_cond_broadcast(&p.cv);
@@ -323,6 +454,53 @@ static int copy_runs(k3_trunk_manifest *m, sources *src, int out, const char *ou
     }
     pthread_mutex_destroy(&p.mu);
     pthread_cond_destroy(&p.cv);
+    return e->code;
+}
+
+/* What read_back calls with each window [a, a + n) of a run's image. */
+typedef int (*window_fn)(void *ctx, uint64_t a, const uint8_t *data, size_t n, k3_err *e);
+
+/* Reads run (its offset and stored size in trunk.bin) back from f and sets
+ * *got to its checksum as the engine computes it: plain runs window by
+ * window into disk (one window), compressed runs decoded whole into a
+ * buffer of their length (io/read_coded.h: what streaming them needs
+ * anyway). fn (optional) sees every window of the image. A compressed run
+ * that does not decode is a failure like a wrong checksum. */
+static int read_back(k3_file *f, const k3_trunk_run *run, int codec, uint8_t *disk,
+                     window_fn fn, void *ctx, k3_progress *pg, uint64_t *got, k3_err *e)
+{
+    if (codec == K3_RUN_BF16) {
+        uint8_t *img = k3_io_alloc((size_t)run->length + 1, "pack-trunk verify image", e);
+        size_t sb = k3_coded_stage_bytes(run->stored);
+        uint8_t *stage = e->code ? NULL : k3_io_alloc(sb, "pack-trunk verify staging", e);
+        k3_coded_times t = { 0, 0 };
+        k3_err ce = { 0, "" };
+        if (!e->code &&
+            k3_read_coded(f, run->offset, run->stored, img, run->length, stage, sb, got, &t, &ce))
+            k3_fail(e, K3_ERUNTIME, "%s: run \"%s\" reads back damaged: %s (repack with --force)",
+                    f->path, run->name, ce.msg);
+        for (uint64_t a = 0; fn && !e->code && a < run->length; a += WINDOW)
+            fn(ctx, a, img + a, window_len(run, a), e);
+        if (!e->code)
+            k3_progress_add(pg, run->length);
+        k3_io_free(img);
+        k3_io_free(stage);
+        return e->code;
+    }
+    run_hasher h;
+    if (rh_init(&h, run->length, e) != K3_OK)
+        return e->code;
+    for (uint64_t a = 0; a < run->length && !e->code; a += WINDOW) {
+        size_t n = window_len(run, a);
+        k3_iov v = { disk, (size_t)k3_trunk_align_up(n) };
+        if (k3_file_readv(f, run->offset + a, &v, 1, n, e) != K3_OK)
+            break;
+        rh_window(&h, a, disk, n);
+        if (fn && fn(ctx, a, disk, n, e) != K3_OK)
+            break;
+        k3_progress_add(pg, n);
+    }
+    *got = rh_done(&h);
     return e->code;
 }
 
@@ -337,18 +515,9 @@ static int verify_file(const k3_trunk_manifest *m, const char *path, uint8_t *wi
     k3_progress_start(&pg, log, "pack-trunk: verify", run_bytes(m));
     for (size_t r = 0; r < m->nruns && !e->code; r++) {
         const k3_trunk_run *run = &m->runs[r];
-        k3_xxh64_state h;
-        k3_xxh64_init(&h, 0);
-        for (uint64_t a = 0; a < run->length; a += WINDOW) {
-            size_t n = run->length - a < WINDOW ? (size_t)(run->length - a) : WINDOW;
-            k3_iov v = { win, (size_t)k3_trunk_align_up(n) };
-            if (k3_file_readv(&f, run->offset + a, &v, 1, n, e) != K3_OK)
-                break;
-            k3_xxh64_update(&h, win, n);
-            k3_progress_add(&pg, n);
-        }
-        uint64_t got = k3_xxh64_digest(&h);
-        if (!e->code && got != run->checksum) {
+        uint64_t got = 0;
+        if (read_back(&f, run, m->codec, win, NULL, NULL, &pg, &got, e) == K3_OK &&
+            got != run->checksum) {
             char a[17], b[17];
             k3_trunk_hex(got, a);
             k3_trunk_hex(run->checksum, b);
@@ -379,10 +548,38 @@ static void locate(const k3_trunk_run *run, uint64_t at, char *out, size_t n)
     snprintf(out, n, "byte %llu, an alignment gap", (unsigned long long)at);
 }
 
+/* verify_source's window check: the image window from the source
+ * tensors (into img) must equal the one read back. */
+typedef struct {
+    const k3_trunk_run *run;
+    sources *src;
+    uint8_t *img;
+    const char *path;
+} source_cmp;
+
+static int cmp_window(void *ctx, uint64_t a, const uint8_t *disk, size_t n, k3_err *e)
+{
+    source_cmp *c = ctx;
+    if (fill_window(c->run, a, n, c->src, c->img, e) != K3_OK)
+        return e->code;
+    if (memcmp(c->img, disk, n)) {
+        size_t i = 0;
+        char where[1024];
+        while (c->img[i] == disk[i])
+            i++;
+        locate(c->run, a + i, where, sizeof where);
+        k3_fail(e, K3_ERUNTIME, "%s: run \"%s\" differs from the model's tensors at %s: "
+                                "trunk.bin is damaged or was packed from other weights "
+                                "(repack with --force)", c->path, c->run->name, where);
+    }
+    return e->code;
+}
+
 /* --verify of an up-to-date trunk: every run of path (at have's offsets)
- * compared byte for byte with its image assembled afresh from the source
- * tensors (m: the layout, whose table equals have's), and its read-back
- * checksum with have's. win holds 2 windows: the image, then trunk.bin. */
+ * compared byte for byte (decoded, when compressed) with its image
+ * assembled afresh from the source tensors (m: the layout, whose table
+ * equals have's), and its read-back checksum with have's. win holds 2
+ * windows: the image, then trunk.bin. */
 static int verify_source(const k3_trunk_manifest *m, const k3_trunk_manifest *have,
                          const char *path, uint8_t *win, FILE *log, k3_err *e)
 {
@@ -393,38 +590,18 @@ static int verify_source(const k3_trunk_manifest *m, const k3_trunk_manifest *ha
     k3_progress pg;
     k3_progress_start(&pg, log, "pack-trunk: verify against the model", run_bytes(m));
     open_sources(&src, m, e);
-    uint8_t *disk = win + WINDOW;
     for (size_t r = 0; r < m->nruns && !e->code; r++) {
-        const k3_trunk_run *run = &m->runs[r];
-        k3_xxh64_state h;
-        k3_xxh64_init(&h, 0);
-        for (uint64_t a = 0; a < run->length && !e->code; a += WINDOW) {
-            size_t n = window_len(run, a);
-            k3_iov v = { disk, (size_t)k3_trunk_align_up(n) };
-            if (fill_window(run, a, n, &src, win, e) != K3_OK ||
-                k3_file_readv(&f, have->runs[r].offset + a, &v, 1, n, e) != K3_OK)
-                break;
-            k3_xxh64_update(&h, disk, n);
-            if (memcmp(win, disk, n)) {
-                size_t i = 0;
-                char where[1024];
-                while (win[i] == disk[i])
-                    i++;
-                locate(run, a + i, where, sizeof where);
-                k3_fail(e, K3_ERUNTIME, "%s: run \"%s\" differs from the model's tensors at %s: "
-                                        "trunk.bin is damaged or was packed from other weights "
-                                        "(repack with --force)", path, run->name, where);
-            }
-            k3_progress_add(&pg, n);
-        }
-        uint64_t got = k3_xxh64_digest(&h);
-        if (!e->code && got != have->runs[r].checksum) {
+        source_cmp c = { &m->runs[r], &src, win, path };
+        uint64_t got = 0;
+        if (read_back(&f, &have->runs[r], have->codec, win + WINDOW, cmp_window, &c, &pg, &got,
+                      e) == K3_OK &&
+            got != have->runs[r].checksum) {
             char a[17], b[17];
             k3_trunk_hex(got, a);
             k3_trunk_hex(have->runs[r].checksum, b);
             k3_fail(e, K3_ERUNTIME, "%s: run \"%s\" holds the model's bytes but hashes to %s, "
                                     "not %s as trunk.json says: the manifest is damaged (repack "
-                                    "with --force)", path, run->name, a, b);
+                                    "with --force)", path, m->runs[r].name, a, b);
         }
     }
     close_sources(&src);
@@ -457,16 +634,31 @@ static int copy_all(k3_trunk_manifest *m, const paths *p, uint8_t *win, FILE *lo
     int out = open_output(p->bin_tmp);
     if (out < 0)
         return k3_fail(e, K3_ERUNTIME, "%s: cannot create: %s", p->bin_tmp, strerror(errno));
-    if (ftruncate(out, (off_t)m->file_size) != 0)
+    /* Plain: sized first, so skipped zero blocks are holes. Compressed: the
+     * size is known at the end (sized then: the same holes). */
+    if (ftruncate(out, m->codec ? 0 : (off_t)m->file_size) != 0)
         k3_fail(e, K3_ERUNTIME, "%s: cannot size it to %llu bytes: %s", p->bin_tmp,
                 (unsigned long long)m->file_size, strerror(errno));
     k3_progress pg;
     sources src;
+    coded_out co;
+    memset(&co, 0, sizeof co);
+    if (m->codec && !e->code) {
+        co.buf = k3_io_alloc(WINDOW, "trunk pack output", e);
+        co.enc = e->code ? NULL : k3_io_alloc((WINDOW / K3_CODEC_BLOCK) * K3_CODEC_MAX_STORED,
+                                              "trunk pack encoder", e);
+    }
     k3_progress_start(&pg, log, "pack-trunk: copy", run_bytes(m));
     open_sources(&src, m, e);
     if (!e->code)
-        copy_runs(m, &src, out, p->bin_tmp, win, &pg, e);
+        copy_runs(m, &src, out, p->bin_tmp, win, m->codec ? &co : NULL, &pg, e);
     close_sources(&src);
+    k3_io_free(co.buf);
+    k3_io_free(co.enc);
+    free(co.table);
+    if (m->codec && !e->code && ftruncate(out, (off_t)m->file_size) != 0)
+        k3_fail(e, K3_ERUNTIME, "%s: cannot size it to %llu bytes: %s", p->bin_tmp,
+                (unsigned long long)m->file_size, strerror(errno));
     if (!e->code && k3_os_fsync(out) != 0)
         k3_fail(e, K3_ERUNTIME, "%s: fsync failed: %s", p->bin_tmp, strerror(errno));
     /* Drop the cached pages so the verification reads the disk, not memory
@@ -556,6 +748,7 @@ int k3_trunk_pack(k3_trunk_manifest *m, const char *dir, const k3_pack_opts *o,
                         "%s.tmp)\n", K3_TRUNK_BIN, K3_TRUNK_JSON);
     uint8_t *win = k3_io_alloc(2 * (size_t)WINDOW, "trunk pack windows", e);
     k3_err se = { 0, "" };
+    m->codec = o->compress ? K3_RUN_BF16 : K3_RUN_PLAIN;
     if (win && k3_trunk_source_fingerprint(m, &se) != K3_OK)
         k3_fail(e, K3_ERUNTIME, "%s", se.msg); /* a pack's read failure: exit 1 */
     if (!e->code && !o->force && up_to_date(m, dir, &p, &have, o->log)) {
@@ -574,6 +767,8 @@ int k3_trunk_pack(k3_trunk_manifest *m, const char *dir, const k3_pack_opts *o,
             if (verify_file(m, p.bin_tmp, win, o->log, e) == K3_OK) {
                 res->verify_seconds = k3_seconds() - v0;
                 res->bytes = run_bytes(m);
+                for (size_t r = 0; r < m->nruns; r++)
+                    res->stored += m->runs[r].stored;
                 publish(m, dir, &p, e);
             }
         }

@@ -21,8 +21,12 @@
  *    sees what the sampled fingerprint cannot), and every run's read-back
  *    checksum with trunk.json's.
  *  - Copy: each run is assembled in 16 MB aligned windows (tensors at
- *    their image offsets, alignment gaps zero), hashed (XXH64, the run's
- *    checksum) and written with pwrite at its 4096-aligned offset; a reader
+ *    their image offsets, alignment gaps zero), hashed (the format-3 block
+ *    hashes, io/codec.h: the run's checksum) and written with pwrite at its
+ *    4096-aligned offset. With opts.compress each window's 64 KiB blocks
+ *    are encoded (in parallel) and appended through an aligned output
+ *    buffer, the run's block table after its blocks, and the runs' offsets,
+ *    stored sizes and the file size are set as they are written; a reader
  *    thread assembles the next window while the current one is hashed and
  *    written. Shards are read and trunk.bin written with direct I/O where
  *    the file system allows it (unaligned tensor data goes through an
@@ -32,9 +36,12 @@
  *    all, so holes in the source (sparse test checkpoints) and padding stay
  *    holes in trunk.bin and cost no disk (they still cost reading time).
  *  - Verify: trunk.bin is fsynced, its cached pages dropped, and every run
- *    re-read (direct I/O where allowed) and re-hashed: the checksum read back
- *    must equal the one computed from the source bytes, else nothing is
- *    published.
+ *    re-read (direct I/O where allowed), decoded by the engine's own reader
+ *    when compressed (io/read_coded.h: that needs a buffer of the largest
+ *    run, as streaming it does), and re-hashed: the checksum read back must
+ *    equal the one computed from the source bytes, else nothing is
+ *    published. A trunk of format 2, or with the other codec than asked,
+ *    is stale and repacked.
  *  - Publish: the data goes to trunk.bin.tmp and the manifest to
  *    trunk.json.tmp; only when both are complete and fsynced is the old
  *    trunk.json removed, trunk.bin.tmp renamed to trunk.bin and then
@@ -58,12 +65,14 @@
 typedef struct k3_pack_opts {
     int force;             /* repack even when up to date */
     int verify;            /* up to date: compare every byte with the source tensors */
+    int compress;          /* store the runs compressed (codec bf16-huffman) */
     FILE *log;             /* progress and summary lines; NULL = silent */
 } k3_pack_opts;
 
 typedef struct k3_pack_result {
     int up_to_date;        /* nothing was written */
     uint64_t bytes;        /* run bytes copied (and verified) */
+    uint64_t stored;       /* the bytes they take in trunk.bin (padding excluded) */
     double copy_seconds, verify_seconds, total_seconds;
 } k3_pack_result;
 

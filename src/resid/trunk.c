@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "io/pread_all.h"
+#include "io/read_coded.h"
 #include "io/read_hashed.h"
 #include "util/clock.h"
 #include "util/error.h"
@@ -34,42 +35,75 @@ struct k3_trunk {
     int have_reader, stop;
     pthread_mutex_t mu;
     pthread_cond_t cv;
+    uint8_t *stage;      /* compressed runs' staging (io/read_coded.h), or NULL */
+    size_t stage_bytes;
     size_t *queue;       /* ring indices to fill, FIFO */
     size_t qhead, qlen;
     k3_trunk_stats st;
 };
 
-/* A packed run: its one piece read through its k3_file and hashed as it
- * arrives (io/read_hashed.h), then checked against the run's checksum. */
-static int read_verified(const k3_run *r, uint8_t *buf, double *verify_s, char *msg,
-                         size_t msglen)
+/* Time a run's read spent on its checks and decoding (CPU seconds). */
+typedef struct {
+    double hash, decode;
+} run_cpu;
+
+/* A packed run: its one piece read through its k3_file - plain: hashed as
+ * it arrives (io/read_hashed.h); compressed: decoded into buf and hashed
+ * block by block (io/read_coded.h) - then checked against the run's
+ * checksum. stage: the trunk's staging (compressed runs only). */
+static int read_verified(const k3_run *r, uint8_t *buf, uint8_t *stage, size_t stage_bytes,
+                         run_cpu *cpu, char *msg, size_t msglen)
 {
     const k3_run_piece *p = &r->pieces[0];
+    const char *base = strrchr(p->path, '/');
+    base = base ? base + 1 : p->path;
     k3_err e = { 0, "" };
-    uint64_t got;
+    uint64_t got = 0;
     double exposed;
-    if (k3_read_hashed(p->file, p->src_off, buf, p->len, &got, &exposed, verify_s, &e) != K3_OK) {
-        snprintf(msg, msglen, "%s, for %s", e.msg, r->name);
+    int rc;
+    if (r->codec == K3_RUN_BF16) {
+        k3_coded_times t = { 0, 0 };
+        rc = k3_read_coded(p->file, p->src_off, r->stored, buf, r->bytes, stage, stage_bytes, &got,
+                           &t, &e);
+        cpu->hash = t.hash_seconds;
+        cpu->decode = t.decode_seconds;
+    } else {
+        rc = k3_read_hashed(p->file, p->src_off, buf, p->len, r->hash == K3_RUN_XXH3_BLOCKS, &got,
+                            &exposed, &cpu->hash, &e);
+    }
+    if (rc != K3_OK) {
+        if (e.code == K3_EINVALID && strncmp(e.msg, "RUN INVALID", 11))
+            /* the stored bytes lie (read_coded.h); a failed read says so itself */
+            snprintf(msg, msglen, "RUN INVALID: %s of %s: %s (%s at offset %llu)", r->name,
+                     base, e.msg, p->path, (unsigned long long)p->src_off);
+        else
+            snprintf(msg, msglen, "%s, for %s", e.msg, r->name);
         return -1;
     }
     if (got == r->checksum)
         return 0;
-    const char *base = strrchr(p->path, '/');
-    snprintf(msg, msglen, "RUN INVALID: %s of %s fails its checksum (%s at offset %llu: xxh64 "
+    snprintf(msg, msglen, "RUN INVALID: %s of %s fails its checksum (%s at offset %llu: %s "
                           "%016llx, trunk.json says %016llx)",
-             r->name, base ? base + 1 : p->path, p->path, (unsigned long long)p->src_off,
-             (unsigned long long)got, (unsigned long long)r->checksum);
+             r->name, base, p->path, (unsigned long long)p->src_off,
+             r->hash == K3_RUN_XXH3_BLOCKS ? "xxh3 blocks" : "xxh64", (unsigned long long)got,
+             (unsigned long long)r->checksum);
     return -1;
 }
 
-/* Reads run r into buf; on failure writes a message. *verify_s gets the
- * time spent hashing a verified run (on a helper thread, overlapping the
- * read). */
-static int read_run(const k3_run *r, uint8_t *buf, double *verify_s, char *msg, size_t msglen)
+/* Bytes run r reads from its file (stored bytes for a packed run). */
+static uint64_t disk_bytes(const k3_run *r)
 {
-    *verify_s = 0;
+    return r->stored ? r->stored : r->bytes;
+}
+
+/* Reads run r into buf; on failure writes a message. *cpu gets the hashing
+ * (on a helper thread, overlapping the read) and decoding time. */
+static int read_run(const k3_trunk *t, const k3_run *r, uint8_t *buf, run_cpu *cpu, char *msg,
+                    size_t msglen)
+{
+    cpu->hash = cpu->decode = 0;
     if (r->verify)
-        return read_verified(r, buf, verify_s, msg, msglen);
+        return read_verified(r, buf, t->stage, t->stage_bytes, cpu, msg, msglen);
     for (size_t i = 0; i < r->npieces; i++) {
         const k3_run_piece *p = &r->pieces[i];
         char why[96];
@@ -81,6 +115,19 @@ static int read_run(const k3_run *r, uint8_t *buf, double *verify_s, char *msg, 
         }
     }
     return 0;
+}
+
+/* Adds a run's read to the statistics. mu held (or no reader yet). */
+static void count_read(k3_trunk *t, const k3_run *r, int ok, double seconds, const run_cpu *cpu)
+{
+    t->st.read_seconds += seconds;
+    t->st.verify_seconds += cpu->hash;
+    t->st.decode_seconds += cpu->decode;
+    if (ok) {
+        t->st.bytes_read += disk_bytes(r);
+        t->st.image_bytes += r->bytes;
+        t->st.runs_read++;
+    }
 }
 
 static void *reader_main(void *arg)
@@ -97,17 +144,14 @@ static void *reader_main(void *arg)
         t->qlen--;
         const k3_run *r = &t->runs[s->run];
         pthread_mutex_unlock(&t->mu);
-        double t0 = k3_seconds(), vs;
+        double t0 = k3_seconds();
+        run_cpu cpu;
         char msg[512] = "";
-        int rc = read_run(r, s->buf, &vs, msg, sizeof msg);
+        int rc = read_run(t, r, s->buf, &cpu, msg, sizeof msg);
         double dt = k3_seconds() - t0;
         pthread_mutex_lock(&t->mu);
-        t->st.read_seconds += dt;
-        t->st.verify_seconds += vs;
-        if (rc == 0) {
-            t->st.bytes_read += r->bytes;
-            t->st.runs_read++;
-        } else {
+        count_read(t, r, rc == 0, dt, &cpu);
+        if (rc != 0) {
             s->failed = 1;
             memcpy(s->msg, msg, sizeof msg);
         }
@@ -128,10 +172,23 @@ static uint64_t largest_streamed(const k3_run *runs, size_t nruns, const uint8_t
     return largest;
 }
 
+/* The staging the compressed runs need (io/read_coded.h), 0 when none is. */
+static size_t stage_bytes(const k3_run *runs, size_t nruns)
+{
+    uint64_t max = 0;
+    int any = 0;
+    for (size_t i = 0; i < nruns; i++)
+        if (runs[i].codec == K3_RUN_BF16) {
+            any = 1;
+            max = runs[i].stored > max ? runs[i].stored : max;
+        }
+    return any ? k3_coded_stage_bytes(max) : 0;
+}
+
 uint64_t k3_trunk_plan_bytes(const k3_run *runs, size_t nruns, const uint8_t *pinned,
                              size_t nring)
 {
-    uint64_t total = 0;
+    uint64_t total = stage_bytes(runs, nruns);
     for (size_t i = 0; i < nruns; i++)
         if (pinned[i])
             total += runs[i].bytes;
@@ -162,25 +219,27 @@ int k3_trunk_new(k3_trunk **out, const k3_run *runs, size_t nruns, const uint8_t
     t->pinned = k3_calloc(e, nruns + 1, sizeof *t->pinned, "trunk");
     t->ring = k3_calloc(e, nring + 1, sizeof *t->ring, "trunk ring");
     t->queue = k3_calloc(e, nring + 1, sizeof *t->queue, "trunk ring");
+    t->stage_bytes = stage_bytes(runs, nruns);
+    if (!e->code && t->stage_bytes)
+        t->stage = k3_io_alloc(t->stage_bytes, "trunk decode staging", e);
     for (size_t i = 0; i < nring && !e->code; i++)
         if ((t->ring[i].buf = k3_io_alloc((size_t)largest, "trunk ring slot", e)))
             t->st.ring_bytes += largest;
+    /* Pinned runs are held decoded (a compressed run pinned compressed
+     * would be decoded again on every use: memory is what pinning buys). */
     for (size_t i = 0; i < nruns && !e->code; i++) {
         char msg[512];
-        double vs;
+        run_cpu cpu;
         if (!pinned[i])
             continue;
         if (!(t->pinned[i] = k3_io_alloc((size_t)runs[i].bytes, "pinned trunk", e)))
             break;
         double t0 = k3_seconds();
-        if (read_run(&runs[i], t->pinned[i], &vs, msg, sizeof msg) != 0) {
+        if (read_run(t, &runs[i], t->pinned[i], &cpu, msg, sizeof msg) != 0) {
             k3_fail(e, K3_EINVALID, "%s", msg);
             break;
         }
-        t->st.read_seconds += k3_seconds() - t0;
-        t->st.verify_seconds += vs;
-        t->st.bytes_read += runs[i].bytes;
-        t->st.runs_read++;
+        count_read(t, &runs[i], 1, k3_seconds() - t0, &cpu);
         t->st.pinned_bytes += runs[i].bytes;
     }
     if (!e->code && nring >= 2) {
@@ -212,6 +271,7 @@ void k3_trunk_free(k3_trunk *t)
         k3_io_free(t->pinned[i]);
     for (size_t i = 0; t->ring && i < t->nring; i++)
         k3_io_free(t->ring[i].buf);
+    k3_io_free(t->stage);
     free(t->pinned);
     free(t->ring);
     free(t->queue);
@@ -292,15 +352,12 @@ const uint8_t *k3_trunk_acquire(k3_trunk *t, size_t r, k3_err *e)
                 s->state = SLOT_INFLIGHT;
                 s->run = r;
                 pthread_mutex_unlock(&t->mu);
-                double r0 = k3_seconds(), vs;
-                s->failed = read_run(&t->runs[r], s->buf, &vs, s->msg, sizeof s->msg) != 0;
+                double r0 = k3_seconds();
+                run_cpu cpu;
+                s->failed =
+                    read_run(t, &t->runs[r], s->buf, &cpu, s->msg, sizeof s->msg) != 0;
                 pthread_mutex_lock(&t->mu);
-                t->st.read_seconds += k3_seconds() - r0;
-                t->st.verify_seconds += vs;
-                if (!s->failed) {
-                    t->st.bytes_read += t->runs[r].bytes;
-                    t->st.runs_read++;
-                }
+                count_read(t, &t->runs[r], !s->failed, k3_seconds() - r0, &cpu);
                 s->state = SLOT_LOADED;
             }
             break;

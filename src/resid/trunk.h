@@ -14,7 +14,13 @@
  * set and exactly one piece, with `file` set: it is read in large aligned
  * reads (direct where allowed) and hashed as it arrives (io/read_hashed.h);
  * its image must hash to `checksum` (XXH64) or acquire fails with
- * K3_EINVALID "RUN INVALID: layer N of trunk.bin fails its checksum". Run
+ * K3_EINVALID "RUN INVALID: layer N of trunk.bin fails its checksum". A
+ * compressed run (codec K3_RUN_BF16) is decoded into the same buffer on
+ * read (io/read_coded.h), so the image the forward pass sees is the same;
+ * its stored form lying (block table, undecodable block) is RUN INVALID
+ * too. Pinned runs are held decoded. The trunk then also allocates the
+ * decoder's staging (k3_coded_stage_bytes, counted by
+ * k3_trunk_plan_bytes), used by one read at a time. Run
  * buffers are K3_IO_ALIGN-aligned and rounded up to a multiple of it, as
  * direct reads need.
  *
@@ -32,10 +38,14 @@
 #include "k3/error.h"
 
 typedef struct k3_trunk_stats {
-    uint64_t bytes_read, runs_read;
-    double read_seconds;  /* time the reader spent in reads (verified ones included) */
-    double verify_seconds;/* hashing time of verified runs (a helper thread's,
+    uint64_t bytes_read;  /* from disk: a compressed run's stored bytes */
+    uint64_t image_bytes; /* the runs' images (== bytes_read when nothing is compressed) */
+    uint64_t runs_read;
+    double read_seconds;  /* time the reader spent in reads (verified ones included,
+                           * compressed ones with their decoding) */
+    double verify_seconds;/* CPU time hashing verified runs (helper threads',
                            * overlapping their reads) */
+    double decode_seconds;/* CPU time decoding compressed runs, summed over threads */
     double wait_seconds;  /* time acquire waited for a run to arrive */
     uint64_t pinned_bytes, ring_bytes;
 } k3_trunk_stats;

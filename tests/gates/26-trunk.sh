@@ -19,7 +19,16 @@
 #    the model, so it finds what the sampled fingerprint cannot; a version 1
 #    trunk is refused with a hint to repack;
 #  - a pack that fails (file size limit, full tmpfs) leaves no temporary
-#    file and no partial trunk, and a failed repack keeps the old trunk.
+#    file and no partial trunk, and a failed repack keeps the old trunk;
+#  - a compressed trunk (pack-trunk --compress, format 3 codec
+#    bf16-huffman) decodes (trunk_check.py, its own decoder) to the same
+#    runs and gives bit-identical logits pinned and streamed through one or
+#    two slots; a plain pack over it (or a compressed one over a plain
+#    trunk) repacks; a format 2 trunk (XXH64 checksums) is still read,
+#    bit-identical, and its flipped byte still caught; its lying block
+#    table, a flipped byte in a compressed block, a block that does not
+#    decode and a truncated trunk.bin: exit 4 at read time (2 at open
+#    when the size shows it), no token.
 . tests/gates/lib.sh
 
 T="$K3_BUILD/gate-trunk"
@@ -54,15 +63,27 @@ for m in "a:$A" "b:$B"; do
     [ "$(inode "$trunk/trunk.bin")" = "$node" ] || die "rerun of pack $name rewrote trunk.bin"
     "$K3_BIN" pack-trunk "$dir" "$trunk" --verify 2>/dev/null || die "pack $name --verify failed"
 
+    "$K3_BIN" pack-trunk "$dir" "$trunk-c" --compress 2>"$T/pack.err" ||
+        { cat "$T/pack.err"; die "pack $name --compress"; }
+    grep -q "compressed: .* fewer bytes to read" "$T/pack.err" || die "pack $name --compress: no ratio"
+    "$PYTHON" tests/gates/trunk_check.py "$dir" "$trunk-c" | grep -q "bf16-huffman" ||
+        die "the compressed trunk.bin of $name does not decode to the model's runs"
+    "$K3_BIN" pack-trunk "$dir" "$trunk-c" --compress 2>"$T/repack.err" || die "rerun of pack $name --compress"
+    grep -q "is up to date" "$T/repack.err" || die "rerun of pack $name --compress was not a no-op"
+    "$K3_BIN" pack-trunk "$dir" "$trunk-c" --compress --verify 2>/dev/null ||
+        die "pack $name --compress --verify failed"
+
     gen "$dir" "$T/$name-shards"
-    for opts in "" "--trunk-layers 0 --trunk-ring 1" "--trunk-layers 1 --trunk-ring 2 --stream-lm-head"; do
-        # shellcheck disable=SC2086
-        gen "$dir" "$T/$name-trunk" --trunk "$trunk" $opts
-        cmp -s "$T/$name-shards.ids" "$T/$name-trunk.ids" || die "$name --trunk $opts: other ids"
-        cmp -s "$T/$name-shards.logits" "$T/$name-trunk.logits" ||
-            die "$name --trunk $opts: logits not bit-identical"
+    for t in "$trunk" "$trunk-c"; do
+        for opts in "" "--trunk-layers 0 --trunk-ring 1" "--trunk-layers 1 --trunk-ring 2 --stream-lm-head"; do
+            # shellcheck disable=SC2086
+            gen "$dir" "$T/$name-trunk" --trunk "$t" $opts
+            cmp -s "$T/$name-shards.ids" "$T/$name-trunk.ids" || die "$name --trunk $t $opts: other ids"
+            cmp -s "$T/$name-shards.logits" "$T/$name-trunk.logits" ||
+                die "$name --trunk $t $opts: logits not bit-identical"
+        done
     done
-    echo "ok: $name packed, rerun a no-op, --trunk bit-identical ($(cat "$T/$name-shards.ids"))"
+    echo "ok: $name packed plain and compressed, reruns no-ops, --trunk bit-identical ($(cat "$T/$name-shards.ids"))"
 done
 
 ids=$(prompt_ids "$(vocab_of "$A")" 4)
@@ -183,11 +204,118 @@ for r in m["runs"]:
     del r["source"]
 json.dump(m, open(p, "w"))
 ' "$T/a-v1"
-expect_exit 2 "format version 1, but this k3 reads version 2: repack it" \
+expect_exit 2 "format version 1, but this k3 reads versions 2 and 3: repack it" \
     "$K3_BIN" "$A" --ids "$ids" --gen 2 --trunk "$T/a-v1"
 "$K3_BIN" pack-trunk "$A" "$T/a-v1" --quiet || die "pack over a version 1 trunk"
 gen "$A" "$T/a-v1-trunk" --trunk "$T/a-v1"
 echo "ok: a version 1 trunk is refused with a repack hint, and repacked"
+
+# Format 2 (XXH64 of each run image, no codec) is still read: made here
+# from the plain format-3 trunk with trunk_check.py's own XXH64.
+cp -R "$T/a" "$T/a-v2"
+"$PYTHON" - "$T/a-v2" <<'EOF_V2' || die "could not make a version 2 trunk"
+import json, sys
+sys.path.insert(0, "tests/gates")
+from trunk_check import xxh64
+d = sys.argv[1]
+m = json.load(open(d + "/trunk.json"))
+data = open(d + "/trunk.bin", "rb").read()
+m["version"], m["checksum"] = 2, "xxh64"
+del m["codec"]
+for r in m["runs"]:
+    del r["stored"]
+    r["checksum"] = "%016x" % xxh64(data[r["offset"]:r["offset"] + r["length"]])
+json.dump(m, open(d + "/trunk.json", "w"))
+EOF_V2
+"$PYTHON" tests/gates/trunk_check.py "$A" "$T/a-v2" | grep -q "format 2" || die "the version 2 trunk is not one"
+gen "$A" "$T/a-v2-trunk" --trunk "$T/a-v2" --trunk-layers 0 --trunk-ring 1
+cmp -s "$T/a-shards.logits" "$T/a-v2-trunk.logits" || die "version 2 trunk: logits differ"
+"$PYTHON" -c '
+import json, sys
+d = sys.argv[1]
+run = [r for r in json.load(open(d + "/trunk.json"))["runs"] if r["name"] == "layer 3"][0]
+at = run["offset"] + run["tensors"][0]["offset"] + 5
+with open(d + "/trunk.bin", "r+b") as f:
+    f.seek(at); b = f.read(1); f.seek(at); f.write(bytes([b[0] ^ 0x10]))
+' "$T/a-v2"
+expect_exit 4 "RUN INVALID: layer 3 of trunk.bin fails its checksum .*xxh64" \
+    "$K3_BIN" "$A" --ids "$ids" --gen 4 --quiet --trunk "$T/a-v2" --trunk-layers 0 --trunk-ring 1
+"$K3_BIN" pack-trunk "$A" "$T/a-v2" 2>"$T/repack.err" || die "pack over a version 2 trunk"
+grep -q "older format" "$T/repack.err" || die "a version 2 trunk was not repacked"
+"$K3_BIN" pack-trunk "$A" "$T/a-c" 2>"$T/repack.err" || die "plain pack over a compressed trunk"
+grep -q "it is compressed and --compress was not given" "$T/repack.err" ||
+    die "a plain pack over a compressed trunk did not repack"
+"$K3_BIN" pack-trunk "$A" "$T/a-c" --compress --quiet || die "pack --compress over a plain trunk"
+echo "ok: a version 2 trunk is read bit-identically and checked, and repacked to version 3"
+
+# A compressed trunk that lies. corrupt.py-like edits of layer 3's stored
+# form (its blocks, then the block table of K u32 at its end):
+#  flip     a sign+mantissa byte of the first block: it decodes, to other
+#           bytes, and the block hash fails (checksum);
+#  swap     the first two table entries moved by one byte each way (the sum
+#           holds): blocks are cut at the wrong place and do not decode;
+#  table    the first entry one larger: the table no longer sums;
+#  lengths  the code lengths of exponents 124 and 125 zeroed: not a
+#           complete code;
+#  cut      trunk.bin truncated inside layer 3: refused at open (exit 2,
+#           its size), and with trunk.json's file_size edited to match
+#           (the run then ends past it): refused at open too.
+for lie in flip swap table lengths; do
+    rm -rf "$T/a-lie"
+    cp -R "$T/a-c" "$T/a-lie"
+    "$PYTHON" - "$T/a-lie" "$lie" <<'EOF_LIE' || die "could not make the $lie lie"
+import json, struct, sys
+d, lie = sys.argv[1], sys.argv[2]
+run = [r for r in json.load(open(d + "/trunk.json"))["runs"] if r["name"] == "layer 3"][0]
+nb = (run["length"] + 65535) // 65536
+tab = run["offset"] + run["stored"] - 4 * nb
+with open(d + "/trunk.bin", "r+b") as f:
+    f.seek(run["offset"]); head = f.read(200)
+    f.seek(tab); t = list(struct.unpack(f"<{nb}I", f.read(4 * nb)))
+    assert head[0] == 1, "layer 3's first block is not huffman-coded"
+    if lie == "flip":
+        f.seek(run["offset"] + 135); f.write(bytes([head[135] ^ 0x01]))
+    elif lie == "lengths":
+        assert head[63] != 0, "exponents 124 and 125 unused"
+        f.seek(run["offset"] + 1 + 62); f.write(bytes([0]))  # their codes gone
+    else:
+        assert nb >= 2, "layer 3 has one block"
+        t[0] += 1
+        if lie == "swap":
+            t[1] -= 1
+        f.seek(tab); f.write(struct.pack(f"<{nb}I", *t))
+EOF_LIE
+    case $lie in
+    flip) why="RUN INVALID: layer 3 of trunk.bin fails its checksum .*xxh3 blocks" ;;
+    table) why="RUN INVALID: layer 3 of trunk.bin: the block table lies" ;;
+    lengths) why="RUN INVALID: layer 3 of trunk.bin: block 0 of [0-9]+ does not decode: the code lengths" ;;
+    *) why="RUN INVALID: layer 3 of trunk.bin: block [0-9]+ of [0-9]+ does not decode" ;;
+    esac
+    for opts in "" "--trunk-layers 0 --trunk-ring 1"; do
+        # shellcheck disable=SC2086
+        expect_exit 4 "$why" "$K3_BIN" "$A" --ids "$ids" --gen 4 --quiet --trunk "$T/a-lie" $opts
+        [ ! -s "$K3_BUILD/expect.out" ] || die "tokens were printed from a lying trunk ($lie $opts)"
+    done
+    expect_exit 1 "damaged" "$K3_BIN" pack-trunk "$A" "$T/a-lie" --compress --verify
+done
+rm -rf "$T/a-lie"
+cp -R "$T/a-c" "$T/a-lie"
+"$PYTHON" - "$T/a-lie" <<'EOF_CUT' || die "could not cut trunk.bin"
+import json, os, sys
+d = sys.argv[1]
+run = [r for r in json.load(open(d + "/trunk.json"))["runs"] if r["name"] == "layer 3"][0]
+os.truncate(d + "/trunk.bin", run["offset"] + 4096)
+EOF_CUT
+expect_exit 2 "trunk.bin is [0-9]+ bytes but trunk.json says" \
+    "$K3_BIN" "$A" --ids "$ids" --gen 4 --quiet --trunk "$T/a-lie"
+"$PYTHON" -c '
+import json, os, sys
+p = sys.argv[1] + "/trunk.json"
+m = json.load(open(p)); m["file_size"] = os.path.getsize(sys.argv[1] + "/trunk.bin")
+json.dump(m, open(p, "w"))' "$T/a-lie"
+expect_exit 2 "\"layer 3\" at [0-9]+ .* ends past file_size" \
+    "$K3_BIN" "$A" --ids "$ids" --gen 4 --quiet --trunk "$T/a-lie"
+echo "ok: a compressed trunk whose blocks, block table or size lie is refused (exit 4 at read, 2 at open)"
 
 # A pack that fails leaves no temporary file and nothing under the final
 # names; a repack that fails leaves the previous trunk as it was.

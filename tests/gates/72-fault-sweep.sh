@@ -7,8 +7,10 @@
 #
 # Configurations: experts from the shards with the trunk resident; the
 # packed trunk pinned; the packed trunk streamed through one ring slot with
-# a one-expert cache (every step re-reads everything); and the last again
-# in text mode (a --merges 0 tokenizer of tiny-a's 512 ids), where tokens
+# a one-expert cache (every step re-reads everything); the same with a
+# compressed trunk (pack-trunk --compress: a corrupted, short or failed
+# read of its blocks or block table must end in RUN INVALID too, never in
+# a decoded wrong token); and the streamed one again in text mode (a --merges 0 tokenizer of tiny-a's 512 ids), where tokens
 # print as they are made. For each, the reads (R) and allocations (Q) of a
 # clean run are counted (bisection on K3_FAULT), then for N over 1..R (all
 # when R <= K3_SWEEP_MAX, default 48, else an even sample of that many with
@@ -52,6 +54,7 @@ fb="$K3_BUILD/fault"
 ) || die "the fault-injection build failed"
 F="$fb/bin/k3"
 "$F" pack-trunk "$A" "$W/trunk" 2>/dev/null || die "pack-trunk"
+"$F" pack-trunk "$A" "$W/ctrunk" --compress 2>/dev/null || die "pack-trunk --compress"
 "$PYTHON" tools/make_tokenizer.py "$W/tok" --merges $(($(vocab_of "$A") - 512)) >/dev/null ||
     die "make_tokenizer"
 ids=$(prompt_ids "$(vocab_of "$A")" 6)
@@ -181,6 +184,9 @@ sweep pinned-trunk ids "$A" --ids "$ids" --gen 4 --ignore-eos --quiet --trunk "$
 # shellcheck disable=SC2086
 sweep streamed ids "$A" --ids "$ids" --gen 4 --ignore-eos --quiet $stream
 # shellcheck disable=SC2086
+sweep streamed-codec ids "$A" --ids "$ids" --gen 4 --ignore-eos --quiet \
+    --trunk "$W/ctrunk" --trunk-layers 0 --trunk-ring 1 --cache-experts 1
+# shellcheck disable=SC2086
 sweep text text "$A" --tok "$W/tok" --prompt "Hello, fault sweep" --gen 6 --ignore-eos --quiet $stream
 
 # The pinned trunk is read while opening the model, before the prompt is
@@ -213,6 +219,24 @@ for N in $(seq 1 "$R0"); do
 done
 [ "$T0" -gt 0 ] || die "no trunk.bin read at open"
 echo "pinned trunk: $R0 reads at open; all $T0 of trunk.bin, corrupted, failed their checksum (exit 4)"
+# The same for a compressed trunk: every read of its trunk.bin at open (the
+# block tables, then the blocks), corrupted, must end in RUN INVALID: the
+# table lies, a block does not decode, or the decoded bytes fail the
+# checksum. Never a run on.
+R1=$(count "read:@:fail:3" "$A" --ids 1,1000000 --quiet --trunk "$W/ctrunk")
+T1=0
+for N in $(seq 1 "$R1"); do
+    run "read:$N:fail:3" "$A" --ids 1,1000000 --quiet --trunk "$W/ctrunk"
+    grep -q "trunk.bin" "$W/err" || continue
+    run "read:$N:corrupt" "$A" --ids 1,1000000 --quiet --trunk "$W/ctrunk"
+    cases=$((cases + 1))
+    [ ! -s "$W/out" ] || die "corrupted compressed trunk read $N at open: ids printed"
+    [ "$rc" -eq 4 ] && grep -Eq 'RUN INVALID: .*(fails its checksum|does not decode|block table lies)' "$W/err" ||
+        { cat "$W/err"; die "corrupted compressed trunk read $N not caught (exit $rc)"; }
+    T1=$((T1 + 1))
+done
+[ "$T1" -gt 0 ] || die "no compressed trunk.bin read at open"
+echo "compressed pinned trunk: $R1 reads at open; all $T1 of trunk.bin, corrupted, ended in RUN INVALID (exit 4)"
 # A weight that is NaN (a corrupted download: most weights have no
 # checksum) must not yield tokens: non-finite logits make the run invalid.
 # (A small vector is refused at load instead: gate 21.)

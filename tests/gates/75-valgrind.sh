@@ -22,6 +22,7 @@ vb="$K3_BUILD/valgrind"
 ) || die "the -O1 build failed"
 V="$vb/bin/k3"
 "$V" pack-trunk "$A" "$W/trunk" 2>/dev/null || die "pack-trunk"
+"$V" pack-trunk "$A" "$W/ctrunk" --compress 2>/dev/null || die "pack-trunk --compress"
 "$PYTHON" tools/make_tokenizer.py "$W/tok" >/dev/null || die "make_tokenizer"
 ids=$(prompt_ids "$(vocab_of "$A")" 8)
 
@@ -46,7 +47,11 @@ vg streamed "$A" --ids "$ids" --gen 4 --ignore-eos --quiet --threads 1 \
     --trunk-layers 0 --trunk-ring 1 --cache-experts 1 --stream-embed --stream-lm-head
 vg streamed-trunk "$A" --ids "$ids" --gen 4 --ignore-eos --quiet --threads 1 \
     --trunk "$W/trunk" --trunk-layers 0 --trunk-ring 1 --cache-experts 1
-cmp -s "$W/resident.out" "$W/streamed.out" && cmp -s "$W/resident.out" "$W/streamed-trunk.out" ||
+# A compressed trunk: its decoder thread and staging (io/read_coded.c).
+vg streamed-codec "$A" --ids "$ids" --gen 4 --ignore-eos --quiet --threads 1 \
+    --trunk "$W/ctrunk" --trunk-layers 0 --trunk-ring 1 --cache-experts 1
+cmp -s "$W/resident.out" "$W/streamed.out" && cmp -s "$W/resident.out" "$W/streamed-trunk.out" &&
+    cmp -s "$W/resident.out" "$W/streamed-codec.out" ||
     die "streamed runs give other ids than the resident run"
 vg tokenize --tok "$W/tok" --tokenize --prompt "Hello, world! It's <|open|> 你好 😀"
 vg detokenize --tok "$W/tok" --detokenize "$(cat "$W/tokenize.out")"

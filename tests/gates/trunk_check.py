@@ -6,9 +6,15 @@
 Reads trunk.json, the model's shard headers and trunk.bin (stdlib only) and checks
 that every run starts 4096-aligned, the file size is the padded sum, every tensor's
 bytes equal its bytes in the shards, every other byte (alignment gaps, padding)
-is zero, every run's checksum is XXH64 of its image and its source fingerprint
-is the one src/io/trunk_source.h describes (computed here from that text alone).
+is zero, every run's checksum is XXH64 of its image (format 2) or the folded
+XXH3-64 block hashes of src/io/codec.h (format 3, XXH3 from Debian's libxxhash
+through ctypes, not k3's), and its source fingerprint is the one
+src/io/trunk_source.h describes (computed here from that text alone). A
+compressed trunk (codec bf16-huffman) is decoded here from the description in
+src/io/codec.h and src/io/trunk_format.h alone, and its images checked the same.
 Exits 1 naming the first fault."""
+
+import ctypes
 
 import json
 import os
@@ -89,23 +95,111 @@ def shard_index(model_dir):
     return out
 
 
+BLOCK = 65536  # K3_CODEC_BLOCK
+_xxh = None
+
+
+def xxh3(data):
+    global _xxh
+    if _xxh is None:
+        _xxh = ctypes.CDLL("libxxhash.so.0")
+        _xxh.XXH3_64bits.argtypes = [ctypes.c_char_p, ctypes.c_size_t]
+        _xxh.XXH3_64bits.restype = ctypes.c_uint64
+    return _xxh.XXH3_64bits(bytes(data), len(data))
+
+
+def block_hashes(img):
+    hs = [xxh3(img[a:a + BLOCK]) for a in range(0, len(img), BLOCK)]
+    return xxh3(b"".join(struct.pack("<Q", h) for h in hs))
+
+
+def decode_block(b, n, where):
+    """One stored block (src/io/codec.h) to its n image bytes."""
+    if b[0] == 0:
+        if len(b) != 1 + n:
+            sys.exit(f"{where}: raw block of {len(b)} bytes for {n}")
+        return bytes(b[1:])
+    if b[0] != 1 or n % 2 or n < 2:
+        sys.exit(f"{where}: mode {b[0]} for {n} bytes")
+    lens = [(b[1 + e // 2] >> (4 * (e % 2))) & 15 for e in range(256)]
+    if sum(1 << (12 - ln) for ln in lens if ln) != 4096:
+        sys.exit(f"{where}: code lengths not a complete code")
+    codes, code, prev = {}, 0, 0
+    for ln, sym in sorted((ln, sym) for sym, ln in enumerate(lens) if ln):
+        code <<= ln - prev
+        prev = ln
+        codes[(ln, code)] = sym
+        code += 1
+    words = n // 2
+    slen = [struct.unpack_from("<H", b, 129 + 2 * j)[0] for j in range(3)]
+    at = 135 + words
+    slen.append(len(b) - at - sum(slen))
+    sm = b[135:at]
+    exps = [0] * words
+    for j in range(4):
+        st = b[at:at + slen[j]]
+        at += slen[j]
+        bit = 0
+        for i in range(j, words, 4):
+            c = ln = 0
+            while (ln, c) not in codes:
+                if bit >= 8 * len(st):
+                    sys.exit(f"{where}: stream {j} ends early")
+                c = c << 1 | (st[bit >> 3] >> (bit & 7) & 1)
+                bit += 1
+                ln += 1
+            exps[i] = codes[(ln, c)]
+        if (bit + 7) // 8 != len(st):
+            sys.exit(f"{where}: stream {j} has {len(st)} bytes for {bit} bits")
+    out = bytearray(n)
+    for i in range(words):
+        s, e = sm[i], exps[i]
+        out[2 * i] = (e & 1) << 7 | (s & 0x7F)
+        out[2 * i + 1] = (s & 0x80) | e >> 1
+    return bytes(out)
+
+
+def run_image(data, run, codec):
+    """The run's image and the bytes it stores in trunk.bin."""
+    off, length = run["offset"], run["length"]
+    stored = run.get("stored", length)
+    if codec == "none":
+        if stored != length:
+            sys.exit(f"run {run['name']}: stored {stored} != length {length} uncompressed")
+        return data[off:off + length], stored
+    nb = (length + BLOCK - 1) // BLOCK
+    table = struct.unpack_from(f"<{nb}I", data, off + stored - 4 * nb)
+    if sum(table) + 4 * nb != stored:
+        sys.exit(f"run {run['name']}: block table sums to {sum(table)} of {stored}")
+    img, at = bytearray(), off
+    for k, ln in enumerate(table):
+        img += decode_block(data[at:at + ln], min(BLOCK, length - k * BLOCK),
+                            f"run {run['name']} block {k}")
+        at += ln
+    return bytes(img), stored
+
+
 def main(model_dir, trunk_dir):
     m = json.load(open(os.path.join(trunk_dir, "trunk.json")))
-    if m["version"] != 2:
-        sys.exit(f"trunk.json is version {m['version']}, this check reads version 2")
+    if m["version"] not in (2, 3):
+        sys.exit(f"trunk.json is version {m['version']}, this check reads versions 2 and 3")
+    codec = m.get("codec", "none")
     src = shard_index(model_dir)
     data = open(os.path.join(trunk_dir, "trunk.bin"), "rb").read()
     if len(data) != m["file_size"] or m["file_size"] % 4096:
         sys.exit(f"trunk.bin is {len(data)} bytes, trunk.json says {m['file_size']}")
-    spans = []  # (start, end) of every tensor's bytes in trunk.bin
+    spans = []  # (start, end) of every run's stored bytes in trunk.bin
     end = 0
     for run in m["runs"]:
         off, length = run["offset"], run["length"]
         if off % 4096 or off < end:
             sys.exit(f"run {run['name']} at {off} is misaligned or overlaps")
-        end = off + (length + 4095) // 4096 * 4096
-        if int(run["checksum"], 16) != xxh64(data[off:off + length]):
+        img, stored = run_image(data, run, codec)
+        end = off + (stored + 4095) // 4096 * 4096
+        if m["version"] == 2 and int(run["checksum"], 16) != xxh64(img):
             sys.exit(f"run {run['name']}: checksum {run['checksum']} is not XXH64 of its image")
+        if m["version"] == 3 and int(run["checksum"], 16) != block_hashes(img):
+            sys.exit(f"run {run['name']}: checksum {run['checksum']} is not its block hashes")
         if int(run["source"], 16) != source_fingerprint(run, src):
             sys.exit(f"run {run['name']}: source {run['source']} is not its tensors' fingerprint")
         for t in run["tensors"]:
@@ -118,20 +212,26 @@ def main(model_dir, trunk_dir):
             with open(path, "rb") as f:
                 f.seek(soff)
                 want = f.read(n)
-            at = off + t["offset"]
-            if data[at:at + n] != want:
+            at = t["offset"]
+            if img[at:at + n] != want:
                 sys.exit(f"{t['name']} in run {run['name']}: bytes differ from the shard")
-            spans.append((at, at + n))
+        covered = bytearray(img)
+        for t in run["tensors"]:
+            n = src[t["name"]][2]
+            covered[t["offset"]:t["offset"] + n] = bytes(n)
+        if covered.count(0) != len(covered):
+            sys.exit(f"run {run['name']}: non-zero image bytes outside every tensor")
+        spans.append((off, off + stored))
     if end != len(data):
         sys.exit(f"the runs end at {end} but trunk.bin is {len(data)} bytes")
     at = 0
     for lo, hi in sorted(spans) + [(len(data), len(data))]:
         if data[at:lo].count(0) != lo - at:
-            sys.exit(f"trunk.bin has non-zero bytes in [{at}, {lo}), outside every tensor")
+            sys.exit(f"trunk.bin has non-zero bytes in [{at}, {lo}), outside every run")
         at = max(at, hi)
     nt = sum(len(r["tensors"]) for r in m["runs"])
-    print(f"trunk_check: {len(m['runs'])} runs, {nt} tensors match the shards, "
-          "checksums and source fingerprints as specified")
+    print(f"trunk_check: format {m['version']} ({codec}), {len(m['runs'])} runs, {nt} tensors "
+          "match the shards, checksums and source fingerprints as specified")
 
 
 if __name__ == "__main__":

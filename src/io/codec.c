@@ -1,0 +1,372 @@
+/* codec.c - see codec.h. */
+#include "io/codec.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#include "util/xxh3.h"
+
+#define TABLE_BITS K3_CODEC_MAXLEN
+#define TABLE_SIZE (1u << TABLE_BITS)
+
+/* ---- encoding (the packer's side) ---- */
+
+typedef struct {
+    uint64_t f;
+    int sym;
+} leaf;
+
+static int by_freq(const void *a, const void *b)
+{
+    const leaf *x = a, *y = b;
+    if (x->f != y->f)
+        return x->f < y->f ? -1 : 1;
+    return x->sym - y->sym;
+}
+
+/* Huffman code lengths of freq[0..256) into len (0 for unused symbols),
+ * limited to K3_CODEC_MAXLEN by flattening the frequencies until they fit.
+ * Two-queue construction over the sorted leaves: O(n log n). */
+static void code_lengths(const uint64_t *freq_in, uint8_t *len)
+{
+    uint64_t freq[256];
+    memcpy(freq, freq_in, sizeof freq);
+    for (;;) {
+        leaf lv[256];
+        int n = 0;
+        for (int s = 0; s < 256; s++)
+            if (freq[s])
+                lv[n++] = (leaf){ freq[s], s };
+        memset(len, 0, 256);
+        if (n == 1) {
+            len[lv[0].sym] = 1;
+            len[lv[0].sym ^ 1] = 1; /* unused: completes the code (codec.h) */
+            return;
+        }
+        qsort(lv, (size_t)n, sizeof *lv, by_freq);
+        /* Nodes 0..n-1 the leaves in order, n.. the internal nodes. */
+        uint64_t w[511];
+        int parent[511], depth[511];
+        for (int i = 0; i < n; i++)
+            w[i] = lv[i].f;
+        int li = 0, ni = n, next = n;
+        for (int k = 0; k < n - 1; k++) {
+            int pick[2];
+            for (int j = 0; j < 2; j++)
+                pick[j] = li < n && (ni >= next || w[li] <= w[ni]) ? li++ : ni++;
+            w[next] = w[pick[0]] + w[pick[1]];
+            parent[pick[0]] = parent[pick[1]] = next;
+            next++;
+        }
+        depth[next - 1] = 0;
+        int maxd = 0;
+        for (int i = next - 2; i >= 0; i--) {
+            depth[i] = depth[parent[i]] + 1;
+            if (i < n && depth[i] > maxd)
+                maxd = depth[i];
+        }
+        if (maxd <= K3_CODEC_MAXLEN) {
+            for (int i = 0; i < n; i++)
+                len[lv[i].sym] = (uint8_t)depth[i];
+            return;
+        }
+        for (int s = 0; s < 256; s++)
+            if (freq[s])
+                freq[s] = freq[s] / 2 + 1;
+    }
+}
+
+static uint32_t reverse_bits(uint32_t c, int n)
+{
+    uint32_t r = 0;
+    for (int i = 0; i < n; i++)
+        r = r << 1 | (c >> i & 1);
+    return r;
+}
+
+/* Canonical codes (bit-reversed, first bit lowest) of len into code.
+ * Returns the Kraft sum scaled by 2^MAXLEN (TABLE_SIZE for a complete
+ * code), or 0 when a length exceeds K3_CODEC_MAXLEN. */
+static uint32_t canonical(const uint8_t *len, uint32_t *code)
+{
+    uint32_t count[K3_CODEC_MAXLEN + 1] = { 0 }, next[K3_CODEC_MAXLEN + 2];
+    uint32_t kraft = 0;
+    memset(code, 0, 256 * sizeof *code); /* unused symbols: 0, never read uninitialised */
+    for (int s = 0; s < 256; s++) {
+        if (len[s] > K3_CODEC_MAXLEN)
+            return 0;
+        if (len[s]) {
+            count[len[s]]++;
+            kraft += TABLE_SIZE >> len[s];
+        }
+    }
+    uint32_t c = 0;
+    for (int l = 1; l <= K3_CODEC_MAXLEN; l++) {
+        c = (c + (l > 1 ? count[l - 1] : 0)) << (l > 1 ? 1 : 0);
+        next[l] = c;
+    }
+    for (int s = 0; s < 256; s++)
+        if (len[s])
+            code[s] = reverse_bits(next[len[s]]++, len[s]);
+    return kraft;
+}
+
+/* One bitstream being written: LSB first (codec.h). */
+typedef struct {
+    uint8_t *p;
+    uint64_t acc;
+    int nb;
+} bit_writer;
+
+static void put_code(bit_writer *w, uint32_t code, int len)
+{
+    w->acc |= (uint64_t)code << w->nb;
+    w->nb += len;
+    while (w->nb >= 8) {
+        *w->p++ = (uint8_t)w->acc;
+        w->acc >>= 8;
+        w->nb -= 8;
+    }
+}
+
+size_t k3_codec_encode(const uint8_t *src, size_t n, uint8_t *dst)
+{
+    size_t words = n / 2;
+    if (n >= 2 && n % 2 == 0) {
+        uint64_t freq[256] = { 0 }, bits[K3_CODEC_STREAMS] = { 0 };
+        for (size_t i = 0; i < words; i++)
+            freq[(src[2 * i + 1] & 0x7f) << 1 | src[2 * i] >> 7]++;
+        uint8_t len[256];
+        uint32_t code[256];
+        code_lengths(freq, len);
+        canonical(len, code);
+        for (size_t i = 0; i < words; i++)
+            bits[i % K3_CODEC_STREAMS] += len[(src[2 * i + 1] & 0x7f) << 1 | src[2 * i] >> 7];
+        size_t total = K3_CODEC_HEADER + words;
+        for (int j = 0; j < K3_CODEC_STREAMS; j++)
+            total += (size_t)((bits[j] + 7) / 8);
+        if (total < 1 + n) {
+            dst[0] = K3_CODEC_HUFF;
+            for (int s = 0; s < 256; s += 2)
+                dst[1 + s / 2] = (uint8_t)(len[s] | len[s + 1] << 4);
+            uint8_t *sm = dst + K3_CODEC_HEADER;
+            bit_writer w[K3_CODEC_STREAMS];
+            uint8_t *at = sm + words;
+            for (int j = 0; j < K3_CODEC_STREAMS; j++) {
+                size_t bytes = (size_t)((bits[j] + 7) / 8);
+                if (j < K3_CODEC_STREAMS - 1) { /* u16 LE: <= 8192 codes of 12 bits */
+                    dst[129 + 2 * j] = (uint8_t)bytes;
+                    dst[130 + 2 * j] = (uint8_t)(bytes >> 8);
+                }
+                w[j] = (bit_writer){ at, 0, 0 };
+                at += bytes;
+            }
+            for (size_t i = 0; i < words; i++) {
+                uint8_t lo = src[2 * i], hi = src[2 * i + 1];
+                int e = (hi & 0x7f) << 1 | lo >> 7;
+                sm[i] = (uint8_t)((hi & 0x80) | (lo & 0x7f));
+                put_code(&w[i % K3_CODEC_STREAMS], code[e], len[e]);
+            }
+            for (int j = 0; j < K3_CODEC_STREAMS; j++)
+                if (w[j].nb)
+                    *w[j].p++ = (uint8_t)w[j].acc;
+            return total;
+        }
+    }
+    dst[0] = K3_CODEC_RAW;
+    memcpy(dst + 1, src, n);
+    return 1 + n;
+}
+
+/* ---- decoding (the reader's side: a parser of untrusted bytes) ---- */
+
+static uint64_t load64(const uint8_t *p)
+{
+    return (uint64_t)p[0] | (uint64_t)p[1] << 8 | (uint64_t)p[2] << 16 | (uint64_t)p[3] << 24 |
+           (uint64_t)p[4] << 32 | (uint64_t)p[5] << 40 | (uint64_t)p[6] << 48 |
+           (uint64_t)p[7] << 56;
+}
+
+/* One bitstream being read: bytes [0, len) of p; past the end it reads as
+ * zeros, and pos counts those too, so overrunning shows in the bits used. */
+typedef struct {
+    const uint8_t *p;
+    size_t len, pos;
+    uint64_t acc;
+    unsigned nb;
+} bit_reader;
+
+/* Refills r to >= 56 bits held. */
+static inline void refill(bit_reader *r)
+{
+    if (r->pos + 8 <= r->len) {
+        r->acc |= load64(r->p + r->pos) << r->nb;
+        r->pos += (63 - r->nb) >> 3;
+        r->nb |= 56;
+    } else {
+        while (r->nb <= 56) {
+            r->acc |= (uint64_t)(r->pos < r->len ? r->p[r->pos] : 0) << r->nb;
+            r->pos++;
+            r->nb += 8;
+        }
+    }
+}
+
+/* Decodes one exponent from r and writes word i from it and sm[i]. */
+static inline void put_word(bit_reader *r, const uint16_t *table, const uint8_t *sm, size_t i,
+                            uint8_t *dst)
+{
+    unsigned t = table[r->acc & (TABLE_SIZE - 1)], l = t >> 8;
+    unsigned s = sm[i];
+    r->acc >>= l;
+    r->nb -= l;
+    /* The word, little-endian: sign (bit 7 of s), exponent, mantissa. */
+    unsigned v = (s & 0x80) << 8 | (t & 0xff) << 7 | (s & 0x7f);
+    dst[2 * i] = (uint8_t)v;
+    dst[2 * i + 1] = (uint8_t)(v >> 8);
+}
+
+int k3_codec_decode(const uint8_t *src, size_t len, uint8_t *dst, size_t n, const char **why)
+{
+    if (len < 1 || n > K3_CODEC_BLOCK)
+        return *why = "empty block", -1;
+    if (src[0] == K3_CODEC_RAW) {
+        if (len != 1 + n)
+            return *why = "a raw block's stored length is not its image length + 1", -1;
+        memcpy(dst, src + 1, n);
+        return 0;
+    }
+    if (src[0] != K3_CODEC_HUFF)
+        return *why = "unknown block mode", -1;
+    size_t words = n / 2;
+    if (n % 2 || n < 2 || len < K3_CODEC_HEADER + words)
+        return *why = "a huffman block shorter than its header and sign+mantissa bytes", -1;
+    uint8_t lens[256];
+    uint32_t code[256];
+    for (int s = 0; s < 256; s += 2) {
+        lens[s] = src[1 + s / 2] & 15;
+        lens[s + 1] = src[1 + s / 2] >> 4;
+    }
+    if (canonical(lens, code) != TABLE_SIZE)
+        return *why = "the code lengths are not a complete prefix code", -1;
+    const uint8_t *sm = src + K3_CODEC_HEADER;
+    bit_reader r[K3_CODEC_STREAMS];
+    size_t at = K3_CODEC_HEADER + words, left = len - at;
+    for (int j = 0; j < K3_CODEC_STREAMS; j++) {
+        size_t bytes = left;
+        if (j < K3_CODEC_STREAMS - 1)
+            bytes = (size_t)src[129 + 2 * j] | (size_t)src[130 + 2 * j] << 8;
+        if (bytes > left)
+            return *why = "the bitstreams' lengths exceed the block", -1;
+        r[j] = (bit_reader){ src + at, bytes, 0, 0, 0 };
+        at += bytes;
+        left -= bytes;
+    }
+    uint16_t table[TABLE_SIZE];
+    for (int s = 0; s < 256; s++)
+        for (uint32_t k = code[s]; lens[s] && k < TABLE_SIZE; k += 1u << lens[s])
+            table[k] = (uint16_t)(s | lens[s] << 8);
+    /* Word i is in stream i % 4; each stream refilled every 4 of its words
+     * (4 codes of <= 12 bits fit the >= 56 bits a refill leaves). The hot
+     * loop keeps the four readers in locals whose address is never taken,
+     * so the byte stores to dst cannot alias them (they stay in registers). */
+    size_t i = 0;
+    if (words >= 16) {
+        uint64_t a0 = 0, a1 = 0, a2 = 0, a3 = 0;
+        unsigned n0 = 0, n1 = 0, n2 = 0, n3 = 0;
+        size_t p0 = 0, p1 = 0, p2 = 0, p3 = 0;
+        const uint8_t *s0 = r[0].p, *s1 = r[1].p, *s2 = r[2].p, *s3 = r[3].p;
+        size_t l0 = r[0].len, l1 = r[1].len, l2 = r[2].len, l3 = r[3].len;
+#define FAST_REFILL(a, n, p, s, l)                                                      \
+    if ((p) + 8 <= (l)) {                                                           \
+        (a) |= load64((s) + (p)) << (n);                                            \
+        (p) += (63 - (n)) >> 3;                                                     \
+        (n) |= 56;                                                                  \
+    } else {                                                                        \
+        while ((n) <= 56) {                                                         \
+            (a) |= (uint64_t)((p) < (l) ? (s)[p] : 0) << (n);                       \
+            (p)++;                                                                  \
+            (n) += 8;                                                               \
+        }                                                                           \
+    }
+#define WORD(a, n, g)                                                                   \
+    do {                                                                                \
+        unsigned t_ = table[(a) & (TABLE_SIZE - 1)], s_ = sm[g];                        \
+        (a) >>= t_ >> 8;                                                                \
+        (n) -= t_ >> 8;                                                                 \
+        unsigned v_ = (s_ & 0x80) << 8 | (t_ & 0xff) << 7 | (s_ & 0x7f);                \
+        out16[g] = (uint16_t)v_;                                                        \
+    } while (0)
+        uint16_t out16[16];
+        for (; i + 16 <= words; i += 16) {
+            FAST_REFILL(a0, n0, p0, s0, l0)
+            FAST_REFILL(a1, n1, p1, s1, l1)
+            FAST_REFILL(a2, n2, p2, s2, l2)
+            FAST_REFILL(a3, n3, p3, s3, l3)
+            const uint8_t *smi = sm;
+            sm += i;
+            for (int g = 0; g < 16; g += 4) {
+                WORD(a0, n0, g);
+                WORD(a1, n1, g + 1);
+                WORD(a2, n2, g + 2);
+                WORD(a3, n3, g + 3);
+            }
+            sm = smi;
+            for (int g = 0; g < 16; g++) { /* little-endian words */
+                dst[2 * (i + (size_t)g)] = (uint8_t)out16[g];
+                dst[2 * (i + (size_t)g) + 1] = (uint8_t)(out16[g] >> 8);
+            }
+        }
+#undef WORD
+#undef FAST_REFILL
+        r[0] = (bit_reader){ s0, l0, p0, a0, n0 };
+        r[1] = (bit_reader){ s1, l1, p1, a1, n1 };
+        r[2] = (bit_reader){ s2, l2, p2, a2, n2 };
+        r[3] = (bit_reader){ s3, l3, p3, a3, n3 };
+    }
+    for (; i < words; i++) {
+        bit_reader *rj = &r[i % K3_CODEC_STREAMS];
+        if (rj->nb < K3_CODEC_MAXLEN)
+            refill(rj);
+        put_word(rj, table, sm, i, dst);
+    }
+    for (int j = 0; j < K3_CODEC_STREAMS; j++) {
+        uint64_t used = (uint64_t)r[j].pos * 8 - r[j].nb; /* bits its codes took */
+        if (used > (uint64_t)r[j].len * 8)
+            return *why = "a bitstream ends before its symbols do", -1;
+        if ((used + 7) / 8 != r[j].len)
+            return *why = "a bitstream is longer than its symbols", -1;
+    }
+    return 0;
+}
+
+/* ---- block hashes ---- */
+
+uint64_t k3_codec_fold(uint64_t *h, size_t n)
+{
+    const uint16_t probe = 1;
+    if (!*(const uint8_t *)&probe) /* big-endian: swap in place */
+        for (size_t i = 0; i < n; i++) {
+            uint8_t b[8];
+            for (int j = 0; j < 8; j++)
+                b[j] = (uint8_t)(h[i] >> (8 * j));
+            memcpy(&h[i], b, 8);
+        }
+    return k3_xxh3_64(h, n * sizeof *h);
+}
+
+int k3_codec_image_hash(const uint8_t *img, uint64_t len, uint64_t *out)
+{
+    uint64_t nb = k3_codec_nblocks(len);
+    uint64_t *h = malloc((size_t)(nb ? nb : 1) * sizeof *h);
+    if (!h)
+        return -1;
+    long long nbl = (long long)nb;
+#pragma omp parallel for schedule(static)
+    for (long long k = 0; k < nbl; k++)
+        h[k] = k3_xxh3_64(img + (uint64_t)k * K3_CODEC_BLOCK,
+                          k3_codec_block_len(len, (uint64_t)k));
+    *out = k3_codec_fold(h, (size_t)nb);
+    free(h);
+    return 0;
+}

@@ -1,0 +1,67 @@
+#!/bin/sh
+# 28-trunk-codec: the budget invariant (gate 30) on a compressed trunk. On
+# moe64, packed with k3 pack-trunk --compress, every preset, a grid of
+# pinned layers x ring slots x expert slots and a range of total budgets
+# must give the same ids and bit-identical logits as the all-in-memory run
+# from the shards: decoding (io/read_coded.h) rebuilds every run image
+# exactly, whether it is pinned (decoded once) or streamed (decoded at every
+# read). Checks that the streamed runs really read compressed bytes (the
+# report's bytes_read below image_bytes) and that the plan says so.
+. tests/gates/lib.sh
+dir=$(model moe64 moe64)
+work="$K3_BUILD/trunk-codec"
+rm -rf "$work"
+mkdir -p "$work"
+"$K3_BIN" pack-trunk "$dir" "$work/trunk" --compress --quiet || die "pack-trunk --compress"
+ids=$(prompt_ids "$(vocab_of "$dir")" 12)
+run() { # NAME ARGS...: one run; ids to $work/NAME.ids, logits to NAME.f32
+    name=$1
+    shift
+    "$K3_BIN" "$dir" --ids "$ids" --gen 10 --ignore-eos --dump-logits "$work/$name.f32" \
+        --out "$work/$name.json" "$@" >"$work/$name.ids" 2>"$work/$name.err" ||
+        { cat "$work/$name.err"; die "$name: exit $?"; }
+}
+same() { # NAME: identical to the all-in-memory run
+    cmp -s "$work/all.ids" "$work/$1.ids" || die "$1: ids differ: $(cat "$work/$1.ids")"
+    cmp -s "$work/all.f32" "$work/$1.f32" || die "$1: logits differ in some bit"
+}
+field() { # NAME KEY: a field of the run's JSON report
+    "$PYTHON" -c 'import json,sys
+d=json.load(open(sys.argv[1]))
+for k in sys.argv[2].split("."): d=d[k]
+print(d)' "$work/$1.json" "$2"
+}
+run all --preset max
+n=0
+for p in ultra laptop desktop workstation server max auto; do
+    run "preset-$p" --preset "$p" --trunk "$work/trunk"
+    same "preset-$p"
+    n=$((n + 1))
+done
+for pin in 0 1 4; do
+    for ring in 1 2 3; do
+        for slots in 1 512; do
+            name="pin$pin-ring$ring-slots$slots"
+            run "$name" --trunk "$work/trunk" --trunk-layers "$pin" --trunk-ring "$ring" \
+                --cache-experts "$slots"
+            same "$name"
+            n=$((n + 1))
+        done
+    done
+done
+run streamed-ends --trunk "$work/trunk" --trunk-layers 0 --trunk-ring 1 --cache-experts 1 \
+    --stream-embed --stream-lm-head
+same streamed-ends
+n=$((n + 1))
+read=$(field streamed-ends trunk.bytes_read)
+img=$(field streamed-ends trunk.image_bytes)
+[ "$read" -gt 0 ] && [ "$read" -lt "$img" ] ||
+    die "streamed runs read $read bytes for $img of images: not compressed"
+"$K3_BIN" "$dir" --plan --trunk "$work/trunk" --trunk-layers 0 | grep -q "trunk streamed .* compressed runs" ||
+    die "the plan does not count the compressed bytes"
+for b in 0.0015 0.002 0.005 0.012 0.03; do
+    run "budget-$b" --budget-gb "$b" --trunk "$work/trunk"
+    same "budget-$b"
+    n=$((n + 1))
+done
+echo "$n configurations on a compressed trunk ($read bytes read for $img of run images when all streams): identical ids and bit-identical logits"

@@ -1,0 +1,183 @@
+/* test_codec.c - util/xxh3 against libxxhash 0.8.1's XXH3_64bits (values
+ * taken by linking -lxxhash), and the BF16 block codec (io/codec.h): every
+ * kind of block round-trips exactly, every malformed block is refused
+ * without reading or writing outside its buffers; prints the decoder's and
+ * the hash's single-core speed on trained-like BF16 and the ratio. */
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "check.h"
+#include "io/codec.h"
+#include "util/xxh3.h"
+
+static const struct { size_t n; uint64_t h; } VEC[] = {
+    { 0, 0x2d06800538d394c2ull },     { 1, 0x13e608bc156defedull },
+    { 3, 0xa9088dda485b481cull },     { 4, 0x6d9253b16c8b1ed3ull },
+    { 8, 0x60539db630471163ull },     { 9, 0xfeff668361d723a8ull },
+    { 16, 0xb8c859b0f030b585ull },    { 17, 0x714a04408e79b80full },
+    { 128, 0x67425a03650261bfull },   { 129, 0xc664bf3311c6abc4ull },
+    { 240, 0x64556dc6b462a6cfull },   { 241, 0x8beadd3a8874fe17ull },
+    { 1000, 0x6c4f14bd97bd9e82ull },  { 65536, 0x5d03b43b14c75500ull },
+    { 70000, 0x1d77e8fd7db4e024ull },
+};
+
+/* This thread's CPU time: the speeds are per CPU-second, so a loaded
+ * machine (other processes on the core) does not understate them. */
+static double now(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
+static uint64_t rng = 0x9E3779B97F4A7C15ull;
+static uint32_t next(void)
+{
+    rng ^= rng << 13;
+    rng ^= rng >> 7;
+    rng ^= rng << 17;
+    return (uint32_t)(rng >> 11);
+}
+
+/* BF16 words shaped like trained weights: exponents around 2^-4 with a
+ * geometric spread, random sign and mantissa. */
+static void trained_like(uint8_t *p, size_t n)
+{
+    for (size_t i = 0; i + 1 < n; i += 2) {
+        unsigned e = 123;
+        while (next() % 3 == 0 && e > 100)
+            e--;
+        unsigned v = (next() & 1) << 15 | e << 7 | (next() & 0x7f);
+        p[i] = (uint8_t)v;
+        p[i + 1] = (uint8_t)(v >> 8);
+    }
+    if (n % 2)
+        p[n - 1] = (uint8_t)next();
+}
+
+/* Encodes src, checks the stored form decodes back exactly; returns the
+ * stored length. */
+static size_t round_trip(const uint8_t *src, size_t n, uint8_t *st, const char *what)
+{
+    static uint8_t out[K3_CODEC_BLOCK + 64];
+    size_t len = k3_codec_encode(src, n, st);
+    const char *why = "";
+    CHECK(len <= 1 + n, "%s: stored %zu > raw %zu", what, len, 1 + n);
+    memset(out, 0xa5, sizeof out);
+    CHECK(k3_codec_decode(st, len, out, n, &why) == 0, "%s: refused: %s", what, why);
+    CHECK(!memcmp(out, src, n), "%s: decodes to other bytes", what);
+    CHECK(out[n] == 0xa5, "%s: wrote past the image", what);
+    return len;
+}
+
+int main(void)
+{
+    static uint8_t d[70000], st[K3_CODEC_MAX_STORED], st2[K3_CODEC_MAX_STORED + 8],
+        out[K3_CODEC_BLOCK];
+    for (int i = 0; i < 70000; i++)
+        d[i] = (uint8_t)((i * 7 + 3) & 255);
+    for (size_t i = 0; i < sizeof VEC / sizeof *VEC; i++)
+        CHECK(k3_xxh3_64(d, VEC[i].n) == VEC[i].h, "xxh3 of %zu bytes", VEC[i].n);
+
+    /* Round trips: trained-like, random, zeros, one exponent, odd, tiny. */
+    uint8_t *src = malloc(K3_CODEC_BLOCK);
+    trained_like(src, K3_CODEC_BLOCK);
+    size_t tl = round_trip(src, K3_CODEC_BLOCK, st, "trained-like");
+    CHECK(st[0] == K3_CODEC_HUFF && tl < K3_CODEC_BLOCK * 3 / 4, "trained-like stored %zu", tl);
+    for (size_t n = 0; n < 40; n++)
+        round_trip(src, n, st, "short prefix");
+    round_trip(src, 12345, st, "odd length");
+    for (size_t i = 0; i < K3_CODEC_BLOCK; i++)
+        src[i] = (uint8_t)next();
+    CHECK(round_trip(src, K3_CODEC_BLOCK, st, "random") == 1 + K3_CODEC_BLOCK,
+          "random bytes not stored raw");
+    memset(src, 0, K3_CODEC_BLOCK);
+    CHECK(round_trip(src, K3_CODEC_BLOCK, st, "zeros") < K3_CODEC_BLOCK * 6 / 10, "zeros");
+    for (size_t i = 0; i < K3_CODEC_BLOCK; i += 2) {
+        src[i] = (uint8_t)(next() | 0x80);
+        src[i + 1] = (uint8_t)(0x3d | (next() & 0x80));
+    }
+    round_trip(src, K3_CODEC_BLOCK, st, "one exponent");
+    /* Skewed enough to need the length limit (a geometric spread of 60). */
+    for (size_t i = 0; i < K3_CODEC_BLOCK; i += 2) {
+        unsigned e = 0;
+        while (next() & 1 && e < 250)
+            e++;
+        src[i] = (uint8_t)((e & 1) << 7);
+        src[i + 1] = (uint8_t)(e >> 1);
+    }
+    round_trip(src, K3_CODEC_BLOCK, st, "length-limited");
+
+    /* Refusals. */
+    trained_like(src, K3_CODEC_BLOCK);
+    size_t len = k3_codec_encode(src, K3_CODEC_BLOCK, st);
+    const char *why = "";
+    CHECK(k3_codec_decode(st, len - 1, out, K3_CODEC_BLOCK, &why) != 0, "one byte short");
+    memcpy(st2, st, len);
+    st2[len] = 0;
+    CHECK(k3_codec_decode(st2, len + 1, out, K3_CODEC_BLOCK, &why) != 0, "one byte long");
+    CHECK(k3_codec_decode(st, 100, out, K3_CODEC_BLOCK, &why) != 0, "header only");
+    CHECK(k3_codec_decode(st, 0, out, K3_CODEC_BLOCK, &why) != 0, "empty");
+    memcpy(st2, st, len);
+    st2[0] = 7;
+    CHECK(k3_codec_decode(st2, len, out, K3_CODEC_BLOCK, &why) != 0, "bad mode");
+    memcpy(st2, st, len);
+    st2[1 + 123 / 2] ^= 0x10; /* a length changes: the code is no longer complete */
+    CHECK(k3_codec_decode(st2, len, out, K3_CODEC_BLOCK, &why) != 0, "incomplete code");
+    memcpy(st2, st, len);
+    st2[K3_CODEC_HEADER] ^= 1; /* a sign+mantissa byte: decodes, hashes differently */
+    CHECK(k3_codec_decode(st2, len, out, K3_CODEC_BLOCK, &why) == 0 &&
+              k3_xxh3_64(out, K3_CODEC_BLOCK) != k3_xxh3_64(src, K3_CODEC_BLOCK),
+          "a flipped byte goes unnoticed by the block hash");
+    uint8_t raw[5] = { K3_CODEC_RAW, 1, 2, 3, 4 };
+    CHECK(k3_codec_decode(raw, 5, out, 5, &why) != 0, "raw of the wrong length");
+    /* Random garbage: refused or decoded, never out of bounds (ASan). */
+    for (int t = 0; t < 2000; t++) {
+        size_t n = next() % 600, sl = next() % 800;
+        for (size_t i = 0; i < sl; i++)
+            st2[i] = (uint8_t)next();
+        st2[0] = (uint8_t)(next() & 1);
+        k3_codec_decode(st2, sl, out, n, &why);
+    }
+
+    /* Speed on trained-like BF16 (one core): 64 blocks = 4 MiB. */
+    enum { NB = 64 };
+    uint8_t *img = malloc((size_t)NB * K3_CODEC_BLOCK), *dec = malloc((size_t)NB * K3_CODEC_BLOCK);
+    uint8_t *stored = malloc((size_t)NB * K3_CODEC_MAX_STORED);
+    size_t slen[NB], total = 0;
+    trained_like(img, (size_t)NB * K3_CODEC_BLOCK);
+    for (int k = 0; k < NB; k++)
+        total += slen[k] = k3_codec_encode(img + (size_t)k * K3_CODEC_BLOCK, K3_CODEC_BLOCK,
+                                           stored + (size_t)k * K3_CODEC_MAX_STORED);
+    int reps = 0;
+    double t0 = now(), dt;
+    do {
+        for (int k = 0; k < NB; k++)
+            CHECK(k3_codec_decode(stored + (size_t)k * K3_CODEC_MAX_STORED, slen[k],
+                                  dec + (size_t)k * K3_CODEC_BLOCK, K3_CODEC_BLOCK, &why) == 0,
+                  "speed block %d", k);
+        reps++;
+    } while ((dt = now() - t0) < 0.3);
+    double dec_gbs = (double)reps * NB * K3_CODEC_BLOCK / dt / 1e9;
+    CHECK(!memcmp(img, dec, (size_t)NB * K3_CODEC_BLOCK), "speed image round trip");
+    reps = 0;
+    uint64_t sink = 0;
+    t0 = now();
+    do {
+        for (int k = 0; k < NB; k++)
+            sink += k3_xxh3_64(dec + (size_t)k * K3_CODEC_BLOCK, K3_CODEC_BLOCK);
+        reps++;
+    } while ((dt = now() - t0) < 0.3);
+    printf("codec: trained-like bf16 stored at %.1f%% of its bytes; decoder %.2f GB/s and "
+           "xxh3 %.2f GB/s of image per CPU-second of one core (%llx)\n",
+           100.0 * (double)total / (NB * (double)K3_CODEC_BLOCK), dec_gbs,
+           (double)reps * NB * K3_CODEC_BLOCK / dt / 1e9, (unsigned long long)(sink & 0xf));
+    free(img);
+    free(dec);
+    free(stored);
+    free(src);
+    return check_report("codec");
+}

@@ -45,6 +45,7 @@ int k3_answerer_init(k3_answerer *a, k3_model *m, const k3_tokenizer *tok, int64
 void k3_answerer_free(k3_answerer *a)
 {
     k3_state_mark_free(a->mark);
+    k3_state_mark_free(a->pmark);
     k3_state_free(a->state);
     k3_sampler_free(&a->sampler);
     k3_drafter_free(&a->drafter);
@@ -106,6 +107,7 @@ typedef struct {
     int begun, done, failed;
     k3_turn_result res;
     size_t fed;             /* prompt ids the state holds */
+    size_t split;           /* > fed: take the answerer's pmark when fed reaches it */
     uint32_t pending;       /* generated, to be fed (has_pending) */
     int has_pending;
     float *logits;          /* [vocab] the latest logits (k3_answer_want's row) */
@@ -213,17 +215,52 @@ static int set_sampler(k3_answerer *a, const k3_api_request *r, k3_err *e)
     return k3_sampler_check(s, e);
 }
 
-size_t k3_answer_reusable(const k3_state *s, const k3_state_mark *mark, const uint32_t *ids,
-                          size_t n)
+/* Ids the state holds in common with ids[0..n). */
+static size_t common_ids(const k3_state *s, const uint32_t *ids, size_t n)
 {
     const uint32_t *have = k3_state_ids(s);
     size_t pos = (size_t)k3_state_pos(s), same = 0;
     while (same < pos && same < n && have[same] == ids[same])
         same++;
-    if (same == pos)
-        return pos;
-    return mark && k3_state_mark_pos(mark) <= (int64_t)same ? (size_t)k3_state_mark_pos(mark)
-                                                             : 0;
+    return same;
+}
+
+/* Of marks x and y (either may be NULL), the later one at most at. */
+static k3_state_mark *mark_within(k3_state_mark *x, k3_state_mark *y, size_t at)
+{
+    int xo = x && k3_state_mark_pos(x) <= (int64_t)at, yo = y && k3_state_mark_pos(y) <= (int64_t)at;
+    if (xo && yo)
+        return k3_state_mark_pos(x) >= k3_state_mark_pos(y) ? x : y;
+    return xo ? x : yo ? y : NULL;
+}
+
+size_t k3_answer_reusable(const k3_answerer *a, const uint32_t *ids, size_t n)
+{
+    size_t same = common_ids(a->state, ids, n);
+    if (same == (size_t)k3_state_pos(a->state))
+        return same;
+    k3_state_mark *mk = mark_within(a->mark, a->pmark, same);
+    return mk ? (size_t)k3_state_mark_pos(mk) : 0;
+}
+
+/* Brings a's state back to the most of ids[0..n) it can keep (without
+ * feeding: the scheduler feeds the rest a chunk per step); *split: where
+ * the prompt departs from what the state held, when past that. */
+static void rewind_for(k3_answerer *a, const uint32_t *ids, size_t n, size_t *split)
+{
+    size_t same = common_ids(a->state, ids, n);
+    *split = 0;
+    if (same < (size_t)k3_state_pos(a->state)) {
+        k3_err stale = { 0, "" };
+        k3_state_mark *mk = mark_within(a->mark, a->pmark, same);
+        k3_state_mark *other = mk == a->mark ? a->pmark : a->mark;
+        if (!(mk && k3_state_rewind(a->state, mk, &stale) == K3_OK) &&
+            !((other = mark_within(other, NULL, same)) &&
+              k3_state_rewind(a->state, other, &stale) == K3_OK))
+            k3_state_reset(a->state);
+    }
+    if (same > (size_t)k3_state_pos(a->state) && same < n)
+        *split = same;
 }
 
 /* The turn's parameters of the request. */
@@ -274,17 +311,7 @@ int k3_answer_begin(k3_answerer *a, const k3_answer_job *job, const k3_answer_io
                        : NULL;
     if (!w->logits || set_sampler(a, r, e))
         return e->code;
-    /* Back to what the state can keep (k3_state_sync's rule, without its feed:
-     * the scheduler feeds the rest a chunk per step). */
-    size_t keep = k3_answer_reusable(a->state, a->mark, job->ids, job->n);
-    if (keep != (size_t)k3_state_pos(a->state)) {
-        k3_err stale = { 0, "" };
-        if (keep == 0 || k3_state_rewind(a->state, a->mark, &stale) != K3_OK) {
-            k3_state_reset(a->state);
-            k3_state_mark_free(a->mark);
-            a->mark = NULL;
-        }
-    }
+    rewind_for(a, job->ids, job->n, &w->split);
     w->fed = st->reused = (size_t)k3_state_pos(a->state);
     if (w->fed == job->n)
         memcpy(w->logits, k3_state_logits(a->state), k3_model_vocab(a->model) * sizeof *w->logits);
@@ -312,8 +339,10 @@ int k3_answer_want(k3_answer *x, size_t room, k3_seq *seq)
     if (left == 0)
         return 0; /* the prompt is in: the next advance begins the turn */
     seq->ids = w->job->ids + w->fed;
+    if (w->split > w->fed && w->split - w->fed < left)
+        left = w->split - w->fed; /* a piece ends there: pmark (advance) */
     seq->n = left < room ? left : room;
-    seq->logits = seq->n == left ? w->logits : NULL;
+    seq->logits = w->fed + seq->n == w->job->n ? w->logits : NULL;
     return 1;
 }
 
@@ -352,6 +381,8 @@ int k3_answer_advance(k3_answer *x, int *done, k3_err *e)
         w->turn.res.forwards++; /* as k3_turn_generate counts its feeds */
     } else if (!w->done && !w->begun) {
         w->fed = (size_t)k3_state_pos(a->state);
+        if (w->fed == w->split && k3_state_mark_take(a->state, &a->pmark, e))
+            goto out;
         if (w->fed < w->job->n || begin_turn(w, e))
             goto out;
     }
@@ -379,8 +410,6 @@ void k3_answer_fail(k3_answer *x, const k3_err *e)
     w->error = *e;
     /* The state may be part-way through a forward call: start afresh. */
     k3_state_reset(w->a->state);
-    k3_state_mark_free(w->a->mark);
-    w->a->mark = NULL;
 }
 
 int k3_answer_finish(k3_answer *x)

@@ -27,6 +27,9 @@ typedef struct k3_answerer {
     int64_t context;          /* prompt + generated ids never exceed it */
     k3_state *state;
     k3_state_mark *mark;
+    k3_state_mark *pmark;     /* where the last prompt departed from what the state
+                               * held (a shared system prompt, say): a later prompt
+                               * that departs there too rewinds to it */
     k3_sampler sampler;
     uint64_t seeds;            /* answers without a seed get fresh ones from here */
     int spec;                  /* the most drafts per step (k3 serve --spec; 0: off) */
@@ -111,11 +114,12 @@ int k3_answer_advance(k3_answer *w, int *done, k3_err *e);
 void k3_answer_fail(k3_answer *w, const k3_err *e);
 int k3_answer_finish(k3_answer *w);
 
-/* The ids of the prompt ids[0..n) that state s (with mark, may be NULL)
- * could keep: its held ids when they are a prefix of ids, else the mark's
- * position when within the common part, else 0 (k3_state_sync's rule). */
-size_t k3_answer_reusable(const k3_state *s, const k3_state_mark *mark, const uint32_t *ids,
-                          size_t n);
+/* The ids of the prompt ids[0..n) that answerer a's state could keep: its
+ * held ids when they are a prefix of ids, else the later of its two marks
+ * within the common part (k3_state_sync's rule, with two marks), else 0.
+ * A mark made stale by a rewind to the other one is found so only when
+ * the rewind is tried (then the other one, or a reset). */
+size_t k3_answer_reusable(const k3_answerer *a, const uint32_t *ids, size_t n);
 
 /* begin, then want/advance with one sequence per call until done, then
  * finish: one answer alone. */

@@ -73,8 +73,7 @@ static slot *pick(slot *sl, size_t n, const k3_job *job)
     for (size_t i = 0; i < n; i++) {
         if (sl[i].job)
             continue;
-        size_t k = k3_answer_reusable(sl[i].a->state, sl[i].a->mark, job->answer.ids,
-                                      job->answer.n);
+        size_t k = k3_answer_reusable(sl[i].a, job->answer.ids, job->answer.n);
         if (!best || k > keep)
             best = &sl[i], keep = k;
     }

@@ -228,7 +228,8 @@ static size_t common_ids(const k3_state *s, const uint32_t *ids, size_t n)
 /* Of marks x and y (either may be NULL), the later one at most at. */
 static k3_state_mark *mark_within(k3_state_mark *x, k3_state_mark *y, size_t at)
 {
-    int xo = x && k3_state_mark_pos(x) <= (int64_t)at, yo = y && k3_state_mark_pos(y) <= (int64_t)at;
+    int xo = x && k3_state_mark_pos(x) <= (int64_t)at;
+    int yo = y && k3_state_mark_pos(y) <= (int64_t)at;
     if (xo && yo)
         return k3_state_mark_pos(x) >= k3_state_mark_pos(y) ? x : y;
     return xo ? x : yo ? y : NULL;

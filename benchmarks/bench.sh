@@ -140,3 +140,5 @@ echo "load_after $(cut -d' ' -f1-3 /proc/loadavg 2>/dev/null)" >>"$out/machine.t
 "$PYTHON" benchmarks/report.py "$out" "$slice" "$runs" | tee "$out/report.md"
 echo "== speculative decoding (benchmarks/spec_bench.sh)"
 K3_SLICE_DIR=$slice K3_SLICE_TRUNK_DIR=$trunk sh benchmarks/spec_bench.sh
+echo "== serving: slots (benchmarks/serve_bench.sh)"
+K3_SLICE_DIR=$slice sh benchmarks/serve_bench.sh

@@ -352,6 +352,11 @@ int k3_answer_decoding(const k3_answer *x)
     return x->w.has_pending;
 }
 
+size_t k3_answer_prompt_left(const k3_answer *x)
+{
+    return x->w.job->n - x->w.fed;
+}
+
 /* The prompt is in: mark its end and begin the turn (with spec, run it). */
 static int begin_turn(answer *w, k3_err *e)
 {

@@ -110,6 +110,8 @@ int k3_answer_begin(k3_answerer *a, const k3_answer_job *job, const k3_answer_io
 int k3_answer_want(k3_answer *w, size_t room, k3_seq *seq);
 /* Whether its next rows are one generated id (else the prompt's). */
 int k3_answer_decoding(const k3_answer *w);
+/* Prompt ids it has still to feed. */
+size_t k3_answer_prompt_left(const k3_answer *w);
 int k3_answer_advance(k3_answer *w, int *done, k3_err *e);
 void k3_answer_fail(k3_answer *w, const k3_err *e);
 int k3_answer_finish(k3_answer *w);

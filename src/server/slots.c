@@ -126,14 +126,22 @@ static void step(slot *sl, size_t n, k3_seq *seqs, slot **who)
             rows++;
         }
     }
-    for (size_t i = 0; i < n; i++) {
-        if (!sl[i].job || k3_answer_decoding(sl[i].w) || (rows >= K3_PREFILL_CHUNK && ns > 0))
-            continue;
+    /* Then the prompts, the fewest ids left first: a short prompt arriving
+     * during a long one's prefill goes in at the next step, and the long
+     * one takes what is left of the chunk. */
+    for (;;) {
+        slot *next = NULL;
+        for (size_t i = 0; i < n; i++)
+            if (sl[i].job && !sl[i].in_call && !k3_answer_decoding(sl[i].w) &&
+                (!next || k3_answer_prompt_left(sl[i].w) < k3_answer_prompt_left(next->w)))
+                next = &sl[i];
+        if (!next || (rows >= K3_PREFILL_CHUNK && ns > 0))
+            break;
         size_t room = rows < K3_PREFILL_CHUNK ? K3_PREFILL_CHUNK - rows : 1;
-        sl[i].in_call = 1; /* in the call, or needing no rows (advanced all the same) */
-        if (k3_answer_want(sl[i].w, room, &seqs[ns])) {
+        next->in_call = 1; /* in the call, or needing no rows (advanced all the same) */
+        if (k3_answer_want(next->w, room, &seqs[ns])) {
             rows += seqs[ns].n;
-            who[ns++] = &sl[i];
+            who[ns++] = next;
         }
     }
     if (ns > 0 && k3_forward_multi(sl[0].a->model, seqs, ns, &e) != K3_OK)

@@ -5,9 +5,9 @@
  * step: admit queued jobs into free slots (each to the free slot whose
  * state keeps the longest part of its prompt, k3_answer_reusable), then
  * one k3_forward_multi call of every decoding slot's one id, then what is
- * left of K3_PREFILL_CHUNK rows for the slots still in their prompts, in
- * slot order (a long prompt takes at most a chunk a step, so it never holds
- * the decodes back for longer than that); then each slot in the call
+ * left of K3_PREFILL_CHUNK rows for the slots still in their prompts, the
+ * fewest ids left first (a long prompt takes at most a chunk a step, so
+ * it never holds the decodes back for longer than that); then each slot in the call
  * samples and publishes its next id, and finished or cancelled answers
  * leave their slot at once. Every answer's ids are those of serving it
  * alone: k3_forward_multi's rows equal k3_forward's, and a draw depends

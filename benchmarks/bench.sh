@@ -142,3 +142,5 @@ echo "== speculative decoding (benchmarks/spec_bench.sh)"
 K3_SLICE_DIR=$slice K3_SLICE_TRUNK_DIR=$trunk sh benchmarks/spec_bench.sh
 echo "== the lossless trunk (benchmarks/codec_bench.sh)"
 K3_SLICE_DIR=$slice sh benchmarks/codec_bench.sh | tee "$out/codec.txt"
+echo "== serving: slots (benchmarks/serve_bench.sh)"
+K3_SLICE_DIR=$slice sh benchmarks/serve_bench.sh

@@ -70,7 +70,7 @@ typedef struct {
     /* Whole numbers too are read as numbers (strtod): "1e6" is a size. */
     double port, max_body, max_tokens, max_queue, timeout, header_timeout, max_per_client;
     double exit_after;
-    int port_given, threads, quiet, help, list_options, spec, draft_topk;
+    int port_given, threads, quiet, help, list_options, spec, draft_topk, parallel, spec_given;
     const char *draft;
     k3_memory_opts memory;
 } serve_args;
@@ -84,8 +84,8 @@ static const k3_opt serve_table[] = {
                  "An OpenAI-compatible HTTP server for the model: POST /v1/chat/completions,\n"
                  "POST /v1/completions (both with \"stream\": true as server-sent events),\n"
                  "GET /v1/models, POST /tokenize, POST /detokenize, GET /metrics, GET /health.\n"
-                 "One answer is generated at a time; the others wait in a queue. Every\n"
-                 "response closes its connection.\n"
+                 "Up to --parallel answers are generated together; the others wait in a\n"
+                 "queue. Every response closes its connection.\n"
                  "\n"),
     { .kind = K3_OPT_REAL, .name = "--port", .metavar = "N", .off = offsetof(S, port), .lo = 0,
       .hi = 65535, .flags = K3_OPTF_WHOLE | K3_OPTF_GIVEN, .off2 = offsetof(S, port_given),
@@ -128,6 +128,10 @@ static const k3_opt serve_table[] = {
     K3_OPT_INT_GIVEN("--max-context", "N", S, memory.max_context, memory.max_context_given, 1,
                      1L << 24, "prompt + answer tokens (default 4096)"),
     K3_OPT_INT_("--threads", "N", S, threads, 1, 4096, "worker threads (default: all cores)"),
+    K3_OPT_INT_AUTO("--parallel", "N", S, parallel, 1, 256,
+                    "slots: answers generated together, one pass over the\n"
+                    "weights per step (default auto: what the memory plan\n"
+                    "affords, up to 4); more than the plan allows is exit 3"),
     K3_OPT_INT_AUTO("--spec", "N", S, spec, 0, 16,
                     "speculative decoding: the most drafts per step a request\n"
                     "may ask for (\"spec\") and what one without gets; the\n"
@@ -173,8 +177,13 @@ static int parse(serve_args *a, int argc, char **argv, k3_err *e)
     k3_memory_opts_default(&a->memory);
     a->spec = K3_OPT_AUTO;
     a->draft_topk = -1;
+    a->parallel = K3_OPT_AUTO;
     if (k3_opt_parse(&serve_cmd, a, argc, argv, e))
         return e->code;
+    a->spec_given = a->spec != K3_OPT_AUTO;
+    if (a->parallel > 1 && ((a->spec_given && a->spec > 0) || a->draft))
+        return k3_fail(e, K3_EINPUT, "serve: --spec/--draft need --parallel 1 (speculative "
+                       "decoding runs one answer at a time)");
     if (a->draft && strcmp(a->draft, "ngram") != 0 && strcmp(a->draft, "self") != 0)
         return k3_fail(e, K3_EINPUT, "serve: --draft %s: the drafters are ngram and self",
                        a->draft);
@@ -195,6 +204,32 @@ static void base_name(const char *dir, char *out, size_t cap)
     while (start > 0 && dir[start - 1] != '/')
         start--;
     snprintf(out, cap, "%.*s", (int)(n - start), dir + start);
+}
+
+/* Slots when --parallel is auto: the most of 4, 2, 1 whose plan (each
+ * slot's KDA state + MLA cache counted) fits; speculation (auto) is then
+ * off unless one slot is all that fits. Plans only: nothing is loaded. */
+static int auto_parallel(const char *dir, k3_model_opts *mo, int spec_given, k3_err *e)
+{
+    for (int n = 4; n > 1; n /= 2) {
+        k3_model_opts po = *mo;
+        k3_model *pm = NULL;
+        k3_err why = { 0, "" };
+        po.sequences = n;
+        po.plan_only = 1;
+        if (!spec_given)
+            po.spec = 0, po.self_draft = 0;
+        if (k3_model_open(&pm, dir, &po, &why) == K3_OK) {
+            k3_model_close(pm);
+            return n;
+        }
+        k3_model_close(pm);
+        if (why.code != K3_EBUDGET) {
+            *e = why;
+            return 0;
+        }
+    }
+    return 1;
 }
 
 static int serve(const serve_args *a, k3_err *e)
@@ -237,14 +272,25 @@ static int serve(const serve_args *a, k3_err *e)
     if (k3_tok_load(&tok, a->tok_dir ? a->tok_dir : a->model_dir, e) == K3_OK &&
         k3_options_model(&a->memory, &mo, e) == K3_OK &&
         (mo.spec = a->spec, mo.self_draft = self_draft, 1) &&
+        (cfg.parallel = a->parallel > 0 ? a->parallel
+                                        : auto_parallel(a->model_dir, &mo, a->spec_given, e)) >
+            0 &&
+        (cfg.parallel == 1 || (cfg.spec = mo.spec = 0, mo.self_draft = 0, 1)) &&
+        (mo.sequences = cfg.parallel, 1) &&
         k3_model_open(&m, a->model_dir, &mo, e) == K3_OK &&
         k3_tok_vocab_size(tok) > k3_model_vocab(m))
         k3_fail(e, K3_EINPUT, "the tokenizer has %u ids but the model only %u: wrong --tok?",
                 k3_tok_vocab_size(tok), k3_model_vocab(m));
-    if (e->code)
+    if (e->code) {
         k3_sock_close(lfd);
-    else
+    } else {
+        if (!cfg.quiet) { /* what the slots cost: the plan's "per sequence" line */
+            fprintf(stderr, "k3 serve: %d slot%s; the memory plan:\n", cfg.parallel,
+                    cfg.parallel == 1 ? "" : "s");
+            k3_model_print_plan(m, stderr);
+        }
         k3_server_run(&cfg, lfd, port, m, tok, e);
+    }
     k3_model_close(m);
     k3_tok_free(tok);
     return e->code;

@@ -45,6 +45,7 @@ int k3_answerer_init(k3_answerer *a, k3_model *m, const k3_tokenizer *tok, int64
 void k3_answerer_free(k3_answerer *a)
 {
     k3_state_mark_free(a->mark);
+    k3_state_mark_free(a->pmark);
     k3_state_free(a->state);
     k3_sampler_free(&a->sampler);
     k3_drafter_free(&a->drafter);
@@ -99,7 +100,24 @@ typedef struct {
     uint32_t *ids;          /* [job->max_tokens] the generated ids (for return_token_ids) */
     size_t nids;
     int cancelled;
+    k3_answer_stats *st;
+    k3_turn_params tp;
+    k3_turn_sink sink;
+    k3_turn turn;           /* from the end of the prompt (begun) to finish */
+    int begun, done, failed;
+    k3_turn_result res;
+    size_t fed;             /* prompt ids the state holds */
+    size_t split;           /* > fed: take the answerer's pmark when fed reaches it */
+    uint32_t pending;       /* generated, to be fed (has_pending) */
+    int has_pending;
+    float *logits;          /* [vocab] the latest logits (k3_answer_want's row) */
+    double t0, t1;          /* begin; the end of the prompt */
+    k3_err error;
 } answer;
+
+struct k3_answer {
+    answer w;
+};
 
 static int publish(answer *w, k3_err *e)
 {
@@ -182,12 +200,6 @@ static int on_token(void *ctx, uint32_t id, const float *logits, int is_end, int
     return publish(w, e);
 }
 
-static int io_cancelled(void *ctx)
-{
-    answer *w = ctx;
-    return w->io->cancelled(w->io->ctx);
-}
-
 /* Sampler settings of the request. */
 static int set_sampler(k3_answerer *a, const k3_api_request *r, k3_err *e)
 {
@@ -203,90 +215,279 @@ static int set_sampler(k3_answerer *a, const k3_api_request *r, k3_err *e)
     return k3_sampler_check(s, e);
 }
 
-/* Feeds the prompt (reusing what the state holds) and generates. */
-static int run_turn(answer *w, k3_turn_result *res, k3_answer_stats *st, k3_err *e)
+/* Ids the state holds in common with ids[0..n). */
+static size_t common_ids(const k3_state *s, const uint32_t *ids, size_t n)
+{
+    const uint32_t *have = k3_state_ids(s);
+    size_t pos = (size_t)k3_state_pos(s), same = 0;
+    while (same < pos && same < n && have[same] == ids[same])
+        same++;
+    return same;
+}
+
+/* Of marks x and y (either may be NULL), the later one at most at. */
+static k3_state_mark *mark_within(k3_state_mark *x, k3_state_mark *y, size_t at)
+{
+    int xo = x && k3_state_mark_pos(x) <= (int64_t)at;
+    int yo = y && k3_state_mark_pos(y) <= (int64_t)at;
+    if (xo && yo)
+        return k3_state_mark_pos(x) >= k3_state_mark_pos(y) ? x : y;
+    return xo ? x : yo ? y : NULL;
+}
+
+size_t k3_answer_reusable(const k3_answerer *a, const uint32_t *ids, size_t n)
+{
+    size_t same = common_ids(a->state, ids, n);
+    if (same == (size_t)k3_state_pos(a->state))
+        return same;
+    k3_state_mark *mk = mark_within(a->mark, a->pmark, same);
+    return mk ? (size_t)k3_state_mark_pos(mk) : 0;
+}
+
+/* Brings a's state back to the most of ids[0..n) it can keep (without
+ * feeding: the scheduler feeds the rest a chunk per step); *split: where
+ * the prompt departs from what the state held, when past that. */
+static void rewind_for(k3_answerer *a, const uint32_t *ids, size_t n, size_t *split)
+{
+    size_t same = common_ids(a->state, ids, n);
+    *split = 0;
+    if (same < (size_t)k3_state_pos(a->state)) {
+        k3_err stale = { 0, "" };
+        k3_state_mark *mk = mark_within(a->mark, a->pmark, same);
+        k3_state_mark *other = mk == a->mark ? a->pmark : a->mark;
+        if (!(mk && k3_state_rewind(a->state, mk, &stale) == K3_OK) &&
+            !((other = mark_within(other, NULL, same)) &&
+              k3_state_rewind(a->state, other, &stale) == K3_OK))
+            k3_state_reset(a->state);
+    }
+    if (same > (size_t)k3_state_pos(a->state) && same < n)
+        *split = same;
+}
+
+/* The turn's parameters of the request. */
+static void turn_params(answer *w)
 {
     k3_answerer *a = w->a;
+    const k3_api_request *r = w->job->req;
+    k3_turn_params *tp = &w->tp;
+    memset(tp, 0, sizeof *tp);
+    tp->gen.max_tokens = w->job->max_tokens;
+    tp->gen.max_context = a->context;
+    tp->gen.repeat_last_n = 64;
+    tp->gen.ignore_eos = r->ignore_eos;
+    tp->tok = a->tok;
+    tp->chat = r->kind == K3_API_CHAT;
+    tp->thinking = w->job->thinking;
+    tp->stop = (const char *const *)r->stop;
+    tp->nstop = r->nstop;
+    /* A request may ask for fewer drafts than the server planned, not more. */
+    tp->spec = (size_t)(r->spec >= 0 && r->spec < a->spec ? r->spec : a->spec);
+    tp->drafter = &a->drafter;
+    k3_turn_sink sink = { w, on_text, on_call, on_token, NULL };
+    w->sink = sink;
+}
+
+int k3_answer_begin(k3_answerer *a, const k3_answer_job *job, const k3_answer_io *io,
+                    k3_answer_stats *st, k3_answer **out, k3_err *e)
+{
+    const k3_api_request *r = job->req;
+    memset(st, 0, sizeof *st);
+    *out = k3_malloc(e, sizeof **out, "an answer");
+    if (!*out)
+        return e->code;
+    answer *w = &(*out)->w;
+    memset(w, 0, sizeof *w);
+    w->a = a;
+    w->job = job;
+    w->io = io;
+    w->st = st;
+    w->t0 = k3_seconds();
+    k3_emit_init(&w->em, r->kind == K3_API_CHAT, r->stream, r->include_usage, job->id,
+                 job->created, job->model_name);
+    if (r->logprobs)
+        k3_emit_want_logprobs(&w->em);
+    turn_params(w);
+    w->ids = k3_malloc(e, (job->max_tokens + 1) * sizeof *w->ids, "generated ids");
+    w->logits = w->ids ? k3_malloc(e, k3_model_vocab(a->model) * sizeof *w->logits, "logits")
+                       : NULL;
+    if (!w->logits || set_sampler(a, r, e))
+        return e->code;
+    rewind_for(a, job->ids, job->n, &w->split);
+    w->fed = st->reused = (size_t)k3_state_pos(a->state);
+    if (w->fed == job->n)
+        memcpy(w->logits, k3_state_logits(a->state), k3_model_vocab(a->model) * sizeof *w->logits);
+    return K3_OK;
+}
+
+int k3_answer_want(k3_answer *x, size_t room, k3_seq *seq)
+{
+    answer *w = &x->w;
+    memset(seq, 0, sizeof *seq);
+    seq->state = w->a->state;
+    if (w->done || room == 0)
+        return 0;
+    if (w->io->cancelled(w->io->ctx)) {
+        w->cancelled = w->done = 1;
+        return 0;
+    }
+    if (w->has_pending) {
+        seq->ids = &w->pending;
+        seq->n = 1;
+        seq->logits = w->logits;
+        return 1;
+    }
+    size_t left = w->job->n - w->fed;
+    if (left == 0)
+        return 0; /* the prompt is in: the next advance begins the turn */
+    seq->ids = w->job->ids + w->fed;
+    if (w->split > w->fed && w->split - w->fed < left)
+        left = w->split - w->fed; /* a piece ends there: pmark (advance) */
+    seq->n = left < room ? left : room;
+    seq->logits = w->fed + seq->n == w->job->n ? w->logits : NULL;
+    return 1;
+}
+
+int k3_answer_decoding(const k3_answer *x)
+{
+    return x->w.has_pending;
+}
+
+size_t k3_answer_prompt_left(const k3_answer *x)
+{
+    return x->w.job->n - x->w.fed;
+}
+
+/* The prompt is in: mark its end and begin the turn (with spec, run it). */
+static int begin_turn(answer *w, k3_err *e)
+{
+    k3_answerer *a = w->a;
+    w->t1 = k3_seconds();
+    w->st->prompt_seconds = w->t1 - w->t0;
+    if (k3_state_mark_take(a->state, &a->mark, e))
+        return e->code;
+    if (w->tp.spec > 0) {
+        k3_turn_generate(a->model, a->state, &a->sampler, &w->tp, &w->sink, &w->res, e);
+        w->done = 1;
+        return e->code;
+    }
+    if (k3_turn_begin(&w->turn, a->model, a->state, &w->tp, &w->sink, e))
+        return e->code;
+    w->begun = 1;
+    if (w->tp.gen.max_tokens == 0)
+        w->done = 1;
+    return K3_OK;
+}
+
+int k3_answer_advance(k3_answer *x, int *done, k3_err *e)
+{
+    answer *w = &x->w;
+    k3_answerer *a = w->a;
+    if (!w->done && w->has_pending) {
+        w->has_pending = 0;
+        w->turn.res.forwards++; /* as k3_turn_generate counts its feeds */
+    } else if (!w->done && !w->begun) {
+        w->fed = (size_t)k3_state_pos(a->state);
+        if (w->fed == w->split && k3_state_mark_take(a->state, &a->pmark, e))
+            goto out;
+        if (w->fed < w->job->n || begin_turn(w, e))
+            goto out;
+    }
+    if (!w->done) {
+        int end = 0;
+        uint32_t id = k3_gen_sample(&a->sampler, &w->turn.gen, a->model, a->state, w->logits);
+        if (k3_turn_step(&w->turn, id, w->logits, &end, e))
+            goto out;
+        if (end || w->cancelled)
+            w->done = 1;
+        else
+            w->pending = id, w->has_pending = 1;
+    }
+out:
+    if (e->code)
+        k3_answer_fail(x, e);
+    *done = w->done;
+    return e->code;
+}
+
+void k3_answer_fail(k3_answer *x, const k3_err *e)
+{
+    answer *w = &x->w;
+    w->failed = w->done = 1;
+    w->error = *e;
+    /* The state may be part-way through a forward call: start afresh. */
+    k3_state_reset(w->a->state);
+}
+
+int k3_answer_finish(k3_answer *x)
+{
+    answer *w = &x->w;
     const k3_answer_job *job = w->job;
     const k3_api_request *r = job->req;
-    size_t common;
-    double t0 = k3_seconds();
-    if (set_sampler(a, r, e) ||
-        k3_turn_feed(a->model, a->state, a->mark, job->ids, job->n, io_cancelled, w, &common,
-                     &st->reused, &w->cancelled, e) ||
-        w->cancelled || k3_state_mark_take(a->state, &a->mark, e))
-        return e->code;
-    double t1 = k3_seconds();
-    st->prompt_seconds = t1 - t0;
-    k3_turn_params tp;
-    memset(&tp, 0, sizeof tp);
-    tp.gen.max_tokens = job->max_tokens;
-    tp.gen.max_context = a->context;
-    tp.gen.repeat_last_n = 64;
-    tp.gen.ignore_eos = r->ignore_eos;
-    tp.tok = a->tok;
-    tp.chat = r->kind == K3_API_CHAT;
-    tp.thinking = job->thinking;
-    tp.stop = (const char *const *)r->stop;
-    tp.nstop = r->nstop;
-    /* A request may ask for fewer drafts than the server planned, not more. */
-    tp.spec = (size_t)(r->spec >= 0 && r->spec < a->spec ? r->spec : a->spec);
-    tp.drafter = &a->drafter;
-    k3_turn_sink sink = { w, on_text, on_call, on_token, NULL };
-    k3_turn_generate(a->model, a->state, &a->sampler, &tp, &sink, res, e);
-    st->gen_seconds = k3_seconds() - t1;
-    return e->code;
+    k3_answer_stats *st = w->st;
+    k3_err e = { 0, "" };
+    if (w->begun) {
+        k3_err ignore = { K3_ERUNTIME, "" };
+        k3_turn_finish(&w->turn, &w->res, w->failed || w->cancelled ? &ignore : &e);
+        if (e.code)
+            k3_answer_fail(x, &e);
+    }
+    if (w->t1 > 0)
+        st->gen_seconds = k3_seconds() - w->t1;
+    st->generated = w->res.generated;
+    k3_usage u = { job->n, w->res.generated, st->reused, st->prompt_seconds, st->gen_seconds };
+    int status = 200;
+    if (w->cancelled && !w->failed) {
+        st->finish = "cancelled";
+    } else if (w->failed) {
+        st->error = w->error;
+        k3_api_error err;
+        k3_api_fail(&err, 500, NULL, NULL, "generation failed: %s", w->error.msg);
+        k3_err e2 = { 0, "" };
+        w->out.len = 0;
+        if (k3_emit_error(&err, r->stream, &w->out, &e2) == K3_OK)
+            publish(w, &e2);
+        st->finish = "error";
+        status = 500;
+    } else {
+        st->finish = k3_turn_finish_reason(w->res.end, w->res.ncalls);
+        const k3_emit_ids ids = { job->ids, job->n, w->ids, w->nids };
+        if (k3_emit_finish(&w->em, st->finish, &u, r->return_token_ids ? &ids : NULL, &w->out,
+                           &e) ||
+            publish(w, &e)) {
+            st->finish = "error";
+            status = 500;
+        }
+    }
+    k3_emit_free(&w->em);
+    k3_buf_free(&w->out);
+    free(w->ids);
+    free(w->logits);
+    free(x);
+    return status;
 }
 
 int k3_answer_run(k3_answerer *a, const k3_answer_job *job, const k3_answer_io *io,
                   k3_answer_stats *st)
 {
     k3_err e = { 0, "" };
-    const k3_api_request *r = job->req;
-    answer w;
-    memset(&w, 0, sizeof w);
-    memset(st, 0, sizeof *st);
-    w.a = a;
-    w.job = job;
-    w.io = io;
-    k3_emit_init(&w.em, r->kind == K3_API_CHAT, r->stream, r->include_usage, job->id,
-                 job->created, job->model_name);
-    if (r->logprobs)
-        k3_emit_want_logprobs(&w.em);
-    k3_turn_result res;
-    memset(&res, 0, sizeof res);
-    int status = 200;
-    w.ids = k3_malloc(&e, (job->max_tokens + 1) * sizeof *w.ids, "generated ids");
-    if (w.ids)
-        run_turn(&w, &res, st, &e);
-    st->generated = res.generated;
-    k3_usage u = { job->n, res.generated, st->reused, st->prompt_seconds, st->gen_seconds };
-    if (w.cancelled) {
-        st->finish = "cancelled";
-    } else if (e.code) {
-        /* The state may be part-way through a forward call: start afresh. */
-        k3_state_reset(a->state);
-        st->error = e;
-        k3_api_error err;
-        k3_api_fail(&err, 500, NULL, NULL, "generation failed: %s", e.msg);
-        k3_err e2 = { 0, "" };
-        w.out.len = 0;
-        if (k3_emit_error(&err, r->stream, &w.out, &e2) == K3_OK)
-            publish(&w, &e2);
-        st->finish = "error";
-        status = 500;
-    } else {
-        st->finish = k3_turn_finish_reason(res.end, res.ncalls);
-        const k3_emit_ids ids = { job->ids, job->n, w.ids, w.nids };
-        if (k3_emit_finish(&w.em, st->finish, &u, r->return_token_ids ? &ids : NULL, &w.out,
-                           &e) ||
-            publish(&w, &e)) {
-            st->finish = "error";
-            status = 500;
-        }
+    k3_answer *w = NULL;
+    if (k3_answer_begin(a, job, io, st, &w, &e)) {
+        if (!w)
+            return 500;
+        k3_answer_fail(w, &e);
+        return k3_answer_finish(w);
     }
-    k3_emit_free(&w.em);
-    k3_buf_free(&w.out);
-    free(w.ids);
-    return status;
+    int done = 0;
+    while (!done) {
+        k3_seq seq;
+        e.code = 0;
+        if (k3_answer_want(w, K3_PREFILL_CHUNK, &seq) &&
+            k3_forward_multi(a->model, &seq, 1, &e) != K3_OK) {
+            k3_answer_fail(w, &e);
+            break;
+        }
+        if (k3_answer_advance(w, &done, &e))
+            break;
+    }
+    return k3_answer_finish(w);
 }

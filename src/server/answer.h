@@ -27,6 +27,9 @@ typedef struct k3_answerer {
     int64_t context;          /* prompt + generated ids never exceed it */
     k3_state *state;
     k3_state_mark *mark;
+    k3_state_mark *pmark;     /* where the last prompt departed from what the state
+                               * held (a shared system prompt, say): a later prompt
+                               * that departs there too rewinds to it */
     k3_sampler sampler;
     uint64_t seeds;            /* answers without a seed get fresh ones from here */
     int spec;                  /* the most drafts per step (k3 serve --spec; 0: off) */
@@ -80,9 +83,48 @@ typedef struct k3_answer_stats {
     k3_err error;       /* finish "error": the engine's failure (K3_EINVALID: run invalid) */
 } k3_answer_stats;
 
-/* Generates the answer to job (one turn of chat/turn.h) and publishes it. Returns the HTTP status
- * of what was published: 200, or 500 after a failure of the engine (the
- * body, or the last SSE event, is then an error object). */
+/* One answer in progress (answer.c), driven by a scheduler that runs
+ * several of them per forward call (slots.h):
+ *   k3_answer_begin   sets the sampler and emitter and brings the answerer's
+ *                     state back to the longest part of the prompt it can
+ *                     keep (what it holds, or its mark): st->reused;
+ *   k3_answer_want    the rows it needs in the next k3_forward_multi call:
+ *                     the next piece of the prompt (at most room ids) or
+ *                     the one id it generated last; 0 when it needs none;
+ *   k3_answer_advance after that call: takes in the rows, and once the
+ *                     prompt is in, samples, routes and publishes the next
+ *                     id (chat/turn.h); sets *done when the answer ended;
+ *   k3_answer_finish  publishes the end (usage, or an error object) and
+ *                     frees it; returns the HTTP status (200, or 500 after
+ *                     a failure of the engine: the body, or the last SSE
+ *                     event, is then an error object).
+ * fail (k3_answer_fail) ends it with the engine's error e (the state is
+ * reset: it may be part-way through a call). A client that went away ends
+ * the answer at the next advance or want ("cancelled"). With the
+ * answerer's spec > 0 the whole decode runs inside the advance that
+ * completes the prompt (k3_turn_generate's speculative loop): only a
+ * scheduler of one slot may use it. */
+typedef struct k3_answer k3_answer;
+int k3_answer_begin(k3_answerer *a, const k3_answer_job *job, const k3_answer_io *io,
+                    k3_answer_stats *st, k3_answer **out, k3_err *e);
+int k3_answer_want(k3_answer *w, size_t room, k3_seq *seq);
+/* Whether its next rows are one generated id (else the prompt's). */
+int k3_answer_decoding(const k3_answer *w);
+/* Prompt ids it has still to feed. */
+size_t k3_answer_prompt_left(const k3_answer *w);
+int k3_answer_advance(k3_answer *w, int *done, k3_err *e);
+void k3_answer_fail(k3_answer *w, const k3_err *e);
+int k3_answer_finish(k3_answer *w);
+
+/* The ids of the prompt ids[0..n) that answerer a's state could keep: its
+ * held ids when they are a prefix of ids, else the later of its two marks
+ * within the common part (k3_state_sync's rule, with two marks), else 0.
+ * A mark made stale by a rewind to the other one is found so only when
+ * the rewind is tried (then the other one, or a reset). */
+size_t k3_answer_reusable(const k3_answerer *a, const uint32_t *ids, size_t n);
+
+/* begin, then want/advance with one sequence per call until done, then
+ * finish: one answer alone. */
 int k3_answer_run(k3_answerer *a, const k3_answer_job *job, const k3_answer_io *io,
                   k3_answer_stats *st);
 

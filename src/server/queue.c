@@ -8,14 +8,19 @@
 
 #include "util/error.h"
 
-int k3_queue_init(k3_queue *q, size_t max_waiting, k3_err *e)
+int k3_queue_init(k3_queue *q, size_t max_waiting, size_t nslots, k3_err *e)
 {
     memset(q, 0, sizeof *q);
     q->max_waiting = max_waiting;
+    q->nslots = nslots;
+    q->running = calloc(nslots, sizeof *q->running);
+    if (!q->running)
+        return k3_fail(e, K3_ERUNTIME, "out of memory for the queue");
     if (pthread_mutex_init(&q->mu, NULL) != 0)
-        return k3_fail(e, K3_ERUNTIME, "cannot create a mutex");
+        return free(q->running), k3_fail(e, K3_ERUNTIME, "cannot create a mutex");
     if (pthread_cond_init(&q->work, NULL) != 0) {
         pthread_mutex_destroy(&q->mu);
+        free(q->running);
         return k3_fail(e, K3_ERUNTIME, "cannot create a condition variable");
     }
     return K3_OK;
@@ -25,6 +30,7 @@ void k3_queue_destroy(k3_queue *q)
 {
     pthread_cond_destroy(&q->work);
     pthread_mutex_destroy(&q->mu);
+    free(q->running);
 }
 
 int k3_job_init(k3_job *job, k3_err *e)
@@ -52,7 +58,8 @@ void k3_job_free(k3_job *job)
 int k3_queue_submit(k3_queue *q, k3_job *job)
 {
     pthread_mutex_lock(&q->mu);
-    int ok = !q->stopping && q->waiting + (q->current != NULL) <= q->max_waiting;
+    /* With one slot: max_waiting behind the running job (as before slots). */
+    int ok = !q->stopping && q->waiting < q->max_waiting + (q->nslots - q->nrunning);
     if (ok) {
         job->next = NULL;
         if (q->tail)
@@ -117,18 +124,31 @@ int k3_queue_cancel(k3_queue *q, k3_job *job)
     return gone;
 }
 
-k3_job *k3_queue_take(k3_queue *q)
+k3_job *k3_queue_take(k3_queue *q, int block)
 {
     pthread_mutex_lock(&q->mu);
-    while (!q->stopping && !q->head)
+    while (block && !q->stopping && !q->head)
         pthread_cond_wait(&q->work, &q->mu);
-    k3_job *job = q->stopping ? NULL : q->head;
+    k3_job *job = q->stopping || q->nrunning == q->nslots ? NULL : q->head;
     if (job) {
         unlink_job(q, job);
-        q->current = job;
+        for (size_t i = 0; i < q->nslots; i++)
+            if (!q->running[i]) {
+                q->running[i] = job;
+                break;
+            }
+        q->nrunning++;
     }
     pthread_mutex_unlock(&q->mu);
     return job;
+}
+
+int k3_queue_stopping(k3_queue *q)
+{
+    pthread_mutex_lock(&q->mu);
+    int s = q->stopping;
+    pthread_mutex_unlock(&q->mu);
+    return s;
 }
 
 int k3_queue_publish(k3_queue *q, k3_job *job, const char *s, size_t n, k3_err *e)
@@ -153,7 +173,11 @@ void k3_queue_done(k3_queue *q, k3_job *job, int status)
     pthread_mutex_lock(&q->mu);
     job->status = status;
     job->done = 1;
-    q->current = NULL;
+    for (size_t i = 0; i < q->nslots; i++)
+        if (q->running[i] == job) {
+            q->running[i] = NULL;
+            q->nrunning--;
+        }
     pthread_cond_signal(&job->cond);
     pthread_mutex_unlock(&q->mu);
 }
@@ -162,8 +186,9 @@ void k3_queue_stop(k3_queue *q)
 {
     pthread_mutex_lock(&q->mu);
     q->stopping = 1;
-    if (q->current)
-        q->current->cancelled = 1;
+    for (size_t i = 0; i < q->nslots; i++)
+        if (q->running[i])
+            q->running[i]->cancelled = 1;
     while (q->head) {
         k3_job *job = q->head;
         unlink_job(q, job);
@@ -180,6 +205,6 @@ void k3_queue_load(k3_queue *q, size_t *waiting, int *running)
 {
     pthread_mutex_lock(&q->mu);
     *waiting = q->waiting;
-    *running = q->current != NULL;
+    *running = (int)q->nrunning;
     pthread_mutex_unlock(&q->mu);
 }

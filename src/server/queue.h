@@ -37,11 +37,12 @@ typedef struct k3_queue {
     pthread_cond_t work; /* the worker waits here for jobs */
     k3_job *head, *tail;
     size_t waiting, max_waiting;
-    k3_job *current;     /* the job the worker is on, or NULL */
+    k3_job **running;    /* [nslots] the jobs the worker is on (NULL: a free slot) */
+    size_t nslots, nrunning;
     int stopping;
 } k3_queue;
 
-int k3_queue_init(k3_queue *q, size_t max_waiting, k3_err *e);
+int k3_queue_init(k3_queue *q, size_t max_waiting, size_t nslots, k3_err *e);
 void k3_queue_destroy(k3_queue *q);
 
 /* A zeroed job ready for answer to be filled in; k3_job_free releases. */
@@ -58,10 +59,13 @@ int k3_queue_submit(k3_queue *q, k3_job *job);
 int k3_queue_wait(k3_queue *q, k3_job *job, int ms, k3_buf *take);
 int k3_queue_cancel(k3_queue *q, k3_job *job);
 
-/* Worker side. take: the next job, or NULL once stopping. publish appends
+/* Worker side. take: the next job (waiting for one when block, else NULL
+ * when none waits), or NULL once stopping; it counts as running until
+ * done. It needs a free slot (nrunning < nslots). publish appends
  * bytes for the connection; cancelled reads the flag; done hands the job
  * back. */
-k3_job *k3_queue_take(k3_queue *q);
+k3_job *k3_queue_take(k3_queue *q, int block);
+int k3_queue_stopping(k3_queue *q);
 int k3_queue_publish(k3_queue *q, k3_job *job, const char *s, size_t n, k3_err *e);
 int k3_queue_cancelled(k3_queue *q, k3_job *job);
 void k3_queue_done(k3_queue *q, k3_job *job, int status);
@@ -70,7 +74,7 @@ void k3_queue_done(k3_queue *q, k3_job *job, int status);
  * cancelled, and take returns NULL from now on. */
 void k3_queue_stop(k3_queue *q);
 
-/* Jobs waiting and whether one runs (for /health). */
+/* Jobs waiting and how many run (for /health). */
 void k3_queue_load(k3_queue *q, size_t *waiting, int *running);
 
 #endif

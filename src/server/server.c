@@ -13,6 +13,7 @@
 #include "server/answer.h"
 #include "server/conn.h"
 #include "server/intake.h"
+#include "server/slots.h"
 #include "util/error.h"
 #include "util/os.h"
 #include "util/os_net.h"
@@ -88,81 +89,24 @@ static int host_is_loopback(const char *host)
     return yes;
 }
 
-typedef struct {
-    k3_server *s;
-    k3_answerer *a;
-} worker_arg;
-
-typedef struct {
-    k3_queue *q;
-    k3_job *job;
-} job_io;
-
-static int io_publish(void *ctx, const char *s, size_t n, k3_err *e)
-{
-    job_io *io = ctx;
-    return k3_queue_publish(io->q, io->job, s, n, e);
-}
-
-static int io_cancelled(void *ctx)
-{
-    job_io *io = ctx;
-    return k3_queue_cancelled(io->q, io->job);
-}
-
-/* The worker: the only thread that touches the model. An invalid run (a
- * weight read failed after its retries: the disk or file cannot be trusted
- * to give the model's bytes) latches s->failed: no later request is run,
- * /health says why, and the server's exit status is K3_EINVALID. */
-static void *worker(void *arg)
-{
-    worker_arg *w = arg;
-    k3_job *job;
-    if (w->s->cfg->threads > 0)
-        omp_set_num_threads(w->s->cfg->threads); /* per thread: set here, not in main */
-    while ((job = k3_queue_take(&w->s->queue))) {
-        job_io ctx = { &w->s->queue, job };
-        k3_answer_io io = { &ctx, io_publish, io_cancelled };
-        int status = 503; /* after an invalid run, what waits is refused (conn.c says why) */
-        pthread_mutex_lock(&w->s->mu);
-        int failed = w->s->failed;
-        pthread_mutex_unlock(&w->s->mu);
-        if (!failed)
-            status = k3_answer_run(w->a, &job->answer, &io, &job->stats);
-        if (job->stats.error.code == K3_EINVALID) {
-            pthread_mutex_lock(&w->s->mu);
-            w->s->failed = 1;
-            snprintf(w->s->failure, sizeof w->s->failure, "%s", job->stats.error.msg);
-            pthread_mutex_unlock(&w->s->mu);
-            fprintf(stderr, "k3 serve: %s; /health now answers 503 and every "
-                            "request is refused: restart the server\n", job->stats.error.msg);
-        }
-        k3_io_counters reads;
-        k3_model_io(w->a->model, &reads);
-        k3_metrics_answer(&w->s->metrics, job->answer.n, job->stats.reused, job->stats.generated,
-                          job->stats.prompt_seconds, job->stats.gen_seconds, &reads);
-        k3_queue_done(&w->s->queue, job, status);
-    }
-    return NULL;
-}
-
 /* Runs the worker and the accept loop, then shuts down: refuses what
  * waits, cancels what runs, and lets every connection thread finish (each
  * of their waits is bounded). Closes *lfd as soon as accepting ends. */
 static void serve(k3_server *s, k3_answerer *a, int *lfd, int port, k3_err *e)
 {
     const k3_server_config *cfg = s->cfg;
-    worker_arg wa = { s, a };
+    k3_slots_arg wa = { s, a, (size_t)cfg->parallel };
     pthread_t wt;
     k3_os_on_stop(on_signal); /* also: a client gone mid-write is an error return */
-    if (pthread_create(&wt, NULL, worker, &wa) != 0) {
+    if (pthread_create(&wt, NULL, k3_slots_worker, &wa) != 0) {
         k3_fail(e, K3_ERUNTIME, "cannot start the worker thread");
         return;
     }
     fprintf(stderr, "k3 serve: listening on http://%s%s%s:%d (model %s, context %lld, "
-                    "max tokens %ld, queue %zu)\n",
+                    "max tokens %ld, slots %d, queue %zu)\n",
             strchr(cfg->host, ':') ? "[" : "", cfg->host, strchr(cfg->host, ':') ? "]" : "", port,
-            cfg->model_name, (long long)cfg->context, cfg->max_tokens, cfg->max_queue);
+            cfg->model_name, (long long)cfg->context, cfg->max_tokens, cfg->parallel,
+            cfg->max_queue);
     k3_intake_run(s, *lfd, &stop_signal);
     k3_sock_close(*lfd); /* new clients are refused by the system from here */
     *lfd = -1;
@@ -181,7 +125,7 @@ int k3_server_run(const k3_server_config *cfg, int lfd, int port, k3_model *m,
                   const k3_tokenizer *tok, k3_err *e)
 {
     k3_server s;
-    k3_answerer a;
+    size_t na = 0, n = cfg->parallel > 0 ? (size_t)cfg->parallel : 1;
     memset(&s, 0, sizeof s);
     s.cfg = cfg;
     s.tok = tok;
@@ -194,17 +138,23 @@ int k3_server_run(const k3_server_config *cfg, int lfd, int port, k3_model *m,
     k3_metrics_init(&s.metrics);
     pthread_mutex_init(&s.mu, NULL);
     pthread_cond_init(&s.idle, NULL);
-    if (k3_answerer_init(&a, m, tok, cfg->context, cfg->spec, cfg->draft, cfg->draft_topk, e) ==
-        K3_OK) {
+    k3_answerer *a = k3_malloc(e, n * sizeof *a, "the slots");
+    while (a && na < n &&
+           k3_answerer_init(&a[na], m, tok, cfg->context, cfg->spec, cfg->draft,
+                            cfg->draft_topk, e) == K3_OK)
+        na++;
+    if (na == n) {
         if (k3_clients_init(&s.clients, cfg->max_per_client, e) == K3_OK) {
-            if (k3_queue_init(&s.queue, cfg->max_queue, e) == K3_OK) {
-                serve(&s, &a, &lfd, port, e);
+            if (k3_queue_init(&s.queue, cfg->max_queue, n, e) == K3_OK) {
+                serve(&s, a, &lfd, port, e);
                 k3_queue_destroy(&s.queue);
             }
             k3_clients_free(&s.clients);
         }
-        k3_answerer_free(&a);
     }
+    while (na > 0)
+        k3_answerer_free(&a[--na]);
+    free(a);
     if (s.failed && !e->code)
         k3_fail(e, K3_EINVALID, "a run failed while serving: %s", s.failure);
     if (lfd >= 0)

@@ -10,7 +10,8 @@
  * answered there); a request with a complete head gets a thread that reads
  * and checks its body, renders and tokenizes the prompt, queues the job
  * (queue.h) and writes what the worker publishes; one worker thread owns
- * the model and runs the jobs one at a time (answer.h). Every response
+ * the model and runs up to `parallel` jobs at once, one forward call over
+ * all of them per step (slots.h, answer.h). Every response
  * closes its connection. */
 #ifndef K3_SERVER_SERVER_H
 #define K3_SERVER_SERVER_H
@@ -33,7 +34,7 @@ typedef struct k3_server_config {
     long max_tokens;        /* the largest max_tokens a request may ask for */
     long default_tokens;    /* a chat answer's length without max_tokens (<= max_tokens;
                              * capped by the context left) */
-    size_t max_queue;       /* requests waiting behind the running one; more are 503 */
+    size_t max_queue;       /* requests waiting behind a full set of slots; more are 503 */
     double timeout;         /* seconds a client may take to send its request, and a
                              * single write to it may stall */
     double header_timeout;  /* seconds from the accept to the end of the request head
@@ -43,6 +44,8 @@ typedef struct k3_server_config {
     double exit_after;      /* > 0: stop by itself after this many seconds (tests) */
     int64_t context;        /* prompt + answer tokens */
     int threads;            /* worker threads for the model (0 = OpenMP's default) */
+    int parallel;           /* slots: answers generated together (>= 1; the memory plan
+                             * counted each one's state); spec needs 1 */
     int spec;               /* the most drafts per step; a request without "spec" gets it */
     const char *draft;      /* the drafter: "ngram" (NULL) or "self" (gen/draft.h) */
     int draft_topk;         /* the self drafter's experts per token (-1: default) */

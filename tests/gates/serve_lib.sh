@@ -13,12 +13,18 @@ trap 'exit 1' INT TERM
 # start_server NAME BIN [options]: BIN serve on a free port, logging to
 # $work/NAME.log; sets pid and port. Returns 1 when the server exits before
 # it listens (the caller says why); --exit-after 600 bounds a stuck gate.
+# One slot unless the options say --parallel: gates 45-48 test one answer
+# at a time (a second request waits), gate 44 the slots.
 start_server() {
     name=$1
     bin=$2
     shift 2
     : >"$work/$name.log" # exists before the background job opens it
-    "$bin" serve "$dir" --tok "$tokdir" --port 0 --exit-after 600 "$@" 2>>"$work/$name.log" &
+    slots="--parallel 1"
+    case " $* " in *" --parallel "*) slots="" ;; esac
+    # shellcheck disable=SC2086 # $slots is zero or two words
+    "$bin" serve "$dir" --tok "$tokdir" --port 0 --exit-after 600 $slots "$@" \
+        2>>"$work/$name.log" &
     pid=$!
     pids="$pids $pid"
     port=""

@@ -48,6 +48,9 @@ typedef struct k3_model_opts {
                           * each one's KDA state and MLA cache; <= 0 = 1 */
     int no_mem_check;    /* plan, but do not refuse a plan larger than the machine */
     int plan_only;       /* index, bind and plan; load nothing (k3_forward unusable) */
+    uint64_t held_bytes; /* what the caller holds for the run beside the model (the
+                          * image rows of a prompt, docs/VISION.md §10.4): counted
+                          * in the plan's total; 0 = none */
     const char *trunk_dir; /* packed trunk (k3 pack-trunk): layers and lm_head from
                             * DIR/trunk.bin, checksummed; NULL = from the shards */
 } k3_model_opts;

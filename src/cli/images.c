@@ -67,26 +67,37 @@ static int markup_ids(const k3_tokenizer *tok, const k3_vplan *pl, int64_t media
 
 /* The vision plan: what encoding the images holds (the tower, its work,
  * the patches and the rows), printed unless --quiet and refused (K3_EBUDGET)
- * when it exceeds what the machine allows, as the text plan is. */
-static int vision_plan(const k3_options *o, const k3_cli_images *im, size_t npatch, size_t T,
-                       k3_err *e)
+ * when it exceeds what the machine allows, as the text plan is, or the
+ * total budget the run was given (--budget-gb or --preset): the encoding
+ * must fit in the run's budget too. */
+static int vision_plan(const k3_options *o, const k3_cli_images *im, size_t ni, size_t npatch,
+                       size_t P3, size_t T, k3_err *e)
 {
     const double gib = 1073741824.0;
-    uint64_t patches = (uint64_t)npatch * 4 * 3, rows = (uint64_t)im->nrows * T * 4;
+    uint64_t patches = (uint64_t)npatch * P3 * 4, rows = (uint64_t)im->nrows * T * 4;
     uint64_t total = im->tower_bytes + im->work_bytes + patches + rows;
     uint64_t avail = 0, cg = 0, room = k3_mem_available(&avail, &cg);
+    k3_model_opts mo;
+    if (k3_options_model(&o->memory, &mo, e))
+        return e->code;
     if (!o->quiet) {
         fprintf(stderr, "vision plan (GB = 2^30 bytes), while the images are encoded (the "
                 "tower is freed after):\n");
         fprintf(stderr, "  vision tower     %9.3f GB  resident, BF16 as stored\n",
                 im->tower_bytes / gib);
         fprintf(stderr, "  encoder work     %9.3f GB  %zu images, %zu patches\n",
-                (im->work_bytes + patches) / gib, o->nimage, npatch);
+                (im->work_bytes + patches) / gib, ni, npatch);
         fprintf(stderr, "  image rows       %9.3f GB  %zu rows, kept for the prompt\n",
                 rows / gib, im->nrows);
         fprintf(stderr, "  total            %9.3f GB\n", total / gib);
     }
-    if (room && total > room && !o->memory.no_mem_check)
+    if (o->memory.no_mem_check)
+        return K3_OK;
+    if (mo.budget_gb >= 0 && total > mo.budget_gb * gib)
+        return k3_fail(e, K3_EBUDGET, "encoding the images needs %.3f GB, more than the run's "
+                       "%.3f GB budget (--budget-gb or --preset); --no-mem-check tries anyway",
+                       total / gib, mo.budget_gb);
+    if (room && total > room)
         return k3_fail(e, K3_EBUDGET, "encoding the images needs %.3f GB, this machine allows "
                        "%.3f GB; --no-mem-check tries anyway", total / gib, room / gib);
     return K3_OK;
@@ -144,9 +155,10 @@ static int encode(const k3_options *o, const sources *src, const k3_vcfg *cfg, k
         npatch += np;
         im->nrows += (size_t)plans[i].rows;
     }
+    im->row_bytes = T * sizeof(float);
     im->tower_bytes = k3_vision_tensor_bytes(cfg);
     im->work_bytes = k3_vision_work_bytes(cfg, items, ni);
-    if ((rc = vision_plan(o, im, npatch, T, e)))
+    if ((rc = vision_plan(o, im, ni, npatch, P3, T, e)))
         goto done;
     if (!(im->rows = malloc(sizeof *im->rows * (im->nrows ? im->nrows : 1) * T))) {
         rc = k3_fail(e, K3_ERUNTIME, "out of memory for %zu image rows", im->nrows);

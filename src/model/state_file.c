@@ -1,7 +1,8 @@
 /* state_file.c - k3_state_save / k3_state_load (see k3/k3.h).
  *
- * Layout, version 2 (version 1: no image count, no spans). Header integers are little-endian; arrays are in the
- * machine's byte order (little-endian on every supported target):
+ * Layout, version 2 (version 1: no image count, no spans). Header integers
+ * are little-endian; arrays are in the machine's byte order (little-endian
+ * on every supported target):
  *
  *   "k3-state"                    8 bytes
  *   u32 version, u32 layers       layers = bound layers (--layers may bind fewer)

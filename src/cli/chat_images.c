@@ -20,7 +20,7 @@ static int encode_all(k3_chat_rows *r, const k3_options *o, const k3_chat *c, k3
 {
     const unsigned char *data[K3_CHAT_MAX_IMAGES];
     size_t len[K3_CHAT_MAX_IMAGES];
-    char names[K3_CHAT_MAX_IMAGES][32];
+    char names[K3_CHAT_MAX_IMAGES][48];
     const char *what[K3_CHAT_MAX_IMAGES];
     size_t ni = c->nimages;
     for (size_t i = 0; i < ni; i++) {

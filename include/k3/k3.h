@@ -48,6 +48,9 @@ typedef struct k3_model_opts {
                           * each one's KDA state and MLA cache; <= 0 = 1 */
     int no_mem_check;    /* plan, but do not refuse a plan larger than the machine */
     int plan_only;       /* index, bind and plan; load nothing (k3_forward unusable) */
+    uint64_t held_bytes; /* what the caller holds for the run beside the model (the
+                          * image rows of a prompt, docs/VISION.md §10.4): counted
+                          * in the plan's total; 0 = none */
     const char *trunk_dir; /* packed trunk (k3 pack-trunk): layers and lm_head from
                             * DIR/trunk.bin, checksummed; NULL = from the shards */
 } k3_model_opts;
@@ -215,9 +218,41 @@ int k3_state_set_route_k(k3_state *s, int k, k3_err *e);
 int k3_state_sync(k3_model *m, k3_state *s, k3_state_mark *mark, const uint32_t *ids, size_t n,
                   size_t *reused, k3_err *e);
 
-/* A state file (format version 1) holds: the model's identity (a hash of
- * its configuration, the layer map and dimensions, and a fingerprint of
- * its weights), pos, the ids consumed, the last logits, every KDA conv and
+/* An image's rows in a sequence (docs/VISION.md §4 step 3, §10.5):
+ * positions [start, start + n) took projected rows instead of embedding
+ * lookups, and hash identifies those rows (XXH64 of their float bytes, as
+ * the caller computes it; k3 only compares hashes). Two images of the same
+ * size have equal ids (the pads), so prompt reuse compares these too. */
+typedef struct k3_image_span {
+    int64_t start, n;
+    uint64_t hash;
+} k3_image_span;
+
+/* k3_state_sync for a sequence whose positions embeds[i] != NULL take rows
+ * (k3_forward_embeds; embeds may be NULL), img[0..nimg) its image spans in
+ * ascending start. The state keeps what it may reuse: the longest common
+ * prefix of ids that also stops at the first image span that is not in
+ * both, with the same start and hash (a span the state holds but the
+ * sequence lacks counts as different, so does one only the sequence has).
+ * Afterwards the state records img's spans (those below its position).
+ * k3_state_sync is this with no rows and no spans. */
+int k3_state_sync_embeds(k3_model *m, k3_state *s, k3_state_mark *mark, const uint32_t *ids,
+                         const float *const *embeds, size_t n, const k3_image_span *img,
+                         size_t nimg, size_t *reused, k3_err *e);
+
+/* The prefix of ids[0..n) (with spans img[0..nimg)) that the state could
+ * keep, by the rule of k3_state_sync_embeds (no rewind: a count only). */
+size_t k3_state_common(const k3_state *s, const uint32_t *ids, size_t n,
+                       const k3_image_span *img, size_t nimg);
+
+/* The image spans the state holds (start below its position; the last may
+ * extend past it when the state stopped inside an image). */
+size_t k3_state_images(const k3_state *s, const k3_image_span **img);
+
+/* A state file (format version 2; version 1 files still load) holds: the
+ * model's identity (a hash of its configuration, the layer map and
+ * dimensions, and a fingerprint of its weights), pos, the ids consumed,
+ * the image spans (k3_image_span), the last logits, every KDA conv and
  * recurrent state, the MLA cache rows [0, pos), and an XXH64 checksum of
  * all of it. k3_state_save writes a temporary file, syncs it and renames
  * it over path, so an interrupted save never leaves a damaged file.

@@ -24,6 +24,7 @@ void k3_chat_free(k3_chat *c)
     for (size_t i = 0; i < c->nowned; i++)
         free(c->owned[i]);
     free(c->owned);
+    free(c->images);
     free(c->msgs);
     free(c);
 }

@@ -26,9 +26,28 @@ typedef struct k3_tool_call {
     k3_text arguments; /* JSON text of an object (OpenAI style), or absent */
 } k3_tool_call;
 
+/* One part of a message whose content is a list (OpenAI's content parts,
+ * docs/VISION.md §4 step 4): text, or the conversation's image[image]. */
+typedef struct k3_part {
+    k3_text text;  /* image < 0 */
+    long image;    /* >= 0: an index into k3_chat.images; -1: text */
+} k3_part;
+
+/* An image of the conversation (chat/images.h): the file's bytes as given
+ * (a data URL's payload or an --image file) and its decoded size, which
+ * the markup shows (§4 step 1). Images are numbered in the order they
+ * occur in the conversation, which is the order the renderer emits them. */
+typedef struct k3_chat_image {
+    const unsigned char *data;
+    size_t n;
+    int width, height;
+} k3_chat_image;
+
 typedef struct k3_msg {
     k3_role role;
-    k3_text content;
+    k3_text content;      /* when nparts == 0 */
+    const k3_part *parts; /* system, user: [nparts] the content as parts, in order */
+    size_t nparts;
     k3_text name;         /* system, user, tool */
     k3_text reasoning;    /* assistant: reasoning_content */
     k3_text tool_call_id; /* tool */
@@ -47,6 +66,8 @@ struct k3_chat {
     const char *response_format; /* "json_object" / "json_schema", or NULL ("text") */
     k3_text schema_json;         /* json_schema: the schema, sorted compact JSON */
     k3_text tools_json;          /* the tools list, sorted compact JSON; absent when none */
+    k3_chat_image *images;       /* [nimages] in order of occurrence (chat/images.h) */
+    size_t nimages, images_cap;
     void **owned;                /* every allocation above except msgs */
     size_t nowned, owned_cap;
 };

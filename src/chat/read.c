@@ -10,6 +10,7 @@
 #include <string.h>
 
 #include "chat/conv.h"
+#include "chat/images.h"
 #include "util/error.h"
 #include "util/file.h"
 #include "util/json.h"
@@ -172,7 +173,9 @@ static int read_message(k3_chat *c, const k3_json *v, size_t index, k3_err *e)
     /* Keys the role does not take are refused first, so every field can be
      * read for every role. */
     if (pick(role, rpath, roles, "a known role (system, user, assistant or tool)", &r, e) ||
-        check_object(v, path, keys[r], e) || opt_text(c, v, "content", path, &m.content, e) ||
+        check_object(v, path, keys[r], e) ||
+        (r <= K3_ROLE_USER ? k3_chat_read_content(c, k3_json_get(v, "content"), path, &m, e)
+                           : opt_text(c, v, "content", path, &m.content, e)) ||
         opt_text(c, v, "name", path, &m.name, e) ||
         opt_text(c, v, "reasoning_content", path, &m.reasoning, e) ||
         opt_text(c, v, "tool_call_id", path, &m.tool_call_id, e) || read_calls(c, v, path, &m, e))

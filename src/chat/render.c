@@ -202,13 +202,43 @@ static int tool_calls(k3_chat_segments *s, const k3_msg *m, size_t index, k3_err
 }
 
 /* A message element around a plain-text body. */
-static int plain_message(k3_chat_segments *s, const k3_xtml_attr *a, size_t na, k3_text body,
-                         k3_err *e)
+/* A content of parts (chat/images.h): each text part as text, each image
+ * part as its markup (docs/VISION.md §4 steps 1 and 4), one structural
+ * segment with the one <|media_pad|> that stands for the image's rows. */
+static int parts_body(k3_chat_segments *s, const k3_chat *c, const k3_msg *m, k3_err *e)
 {
-    if (k3_xtml_open(s, "message", a, na, e) || k3_xtml_text(s, body.s, body.n, e) ||
+    for (size_t i = 0; i < m->nparts && !e->code; i++) {
+        const k3_part *p = &m->parts[i];
+        if (p->image < 0) {
+            k3_xtml_text(s, p->text.s, p->text.n, e);
+            continue;
+        }
+        const k3_chat_image *im = &c->images[p->image];
+        char mk[160];
+        int n = snprintf(mk, sizeof mk, "<|media_begin|>image %dx%d<|media_content|>"
+                                        "<|media_pad|><|media_end|>", im->width, im->height);
+        k3_seg_add(s, mk, (size_t)n, 1, e);
+    }
+    return e->code;
+}
+
+static int plain_message_of(k3_chat_segments *s, const k3_chat *c, const k3_xtml_attr *a,
+                            size_t na, const k3_msg *m, k3_err *e)
+{
+    if (k3_xtml_open(s, "message", a, na, e) ||
+        (m->nparts ? parts_body(s, c, m, e) : k3_xtml_text(s, m->content.s, m->content.n, e)) ||
         k3_xtml_close(s, "message", e))
         return e->code;
     return k3_xtml_end_of_msg(s, e);
+}
+
+static int plain_message(k3_chat_segments *s, const k3_xtml_attr *a, size_t na, k3_text body,
+                         k3_err *e)
+{
+    k3_msg m;
+    memset(&m, 0, sizeof m);
+    m.content = body;
+    return plain_message_of(s, NULL, a, na, &m, e);
 }
 
 static int assistant(k3_chat_segments *s, const k3_chat *c, size_t index, k3_err *e)
@@ -310,7 +340,7 @@ static int messages(k3_chat_segments *s, const k3_chat *c, k3_err *e)
             i = end - 1;
         } else {
             k3_xtml_attr a[2] = { attr("role", roles[m->role]), attr_text("name", m->name) };
-            plain_message(s, a, m->name.n ? 2 : 1, m->content, e);
+            plain_message_of(s, c, a, m->name.n ? 2 : 1, m, e);
         }
     }
     return e->code;

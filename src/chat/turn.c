@@ -71,15 +71,22 @@ int k3_turn_feed(k3_model *m, k3_state *s, k3_state_mark *mark, const uint32_t *
                  int (*cancelled)(void *ctx), void *ctx, size_t *common, size_t *reused,
                  int *was_cancelled, k3_err *e)
 {
-    const uint32_t *have = k3_state_ids(s);
-    size_t pos = (size_t)k3_state_pos(s), same = 0, kept = 0;
-    while (same < pos && same < n && have[same] == ids[same])
-        same++;
+    return k3_turn_feed_embeds(m, s, mark, ids, NULL, n, NULL, 0, cancelled, ctx, common,
+                               reused, was_cancelled, e);
+}
+
+int k3_turn_feed_embeds(k3_model *m, k3_state *s, k3_state_mark *mark, const uint32_t *ids,
+                        const float *const *embeds, size_t n, const k3_image_span *img,
+                        size_t nimg, int (*cancelled)(void *ctx), void *ctx, size_t *common,
+                        size_t *reused, int *was_cancelled, k3_err *e)
+{
+    size_t same = k3_state_common(s, ids, n, img, nimg), kept = 0;
     *common = same;
     *reused = 0;
     *was_cancelled = 0;
     for (size_t to = same + K3_PREFILL_CHUNK;; to += K3_PREFILL_CHUNK) {
-        if (k3_state_sync(m, s, mark, ids, to < n ? to : n, &kept, e))
+        if (k3_state_sync_embeds(m, s, mark, ids, embeds, to < n ? to : n, img, nimg, &kept,
+                                 e))
             return e->code;
         if (to == same + K3_PREFILL_CHUNK)
             *reused = kept;

@@ -126,6 +126,15 @@ int k3_turn_feed(k3_model *m, k3_state *s, k3_state_mark *mark, const uint32_t *
                  size_t n, int (*cancelled)(void *ctx), void *ctx, size_t *common,
                  size_t *reused, int *was_cancelled, k3_err *e);
 
+/* k3_turn_feed for a prompt with images: embeds[i] (may be NULL) replaces
+ * position i's embedding lookup, img[0..nimg) the image spans (k3/k3.h
+ * k3_state_sync_embeds): the reuse stops at the first image the state does
+ * not share (VISION.md §10.5), and *common says so. */
+int k3_turn_feed_embeds(k3_model *m, k3_state *s, k3_state_mark *mark, const uint32_t *ids,
+                        const float *const *embeds, size_t n, const k3_image_span *img,
+                        size_t nimg, int (*cancelled)(void *ctx), void *ctx, size_t *common,
+                        size_t *reused, int *was_cancelled, k3_err *e);
+
 /* A turn in progress, for a driver that runs the loop itself (several
  * sequences per forward call, or verified drafts): k3_turn_begin, then for
  * each generated id k3_turn_step (which routes it and says whether the

@@ -35,13 +35,17 @@
 #include "chat/jtext.h"
 #include "chat/turn.h"
 #include "chat/xtml.h"
+#include "chat/images.h"
+#include "cli/chat_images.h"
 #include "cli/generate.h"
 #include "cli/history.h"
 #include "k3/chat.h"
 #include "tokenizer/utf8.h"
 #include "util/clock.h"
 #include "util/error.h"
+#include "util/file.h"
 #include "util/os.h"
+#include "vision/image.h"
 
 /* Reply length when --gen is not given. */
 #define DEFAULT_REPLY_TOKENS 8192
@@ -75,6 +79,9 @@ typedef struct chat {
     k3_sampler smp;
     k3_drafter drafter;    /* --spec: the context-lookup drafter */
     k3_history hist;
+    k3_chat_rows rows;     /* the conversation's images as prompt rows */
+    size_t pending[K3_CHAT_MAX_IMAGES]; /* --image: images of the first message */
+    size_t npending;
     int thinking, dim;
     FILE *report;          /* --out: the turns as JSON (NULL: none) */
     int nreported;         /* turns written to it */
@@ -185,23 +192,32 @@ static int sync_context(chat *c, const char *what, int gen_prompt, int *thinking
     free(c->prompt);
     c->prompt = NULL;
     k3_chat_set_generation_prompt(c->conv, gen_prompt);
-    if (k3_turn_chat_prompt(c->conv, c->tok, &c->prompt, &n, thinking, e))
+    if (k3_turn_chat_prompt(c->conv, c->tok, &c->prompt, &n, thinking, e) ||
+        k3_chat_rows_prompt(&c->rows, o, c->tok, c->conv, &c->prompt, &n, e))
         return e->code;
     c->nprompt = n;
     if ((long long)n > (long long)o->memory.max_context)
         return k3_fail(e, K3_EINPUT,
                        "%s: the conversation is %zu tokens, more than --max-context %ld", what,
                        n, o->memory.max_context);
-    size_t had = (size_t)k3_state_pos(c->st);
+    size_t had = (size_t)k3_state_pos(c->st), same_ids = 0;
     if (o->conv.no_reuse)
         k3_state_reset(c->st);
+    /* The ids alone: where the reuse stops before this, an image differs. */
+    const uint32_t *have = k3_state_ids(c->st);
+    while (same_ids < had && same_ids < n && have[same_ids] == c->prompt[same_ids])
+        same_ids++;
     int stopped = 0;
-    if (k3_turn_feed(c->m, c->st, c->mark, c->prompt, n, cancelled ? feed_cancelled : NULL,
-                     NULL, &common, &c->reused, &stopped, e))
+    if (k3_turn_feed_embeds(c->m, c->st, c->mark, c->prompt, c->rows.embeds, n,
+                            c->rows.span, c->rows.nspan, cancelled ? feed_cancelled : NULL,
+                            NULL, &common, &c->reused, &stopped, e))
         return e->code;
     if (cancelled)
         *cancelled = stopped;
-    if (common < had && !o->conv.no_reuse && !o->quiet)
+    if (common < same_ids && !o->conv.no_reuse && !o->quiet)
+        fprintf(stderr, "%s: an image differs from the one the state holds at token %zu, so "
+                        "the context is recomputed from token %zu\n", what, common, c->reused);
+    else if (common < had && !o->conv.no_reuse && !o->quiet)
         fprintf(stderr, "%s: the last reply re-encodes to other tokens than the model wrote "
                         "(from token %zu of %zu), so the context is recomputed from token %zu\n",
                 what, common, had, c->reused);
@@ -291,9 +307,16 @@ static int reply(chat *c, const char *what, int thinking, int fed, const char *l
                               thought.len, e))
         goto done;
     if (o->conv.history) {
+        const k3_chat_image *imgs[K3_CHAT_MAX_IMAGES];
+        size_t ni = 0;
+        const k3_msg *um = c->conv->n >= 2 ? &c->conv->msgs[c->conv->n - 2] : NULL;
+        for (size_t i = 0; um && um->role == K3_ROLE_USER && i < um->nparts; i++)
+            if (um->parts[i].image >= 0)
+                imgs[ni++] = &c->conv->images[um->parts[i].image];
         k3_history_msg msgs[2] = {
-            { "user", line, len, NULL, 0 },
-            { "assistant", text.data, text.len, c->thinking ? thought.data : NULL, thought.len },
+            { "user", line, len, NULL, 0, imgs, ni },
+            { "assistant", text.data, text.len, c->thinking ? thought.data : NULL, thought.len,
+              NULL, 0 },
         };
         k3_history_add(&c->hist, msgs, 2, e);
     }
@@ -318,10 +341,32 @@ static int turn(chat *c, int number, const char *line, size_t len, k3_err *e)
     }
     int thinking, cancelled;
     c->t_start = k3_seconds();
-    if (k3_chat_add_message(c->conv, "user", line, len, e) ||
+    /* --image: the first message carries the images, before its text. */
+    if ((c->npending ? k3_chat_add_user_parts(c->conv, c->pending, c->npending, line, len, e)
+                     : k3_chat_add_message(c->conv, "user", line, len, e)) ||
         sync_context(c, what, 1, &thinking, &cancelled, e))
         return e->code;
+    c->npending = 0;
     return reply(c, what, thinking, !cancelled, line, len, e);
+}
+
+/* --image FILE...: each file's bytes become an image of the conversation
+ * (decoded once to check it), attached to the first message typed. */
+static int pending_images(chat *c, k3_err *e)
+{
+    for (size_t i = 0; i < c->o->nimage; i++) {
+        size_t len = 0;
+        char *data = k3_read_small_file(e, c->o->image[i], K3_IMAGE_MAX_FILE, &len);
+        if (!data)
+            return e->code;
+        k3_chat_add_image(c->conv, (const unsigned char *)data, len, c->o->image[i],
+                          &c->pending[c->npending], e);
+        free(data);
+        if (e->code)
+            return e->code;
+        c->npending++;
+    }
+    return K3_OK;
 }
 
 /* A fresh conversation with the chat's settings: thinking, effort and the
@@ -331,6 +376,8 @@ static int new_conversation(chat *c, k3_err *e)
     const k3_options *o = c->o;
     k3_chat_free(c->conv);
     c->conv = NULL;
+    k3_chat_rows_reset(&c->rows); /* its images went with it */
+    c->npending = 0;
     if (k3_chat_new(&c->conv, e) ||
         k3_chat_set_thinking(c->conv, c->thinking,
                              c->thinking ? (o->conv.effort ? o->conv.effort : "max") : NULL, e))
@@ -449,6 +496,7 @@ int k3_run_chat(k3_model *m, const k3_options *o, const k3_tokenizer *tok, k3_ou
         }
     if (new_conversation(&c, e) ||
         (o->conv.history && k3_history_open(&c.hist, o->conv.history, c.conv, e)) ||
+        pending_images(&c, e) ||
         k3_state_new(&c.st, m, e) || (o->load_state && k3_state_load(c.st, o->load_state, e)) ||
         k3_cli_sampler(&c.smp, o, k3_model_vocab(m), e))
         goto done;
@@ -470,6 +518,7 @@ done:
     if (have_sampler)
         k3_sampler_free(&c.smp);
     k3_history_free(&c.hist);
+    k3_chat_rows_reset(&c.rows);
     k3_drafter_free(&c.drafter);
     k3_state_mark_free(c.mark);
     k3_state_free(c.st);

@@ -7,6 +7,7 @@
 #include <string.h>
 #include <sys/stat.h>
 
+#include "chat/images.h"
 #include "util/atomic_file.h"
 #include "util/error.h"
 #include "util/file.h"
@@ -55,11 +56,33 @@ static int read_line(const char *path, size_t line, const char *text, size_t len
             goto done;
         }
     }
+    const k3_json *parts = k3_json_get(o, "content");
+    if (parts && parts->type != K3J_ARRAY)
+        parts = NULL;
     if (member(o, "role", 0, &role, path, line, e) ||
-        member(o, "content", 0, &content, path, line, e) ||
+        (!parts && member(o, "content", 0, &content, path, line, e)) ||
         member(o, "reasoning_content", 1, &reasoning, path, line, e))
         goto done;
-    if (!role || !content) {
+    if (role && parts) {
+        /* Content parts (chat/images.h): a system or user message with images. */
+        char where[64];
+        k3_msg m;
+        k3_msg *slot;
+        memset(&m, 0, sizeof m);
+        snprintf(where, sizeof where, "%s:%zu", path, line);
+        if (strcmp(role->str, "system") && strcmp(role->str, "user"))
+            k3_fail(e, K3_EINPUT, "%s:%zu: only a system or user message has content parts",
+                    path, line);
+        else if (reasoning)
+            k3_fail(e, K3_EINPUT, "%s:%zu: only an assistant message has reasoning_content",
+                    path, line);
+        else if (k3_chat_read_content(c, parts, where, &m, e) == K3_OK &&
+                 k3_chat_push(c, strcmp(role->str, "user") ? K3_ROLE_SYSTEM : K3_ROLE_USER,
+                              &slot, e) == K3_OK) {
+            m.role = slot->role;
+            *slot = m;
+        }
+    } else if (!role || !content) {
         k3_fail(e, K3_EINPUT, "%s:%zu: \"%s\" is missing", path, line, role ? "content" : "role");
     } else if (!strcmp(role->str, "assistant")) {
         k3_chat_add_assistant(c, content->str, content->len, reasoning ? reasoning->str : NULL,
@@ -114,6 +137,26 @@ static int put_string(k3_buf *b, const char *s, size_t n, k3_err *e)
     return k3_json_write(b, &v, 0, e);
 }
 
+/* A message's content: a string, or with images the parts (images first,
+ * as data URLs, then the text), which read_line reads back. */
+static int put_content(k3_buf *b, const k3_history_msg *m, k3_err *e)
+{
+    if (!m->nimages)
+        return put_string(b, m->content, m->content_len, e);
+    if (k3_buf_puts(b, "[", e))
+        return e->code;
+    for (size_t i = 0; i < m->nimages; i++)
+        if (k3_buf_puts(b, i ? ", {\"type\": \"image_url\", \"image_url\": {\"url\": \""
+                             : "{\"type\": \"image_url\", \"image_url\": {\"url\": \"", e) ||
+            k3_chat_put_data_url(b, m->images[i], e) || k3_buf_puts(b, "\"}}", e))
+            return e->code;
+    if (m->content_len && (k3_buf_puts(b, ", {\"type\": \"text\", \"text\": ", e) ||
+                           put_string(b, m->content, m->content_len, e) ||
+                           k3_buf_puts(b, "}", e)))
+        return e->code;
+    return k3_buf_puts(b, "]", e);
+}
+
 int k3_history_add(k3_history *h, const k3_history_msg *msgs, size_t n, k3_err *e)
 {
     size_t old = h->text.len;
@@ -123,8 +166,7 @@ int k3_history_add(k3_history *h, const k3_history_msg *msgs, size_t n, k3_err *
         const k3_history_msg *m = &msgs[i];
         if (k3_buf_puts(&h->text, "{\"role\": ", e) ||
             put_string(&h->text, m->role, strlen(m->role), e) ||
-            k3_buf_puts(&h->text, ", \"content\": ", e) ||
-            put_string(&h->text, m->content, m->content_len, e) ||
+            k3_buf_puts(&h->text, ", \"content\": ", e) || put_content(&h->text, m, e) ||
             k3_buf_puts(&h->text, ", \"reasoning_content\": ", e) ||
             (m->reasoning ? put_string(&h->text, m->reasoning, m->reasoning_len, e)
                           : k3_buf_puts(&h->text, "null", e)) ||

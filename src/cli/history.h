@@ -3,6 +3,9 @@
  * One JSON object per line, one message each:
  *   {"role": "system" | "user" | "assistant", "content": STRING,
  *    "reasoning_content": STRING or null}
+ * where a system or user message's content may also be a list of OpenAI
+ * content parts, text and image_url with a data URL (chat/images.h):
+ * what an --image turn of the chat writes, so it reloads exactly.
  * (reasoning_content only for the assistant; it may be omitted). Empty
  * lines are skipped. Reading is strict - an unknown key or role, a
  * missing content, a value of the wrong type or a line that is not JSON
@@ -22,6 +25,7 @@
 
 #include <stddef.h>
 
+#include "chat/conv.h"
 #include "k3/chat.h"
 #include "util/json_write.h"
 
@@ -40,6 +44,9 @@ typedef struct k3_history_msg {
     size_t content_len;
     const char *reasoning;
     size_t reasoning_len;
+    const k3_chat_image *const *images; /* [nimages]: written as content parts before
+                                         * the text (data URLs), read back the same */
+    size_t nimages;
 } k3_history_msg;
 
 /* Adds msgs[0..n) as lines and rewrites the file. */

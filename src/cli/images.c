@@ -67,57 +67,76 @@ static int markup_ids(const k3_tokenizer *tok, const k3_vplan *pl, int64_t media
 
 /* The vision plan: what encoding the images holds (the tower, its work,
  * the patches and the rows), printed unless --quiet and refused (K3_EBUDGET)
- * when it exceeds what the machine allows, as the text plan is. */
-static int vision_plan(const k3_options *o, const k3_cli_images *im, size_t npatch, size_t T,
-                       k3_err *e)
+ * when it exceeds what the machine allows, as the text plan is, or the
+ * total budget the run was given (--budget-gb or --preset): the encoding
+ * must fit in the run's budget too. */
+static int vision_plan(const k3_options *o, const k3_cli_images *im, size_t ni, size_t npatch,
+                       size_t P3, size_t T, k3_err *e)
 {
     const double gib = 1073741824.0;
-    uint64_t patches = (uint64_t)npatch * 4 * 3, rows = (uint64_t)im->nrows * T * 4;
+    uint64_t patches = (uint64_t)npatch * P3 * 4, rows = (uint64_t)im->nrows * T * 4;
     uint64_t total = im->tower_bytes + im->work_bytes + patches + rows;
     uint64_t avail = 0, cg = 0, room = k3_mem_available(&avail, &cg);
+    k3_model_opts mo;
+    if (k3_options_model(&o->memory, &mo, e))
+        return e->code;
     if (!o->quiet) {
-        fprintf(stderr, "vision plan (GB = 2^30 bytes), while the images are encoded, before "
-                "the text model opens:\n");
+        fprintf(stderr, "vision plan (GB = 2^30 bytes), while the images are encoded (the "
+                "tower is freed after):\n");
         fprintf(stderr, "  vision tower     %9.3f GB  resident, BF16 as stored\n",
                 im->tower_bytes / gib);
         fprintf(stderr, "  encoder work     %9.3f GB  %zu images, %zu patches\n",
-                (im->work_bytes + patches) / gib, o->nimage, npatch);
+                (im->work_bytes + patches) / gib, ni, npatch);
         fprintf(stderr, "  image rows       %9.3f GB  %zu rows, kept for the prompt\n",
                 rows / gib, im->nrows);
         fprintf(stderr, "  total            %9.3f GB\n", total / gib);
     }
-    if (room && total > room && !o->memory.no_mem_check)
+    if (o->memory.no_mem_check)
+        return K3_OK;
+    if (mo.budget_gb >= 0 && total > mo.budget_gb * gib)
+        return k3_fail(e, K3_EBUDGET, "encoding the images needs %.3f GB, more than the run's "
+                       "%.3f GB budget (--budget-gb or --preset); --no-mem-check tries anyway",
+                       total / gib, mo.budget_gb);
+    if (room && total > room)
         return k3_fail(e, K3_EBUDGET, "encoding the images needs %.3f GB, this machine allows "
                        "%.3f GB; --no-mem-check tries anyway", total / gib, room / gib);
     return K3_OK;
 }
 
-int k3_cli_images_prompt(const k3_options *o, const k3_tokenizer *tok, const char *text,
-                         size_t len, uint32_t **ids, size_t *n, k3_cli_images *im, k3_err *e)
+/* Where the images come from: files (paths) or bytes in memory. */
+typedef struct sources {
+    const char *const *path;           /* [n] or NULL */
+    const unsigned char *const *data;  /* [n] with len, when path is NULL */
+    const size_t *len;
+    const char *const *what;
+    size_t n;
+} sources;
+
+/* Decodes, processes and encodes every image of src in one call of the
+ * tower: plans[i], im->rows, im->nrows, the byte counts; the vision plan
+ * printed and checked first. */
+static int encode(const k3_options *o, const sources *src, const k3_vcfg *cfg, k3_vplan *plans,
+                  k3_cli_images *im, k3_err *e)
 {
-    memset(im, 0, sizeof *im);
-    *ids = NULL;
-    *n = 0;
-    size_t ni = o->nimage, npatch = 0, cap = 0;
+    size_t ni = src->n, npatch = 0;
     k3_vision *v = NULL;
     k3_vitem items[K3_MAX_IMAGES];
-    k3_vplan plans[K3_MAX_IMAGES];
     float *patches = NULL;
-    uint32_t *out = NULL;
-    k3_vcfg cfg;
-    int rc = k3_vision_config(o->model_dir, &cfg, e);
-    if (rc)
-        goto done;
-    size_t P3 = (size_t)3 * cfg.p * cfg.p, T = (size_t)cfg.T;
+    int rc = K3_OK;
+    if (ni > K3_MAX_IMAGES)
+        return k3_fail(e, K3_EINPUT, "%zu images: at most %d", ni, K3_MAX_IMAGES);
+    size_t P3 = (size_t)3 * cfg->p * cfg->p, T = (size_t)cfg->T;
     for (size_t i = 0; i < ni; i++) {
         k3_image img;
         float *pt = NULL;
-        if ((rc = k3_image_load(o->image[i], &img, e)))
+        const char *what = src->path ? src->path[i] : src->what[i];
+        if ((rc = src->path ? k3_image_load(src->path[i], &img, e)
+                            : k3_image_decode(src->data[i], src->len[i], what, &img, e)))
             goto done;
-        rc = k3_vision_preprocess(&img, cfg.p, &pt, &plans[i], e);
+        rc = k3_vision_preprocess(&img, cfg->p, &pt, &plans[i], e);
         k3_image_free(&img);
         if (rc) {
-            k3_fail(e, rc, "%s: the image processor failed", o->image[i]);
+            k3_fail(e, rc, "%s: the image processor failed", what);
             goto done;
         }
         items[i].t = 1;
@@ -136,21 +155,57 @@ int k3_cli_images_prompt(const k3_options *o, const k3_tokenizer *tok, const cha
         npatch += np;
         im->nrows += (size_t)plans[i].rows;
     }
-    im->tower_bytes = k3_vision_tensor_bytes(&cfg);
-    im->work_bytes = k3_vision_work_bytes(&cfg, items, ni);
-    if ((rc = vision_plan(o, im, npatch, T, e)))
+    im->row_bytes = T * sizeof(float);
+    im->tower_bytes = k3_vision_tensor_bytes(cfg);
+    im->work_bytes = k3_vision_work_bytes(cfg, items, ni);
+    if ((rc = vision_plan(o, im, ni, npatch, P3, T, e)))
         goto done;
-    if (!(im->rows = malloc(sizeof *im->rows * im->nrows * T))) {
+    if (!(im->rows = malloc(sizeof *im->rows * (im->nrows ? im->nrows : 1) * T))) {
         rc = k3_fail(e, K3_ERUNTIME, "out of memory for %zu image rows", im->nrows);
         goto done;
     }
     if ((rc = k3_vision_open(&v, o->model_dir, e)) ||
         (rc = k3_vision_encode(v, items, ni, patches, im->rows, e)))
         goto done;
-    free(patches);
-    patches = NULL;
+done:
     k3_vision_close(v); /* the tower is not needed by the text model */
-    v = NULL;
+    free(patches);
+    return rc ? (e->code ? e->code : rc) : K3_OK;
+}
+
+int k3_cli_images_encode(const k3_options *o, const unsigned char *const *data,
+                         const size_t *len, const char *const *what, size_t ni, int64_t *nrows,
+                         size_t *T, k3_cli_images *im, k3_err *e)
+{
+    memset(im, 0, sizeof *im);
+    k3_vcfg cfg;
+    k3_vplan plans[K3_MAX_IMAGES];
+    sources src = { NULL, data, len, what, ni };
+    if (k3_vision_config(o->model_dir, &cfg, e) || encode(o, &src, &cfg, plans, im, e)) {
+        k3_cli_images_free(im);
+        return e->code;
+    }
+    for (size_t i = 0; i < ni; i++)
+        nrows[i] = plans[i].rows;
+    *T = (size_t)cfg.T;
+    return K3_OK;
+}
+
+int k3_cli_images_prompt(const k3_options *o, const k3_tokenizer *tok, const char *text,
+                         size_t len, uint32_t **ids, size_t *n, k3_cli_images *im, k3_err *e)
+{
+    memset(im, 0, sizeof *im);
+    *ids = NULL;
+    *n = 0;
+    size_t ni = o->nimage, cap = 0;
+    k3_vplan plans[K3_MAX_IMAGES];
+    uint32_t *out = NULL;
+    k3_vcfg cfg;
+    sources src = { o->image, NULL, NULL, NULL, ni };
+    int rc = k3_vision_config(o->model_dir, &cfg, e);
+    if (rc || (rc = encode(o, &src, &cfg, plans, im, e)))
+        goto done;
+    size_t T = (size_t)cfg.T;
     /* The prompt: each image's markup with its pad expanded, then the text. */
     size_t *pad_pos = malloc(sizeof *pad_pos * (ni ? ni : 1));
     if (!pad_pos) {
@@ -182,8 +237,6 @@ int k3_cli_images_prompt(const k3_options *o, const k3_tokenizer *tok, const cha
             im->embeds[pad_pos[i] + (size_t)r] = im->rows + row * T;
     free(pad_pos);
 done:
-    k3_vision_close(v);
-    free(patches);
     if (rc) {
         free(out);
         *n = 0;

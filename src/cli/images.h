@@ -19,6 +19,7 @@ typedef struct k3_cli_images {
     float *rows;                /* [nrows][T]: the images' projected rows, in order */
     const float **embeds;       /* [the prompt's ids]: a row of `rows`, or NULL */
     size_t nrows;
+    size_t row_bytes;           /* one row: T floats */
     uint64_t tower_bytes;       /* the vision tensors held while encoding */
     uint64_t work_bytes;        /* the encoder's working memory for these images */
 } k3_cli_images;
@@ -28,6 +29,13 @@ typedef struct k3_cli_images {
  * image or a checkpoint without a vision tower, naming it. */
 int k3_cli_images_prompt(const k3_options *o, const k3_tokenizer *tok, const char *text,
                          size_t len, uint32_t **ids, size_t *n, k3_cli_images *im, k3_err *e);
+/* Encodes ni images given as file bytes (data[i][0..len[i]), named what[i]
+ * in messages), in one call of the tower, opened and closed again: im->rows
+ * gets their rows in order ([sum nrows][*T]), nrows[i] image i's row count.
+ * The vision plan is printed and checked (K3_EBUDGET) as for --prompt. */
+int k3_cli_images_encode(const k3_options *o, const unsigned char *const *data,
+                         const size_t *len, const char *const *what, size_t ni, int64_t *nrows,
+                         size_t *T, k3_cli_images *im, k3_err *e);
 void k3_cli_images_free(k3_cli_images *im);
 
 #endif

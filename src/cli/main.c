@@ -139,11 +139,13 @@ static int has_tokenizer(const k3_options *o)
 
 /* Opens the model for a run of prompt_len tokens, checks the tokenizer
  * (may be NULL) fits it, prints the plan and sets up the cache trace. */
-static int open_model(const k3_options *o, size_t prompt_len, const k3_tokenizer *tok,
-                      k3_model **m, FILE *trace, k3_err *e)
+static int open_model(const k3_options *o, size_t prompt_len, uint64_t held,
+                      const k3_tokenizer *tok, k3_model **m, FILE *trace, k3_err *e)
 {
     k3_model_opts mo;
-    if (model_options(o, prompt_len, &mo, e) != K3_OK ||
+    if (model_options(o, prompt_len, &mo, e) == K3_OK)
+        mo.held_bytes = held; /* the images' rows (cli/images.h), kept through the prefill */
+    if (e->code ||
         k3_model_open(m, o->model_dir, &mo, e) != K3_OK)
         return e->code;
     if (tok && k3_tok_vocab_size(tok) > k3_model_vocab(*m))
@@ -168,7 +170,7 @@ static int batch_open(const k3_options *o, size_t longest, const k3_tokenizer *t
 {
     k3_options b = *o;
     b.gen = 0; /* longest counts each line's gen */
-    return open_model(&b, longest, tok, m, trace, e);
+    return open_model(&b, longest, 0, tok, m, trace, e);
 }
 
 static int chat(const k3_options *o, k3_err *e)
@@ -179,7 +181,7 @@ static int chat(const k3_options *o, k3_err *e)
     if (k3_outputs_open(&out, &o->output, o->save_state, o->conv.history, e) != K3_OK)
         return e->code;
     if (k3_tok_load(&tok, o->tok_dir ? o->tok_dir : o->model_dir, e) == K3_OK &&
-        open_model(o, 0, tok, &m, out.trace.f, e) == K3_OK)
+        open_model(o, 0, 0, tok, &m, out.trace.f, e) == K3_OK)
         k3_run_chat(m, o, tok, &out, e);
     k3_model_close(m);
     k3_tok_free(tok);
@@ -236,7 +238,8 @@ static int generate(const k3_options *o, k3_err *e)
         goto done;
     }
     if (k3_cli_check_context(o, 0, n, e) != K3_OK ||
-        open_model(o, n, tok, &m, out.trace.f, e) != K3_OK)
+        open_model(o, n, (uint64_t)imgs.nrows * imgs.row_bytes, tok, &m, out.trace.f, e) !=
+            K3_OK)
         goto done;
     for (size_t i = 0; i < n; i++)
         if (ids[i] >= k3_model_vocab(m)) {

@@ -58,8 +58,9 @@ static const k3_opt main_table[] = {
     K3_OPT_STR_("--ids", "LIST", O, ids_csv, "prompt token ids, comma-separated (output: ids)"),
     { .kind = K3_OPT_STRS, .name = "--image", .metavar = "FILE", .off = offsetof(O, image),
       .off2 = offsetof(O, nimage), .max = K3_MAX_IMAGES,
-      .help = "a PNG or JPEG image before the --prompt text, encoded by\n"
-              "the checkpoint's vision tower; repeatable (up to 16)" },
+      .help = "a PNG or JPEG image before the --prompt text (with --chat:\n"
+              "in the first message), encoded by the checkpoint's vision\n"
+              "tower; repeatable (up to 16)" },
     K3_OPT_STR_("--batch-file", "F", O, batch_file,
                 "run every prompt of the JSONL file F together, one line\n"
                 "{\"prompt\": TEXT} or {\"ids\": [...]} each (optional \"gen\",\n"
@@ -229,12 +230,14 @@ static int check_combinations(const k3_options *o, k3_err *e)
                                      "or --prompt-file");
     if (o->spec > 0 && o->recompute)
         return k3_fail(e, K3_EINPUT, "--spec and --recompute do not go together");
-    /* cli/images.h: the images' rows enter one --prompt run's prefill. */
-    if (o->nimage && (o->ids_csv || o->chat || o->batch_file || o->tf_check || o->recompute))
-        return k3_fail(e, K3_EINPUT, "--image does not go with --ids, --chat, --batch-file, "
+    /* cli/images.h: the images' rows enter one --prompt run's prefill, or the
+     * first message of a --chat (cli/chat_images.h). */
+    if (o->nimage && (o->ids_csv || o->batch_file || o->tf_check || o->recompute))
+        return k3_fail(e, K3_EINPUT, "--image does not go with --ids, --batch-file, "
                        "--tf-check or --recompute (not supported yet)");
-    if (o->nimage && !(o->prompt || o->prompt_file))
-        return k3_fail(e, K3_EINPUT, "--image goes with --prompt TEXT or --prompt-file FILE");
+    if (o->nimage && !(o->prompt || o->prompt_file || o->chat))
+        return k3_fail(e, K3_EINPUT, "--image goes with --prompt TEXT, --prompt-file FILE or "
+                       "--chat");
     if (o->batch_file && (o->prompt || o->prompt_file || o->ids_csv || o->chat ||
                           o->load_state || o->save_state || o->spec > 0 || o->recompute ||
                           o->tf_check || o->output.dump_logits ||

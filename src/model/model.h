@@ -90,7 +90,14 @@ struct k3_state {
     struct k3_spec_journal *spec; /* a speculative step's journal (state.c), or NULL */
     int route_k;      /* routed experts per token in this state's forwards: 0 = the
                        * config's (exact); fewer = a self-drafter's approximation */
+    k3_image_span *img; /* [nimg] the image spans of ids, ascending start; only those
+                         * with start < pos count (kept lazily: a reset or rewind
+                         * just lowers pos), see k3_state_images */
+    size_t nimg, img_cap;
 };
+
+/* Replaces s's image spans by img[0..n) (K3_ERUNTIME out of memory). */
+int k3_state_set_images(k3_state *s, const k3_image_span *img, size_t n, k3_err *e);
 
 /* A speculative step (verifying drafts, include/k3/k3.h k3_state_spec_*):
  * the KDA states at its start and, per KDA layer and token fed since, the

@@ -278,13 +278,14 @@ static int plan_layout(k3_plan *p, const k3_config *c, const k3_weights *w,
     /* Every sequence run together has its own state (a --batch-file line,
      * a server slot): the KDA state and the MLA cache count once per state
      * (a speculative step's copy, above, is of one). */
+    p->held = o->held_bytes;
     p->sequences = o->sequences > 0 ? o->sequences : 1;
     p->sequence_bytes = k3_sat_add(p->kda_state, p->kv_cache);
     p->kda_state = k3_sat_mul(p->kda_state, (uint64_t)p->sequences);
     p->kv_cache = k3_sat_mul(p->kv_cache, (uint64_t)p->sequences);
     const uint64_t parts[] = { p->pinned_trunk, p->ring, p->lm_head, p->embed, p->small,
                                p->expert_cache, p->kda_state, p->kv_cache, p->scratch, p->spec,
-                               p->draft };
+                               p->draft, p->held };
     p->total = 0;
     for (size_t i = 0; i < sizeof parts / sizeof *parts; i++)
         p->total = k3_sat_add(p->total, parts[i]);
@@ -366,6 +367,8 @@ void k3_plan_print(const k3_plan *p, FILE *f)
                 p->draft / GIB);
     fprintf(f, "  scratch          %9.3f GB  %d tokens a call, %d threads\n", p->scratch / GIB,
             p->max_batch, p->threads);
+    if (p->held)
+        fprintf(f, "  image rows       %9.3f GB  held for the prompt\n", p->held / GIB);
     double machine = (p->cgroup_limit && p->cgroup_limit < p->mem_available ? p->cgroup_limit
                                                                               : p->mem_available) /
                      GIB;

@@ -38,6 +38,7 @@ typedef struct k3_plan {
     /* bytes */
     uint64_t pinned_trunk, ring, embed, lm_head, small, expert_slot_bytes, expert_cache;
     uint64_t kda_state, kv_cache, scratch, total;
+    uint64_t held;              /* the caller's (k3_model_opts.held_bytes) */
     uint64_t spec;              /* a speculative step: KDA copy + journal + logits rows */
     int spec_drafts;            /* the drafts it is planned for (0: none) */
     uint64_t draft;             /* the self drafter's state + cache + journal (0: none) */

@@ -208,6 +208,7 @@ void k3_state_free(k3_state *s)
     free(s->S);
     free(s->kv);
     free(s->ids);
+    free(s->img);
     free(s->last);
     free(s);
 }

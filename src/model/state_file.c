@@ -1,7 +1,8 @@
 /* state_file.c - k3_state_save / k3_state_load (see k3/k3.h).
  *
- * Layout, version 1. Header integers are little-endian; arrays are in the
- * machine's byte order (little-endian on every supported target):
+ * Layout, version 2 (version 1: no image count, no spans). Header integers
+ * are little-endian; arrays are in the machine's byte order (little-endian
+ * on every supported target):
  *
  *   "k3-state"                    8 bytes
  *   u32 version, u32 layers       layers = bound layers (--layers may bind fewer)
@@ -10,7 +11,11 @@
  *   u64 vocab, conv floats, recurrent floats, KV row floats
  *   u8  layer kind [layers]       0 KDA, 1 MLA
  *   i64 pos
+ *   u64 nimg                      image spans, 0 .. pos (version 2)
  *   u32 ids [pos]
+ *   per span: i64 start, i64 n, u64 hash   ascending, disjoint, within [0, pos)
+ *                                 (version 2; k3_image_span: which images the
+ *                                 state holds, so reuse can compare them)
  *   f32 last logits [vocab]
  *   per layer: KDA conv [conv floats] + recurrent [recurrent floats];
  *              MLA cache rows [pos][KV row floats]
@@ -32,7 +37,7 @@
 #include "util/xxh64.h"
 
 #define MAGIC "k3-state"
-#define VERSION 1u
+#define VERSION 2u
 #define FINGERPRINT_BYTES 4096u
 
 /* What must match between a file and the model loading it. */
@@ -109,15 +114,18 @@ static int model_identity(const k3_model *m, identity *id, k3_err *e)
 }
 
 /* Bytes after the header's pos field, checksum included. */
-static uint64_t body_bytes(const identity *id, uint64_t pos)
+static uint64_t body_bytes(const identity *id, uint64_t pos, uint64_t nimg)
 {
-    uint64_t n = pos * 4 + id->vocab * 4 + 8;
+    uint64_t n = pos * 4 + nimg * 24 + id->vocab * 4 + 8;
     for (uint32_t i = 0; i < id->layers; i++)
         n += (id->kinds[i] == K3_LAYER_KDA ? id->conv + id->rec : pos * id->kvw) * 4;
     return n;
 }
 
-static uint64_t header_bytes(uint32_t layers) { return 8 + 4 + 4 + 8 * 6 + layers + 8; }
+static uint64_t header_bytes(uint32_t layers, uint64_t version)
+{
+    return 8 + 4 + 4 + 8 * 6 + layers + 8 + (version >= 2 ? 8 : 0);
+}
 
 /* ---- writing ---- */
 
@@ -152,8 +160,17 @@ static void write_state(writer *w, const k3_state *s, const identity *id)
     put_u(w, id->rec, 8);
     put_u(w, id->kvw, 8);
     put(w, id->kinds, id->layers);
+    const k3_image_span *img;
+    size_t nimg = k3_state_images(s, &img);
     put_u(w, (uint64_t)s->pos, 8);
+    put_u(w, nimg, 8);
     put(w, s->ids, (size_t)s->pos * sizeof *s->ids);
+    for (size_t i = 0; i < nimg; i++) {
+        int64_t n = img[i].start + img[i].n > s->pos ? s->pos - img[i].start : img[i].n;
+        put_u(w, (uint64_t)img[i].start, 8);
+        put_u(w, (uint64_t)n, 8);
+        put_u(w, img[i].hash, 8);
+    }
     put(w, s->last, (size_t)id->vocab * sizeof *s->last);
     for (uint32_t i = 0; i < id->layers; i++) {
         if (id->kinds[i] == K3_LAYER_KDA) {
@@ -208,7 +225,7 @@ static int get_u(reader *r, int bytes, uint64_t *v, k3_err *e)
 }
 
 /* Reads and checks the header up to and including the layer map. */
-static int read_identity(reader *r, const identity *want, k3_err *e)
+static int read_identity(reader *r, const identity *want, uint64_t *ver, k3_err *e)
 {
     char magic[8];
     uint64_t version = 0, layers = 0, v[6] = { 0 };
@@ -222,7 +239,8 @@ static int read_identity(reader *r, const identity *want, k3_err *e)
         return k3_fail(e, K3_EINPUT, "%s: state format version %llu is newer than this k3 reads "
                                      "(%u): upgrade k3", r->path, (unsigned long long)version,
                        VERSION);
-    if (version != VERSION)
+    *ver = version;
+    if (version != VERSION && version != 1)
         return k3_fail(e, K3_EINPUT, "%s: unknown state format version %llu", r->path,
                        (unsigned long long)version);
     for (int i = 0; i < 6; i++)
@@ -249,10 +267,37 @@ static int read_identity(reader *r, const identity *want, k3_err *e)
     return K3_OK;
 }
 
-static int read_body(reader *r, k3_state *s, const identity *id, uint64_t pos, k3_err *e)
+/* The image spans: ascending, disjoint, each within [0, pos). */
+static int read_spans(reader *r, k3_state *s, uint64_t pos, uint64_t nimg, k3_err *e)
+{
+    k3_image_span *img = nimg ? k3_malloc(e, (size_t)nimg * sizeof *img, "image spans") : NULL;
+    if (nimg && !img)
+        return e->code;
+    uint64_t end = 0;
+    for (uint64_t i = 0; i < nimg && !e->code; i++) {
+        uint64_t st = 0, n = 0, h = 0;
+        if (get_u(r, 8, &st, e) || get_u(r, 8, &n, e) || get_u(r, 8, &h, e))
+            break;
+        if (st < end || n == 0 || st >= pos || n > pos - st)
+            k3_fail(e, K3_EINPUT, "%s: corrupted image span %llu (positions %llu + %llu of "
+                                  "%llu)", r->path, (unsigned long long)i,
+                    (unsigned long long)st, (unsigned long long)n, (unsigned long long)pos);
+        img[i].start = (int64_t)st;
+        img[i].n = (int64_t)n;
+        img[i].hash = h;
+        end = st + n;
+    }
+    if (!e->code)
+        k3_state_set_images(s, img, (size_t)nimg, e);
+    free(img);
+    return e->code;
+}
+
+static int read_body(reader *r, k3_state *s, const identity *id, uint64_t pos, uint64_t nimg,
+                     k3_err *e)
 {
     if (k3_state_reserve(s, (int64_t)pos, e) != K3_OK ||
-        get(r, s->ids, (size_t)pos * sizeof *s->ids, e) ||
+        get(r, s->ids, (size_t)pos * sizeof *s->ids, e) || read_spans(r, s, pos, nimg, e) ||
         get(r, s->last, (size_t)id->vocab * sizeof *s->last, e))
         return e->code;
     for (uint32_t i = 0; i < id->layers && !e->code; i++) {
@@ -273,21 +318,21 @@ static int read_body(reader *r, k3_state *s, const identity *id, uint64_t pos, k
 static int read_state(reader *r, k3_state *s, k3_err *e)
 {
     identity id;
-    uint64_t pos = 0, sum = 0;
+    uint64_t pos = 0, sum = 0, version = 0, nimg = 0;
     struct stat st;
-    if (model_identity(s->m, &id, e) != K3_OK || read_identity(r, &id, e) != K3_OK ||
-        get_u(r, 8, &pos, e) != K3_OK)
+    if (model_identity(s->m, &id, e) != K3_OK || read_identity(r, &id, &version, e) != K3_OK ||
+        get_u(r, 8, &pos, e) != K3_OK || (version >= 2 && get_u(r, 8, &nimg, e) != K3_OK))
         return e->code;
-    if (pos > INT32_MAX)
-        return k3_fail(e, K3_EINPUT, "%s: corrupted header (position %llu)", r->path,
-                       (unsigned long long)pos);
-    uint64_t want = header_bytes(id.layers) + body_bytes(&id, pos);
+    if (pos > INT32_MAX || nimg > pos)
+        return k3_fail(e, K3_EINPUT, "%s: corrupted header (position %llu, %llu images)",
+                       r->path, (unsigned long long)pos, (unsigned long long)nimg);
+    uint64_t want = header_bytes(id.layers, version) + body_bytes(&id, pos, nimg);
     if (fstat(fileno(r->f), &st) == 0 && S_ISREG(st.st_mode) && (uint64_t)st.st_size != want)
         return k3_fail(e, K3_EINPUT, "%s: %s (%llu bytes; a state of %llu positions takes %llu)",
                        r->path, (uint64_t)st.st_size < want ? "truncated" : "trailing bytes",
                        (unsigned long long)st.st_size, (unsigned long long)pos,
                        (unsigned long long)want);
-    if (read_body(r, s, &id, pos, e) != K3_OK)
+    if (read_body(r, s, &id, pos, nimg, e) != K3_OK)
         return e->code;
     uint64_t digest = k3_xxh64_digest(&r->h);
     if (get_u(r, 8, &sum, e) != K3_OK)

@@ -56,8 +56,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         return 0;
     }
     k3_history_msg turn[2] = {
-        { "user", (const char *)data, size, NULL, 0 },
-        { "assistant", (const char *)data, size, "thought", 7 },
+        { "user", (const char *)data, size, NULL, 0, NULL, 0 },
+        { "assistant", (const char *)data, size, "thought", 7, NULL, 0 },
     };
     rc = k3_history_add(&h, turn, 2, &e);
     FZ_ASSERT(rc == K3_OK, "adding a turn failed: %s", e.msg);

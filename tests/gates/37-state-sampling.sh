@@ -49,7 +49,7 @@ expect_exit 2 "truncated" k3 --load-state "$work/truncated" --gen 1
 "$PYTHON" - "$work/s8" "$work/future" <<'EOF'
 import sys
 b = bytearray(open(sys.argv[1], "rb").read())
-b[8] = 2  # version 2 (the checksum is checked after the header)
+b[8] = 99  # a future version (the checksum is checked after the header)
 open(sys.argv[2], "wb").write(bytes(b))
 EOF
 expect_exit 2 "newer than this k3" k3 --load-state "$work/future" --gen 1

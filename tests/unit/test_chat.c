@@ -260,7 +260,15 @@ static void test_bad_input(void)
     refused("{'messages':['hi']}", "messages[0]: expected an object, got string", NULL);
     refused("{'messages':[{'content':'x'}]}", "messages[0]: missing 'role'", NULL);
     refused("{'messages':[{'role':'user','content':'a'},{'role':'user','content':1}]}",
-            "messages[1].content: expected a string or null, got number", NULL);
+            "messages[1].content: expected a string, an array of parts or null, got number",
+            NULL);
+    refused("{'messages':[{'role':'user','content':[{'type':'image_url','image_url':"
+            "{'url':'https://example.com/a.png'}}]}]}",
+            "messages[0].content[0]: only data URLs", "never fetches");
+    refused("{'messages':[{'role':'user','content':[{'type':'audio'}]}]}",
+            "messages[0].content[0].type", NULL);
+    refused("{'messages':[{'role':'assistant','content':[{'type':'text','text':'a'}]}]}",
+            "messages[0].content: expected a string or null, got array", NULL);
     refused("{'messages':[{'role':'user','content':'a','reasoning_content':'r'}]}",
             "messages[0]: unknown key 'reasoning_content'", NULL);
     refused("{'messages':[],'options':{'thinking':'yes'}}",

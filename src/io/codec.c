@@ -222,25 +222,47 @@ static inline void refill(bit_reader *r)
  *             Symbol slots past the count hold junk: the decoder stores all
  *             three and the next lookup overwrites the junk.
  * multi is what lets one lookup yield 2-3 exponents (trained BF16's codes
- * average ~3.3 bits); it costs TABLE_SIZE independent iterations per block,
- * cheap next to the block's 32768 symbols. (Code lengths rarely repeat
- * between blocks - 51 distinct of 55 in k3-nano - so no table cache.) */
+ * average ~3.3 bits). Built in two steps to keep its cost per block small
+ * next to the block's 32768 symbols: what follows a first code of length l
+ * depends only on the TABLE_BITS - l bits after it, so for each length
+ * present, tail[m] = the (up to 2) further symbols in those bits m, with
+ * the total length and count already including the first code; then
+ * multi[code | m << l] = symbol | tail[m] is a plain strided fill. (Code
+ * lengths rarely repeat between blocks - 51 distinct of 55 in k3-nano - so
+ * a cache of tables would not pay.) tail: scratch of TABLE_SIZE entries. */
 static void build_tables(const uint8_t *lens, const uint32_t *code, uint16_t *one,
-                         uint32_t *multi)
+                         uint32_t *multi, uint32_t *tail)
 {
-    for (int s = 0; s < 256; s++)
+    uint32_t off[K3_CODEC_MAXLEN + 1], have[K3_CODEC_MAXLEN + 1] = { 0 };
+    for (int s = 0; s < 256; s++) {
+        have[lens[s]] = 1;
         for (uint32_t k = code[s]; lens[s] && k < TABLE_SIZE; k += 1u << lens[s])
             one[k] = (uint16_t)(s | lens[s] << 8);
-    for (uint32_t k = 0; k < TABLE_SIZE; k++) {
-        uint32_t t1 = one[k], l1 = t1 >> 8;
-        uint32_t r1 = k >> l1, t2 = one[r1], l2 = t2 >> 8;
-        uint32_t t3 = one[r1 >> l2], l3 = t3 >> 8;
-        /* The second code is all real bits when l1 + l2 <= TABLE_BITS (the
-         * shifted-in high bits of r1 are zeros, not stream bits). */
-        uint32_t ok2 = l1 + l2 <= TABLE_BITS, ok3 = ok2 & (l1 + l2 + l3 <= TABLE_BITS);
-        uint32_t l = l1 + (l2 & (0u - ok2)) + (l3 & (0u - ok3));
-        multi[k] = (t1 & 0xff) | (t2 & 0xff) << 8 | (t3 & 0xff) << 16 | l << 24 |
-                   (1 + ok2 + ok3) << 28;
+    }
+    uint32_t at = 0; /* sum over l of 2^(TABLE_BITS - l) < TABLE_SIZE */
+    for (uint32_t l = 1; l <= K3_CODEC_MAXLEN; l++) {
+        if (!have[l])
+            continue;
+        off[l] = at;
+        uint32_t room = TABLE_BITS - l; /* bits known after the first code */
+        for (uint32_t m = 0; m < 1u << room; m++) {
+            uint32_t t2 = one[m], l2 = t2 >> 8, t3 = one[m >> l2], l3 = t3 >> 8;
+            /* A further code counts only if it lies in the known bits (the
+             * high bits of the index past them are zeros, not stream bits). */
+            uint32_t ok2 = l2 <= room, ok3 = ok2 & (l2 + l3 <= room);
+            uint32_t len = l + (l2 & (0u - ok2)) + (l3 & (0u - ok3));
+            tail[at + m] = (t2 & 0xff) << 8 | (t3 & 0xff) << 16 | len << 24 | (1 + ok2 + ok3)
+                                                                                 << 28;
+        }
+        at += 1u << room;
+    }
+    for (int s = 0; s < 256; s++) {
+        uint32_t l = lens[s];
+        if (!l)
+            continue;
+        const uint32_t *t = tail + off[l];
+        for (uint32_t m = 0; m < 1u << (TABLE_BITS - l); m++)
+            multi[code[s] | m << l] = (uint32_t)s | t[m];
     }
 }
 
@@ -309,11 +331,16 @@ int k3_codec_decode(const uint8_t *src, size_t len, uint8_t *dst, size_t n, cons
     }
     uint16_t one[TABLE_SIZE];
     uint32_t multi[TABLE_SIZE];
-    build_tables(lens, code, one, multi);
+    /* The exponents of pass 1 (below); before it, build_tables' scratch. */
+    union {
+        uint8_t ex[K3_CODEC_BLOCK / 2 + EX_SLACK];
+        uint32_t tail[TABLE_SIZE];
+    } u;
+    uint8_t *ex = u.ex;
+    build_tables(lens, code, one, multi, u.tail);
     /* Pass 1: the exponents, in word order, into ex[0..words) (word i's
      * is the (i / 4)-th code of stream i % 4). Pass 2 joins them with the
      * sign+mantissa bytes into the words. */
-    uint8_t ex[K3_CODEC_BLOCK / 2 + EX_SLACK];
     size_t cnt[K3_CODEC_STREAMS], k[K3_CODEC_STREAMS] = { 0 };
     for (int j = 0; j < K3_CODEC_STREAMS; j++)
         cnt[j] = (words + K3_CODEC_STREAMS - 1 - (size_t)j) / K3_CODEC_STREAMS;

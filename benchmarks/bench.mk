@@ -9,7 +9,7 @@
 # capacity, as gnuplot SVG/PNG in $(BUILD)/plots (K3_PLOTS_DOCS=1 copies
 # them to docs/plots/). Needs gnuplot (sh scripts/deps.sh plots); make test
 # never runs it.
-BENCH_BIN := $(BUILD)/bench/peak $(BUILD)/bench/kernels
+BENCH_BIN := $(BUILD)/bench/peak $(BUILD)/bench/kernels $(BUILD)/bench/codec_decode
 
 $(BUILD)/bench/%: benchmarks/%.c $(BUILD)/libk3.a
 	@mkdir -p $(dir $@)
@@ -22,7 +22,7 @@ bench: $(K3_BIN) $(BENCH_BIN)
 # make bench-codec: benchmarks/codec_bench.sh alone (the lossless trunk,
 # plain against compressed; bench.sh runs it too).
 .PHONY: bench-codec
-bench-codec: $(K3_BIN) $(BUILD)/tests/test_codec
+bench-codec: $(K3_BIN) $(BUILD)/tests/test_codec $(BUILD)/bench/codec_decode
 	K3_BIN=$(K3_BIN) K3_BUILD=$(BUILD) PYTHON=$(PYTHON) sh benchmarks/codec_bench.sh
 
 .PHONY: plots

@@ -12,7 +12,8 @@
 # the same overcount for both kinds), s/token, the stream rate (bytes off the disk
 # over the reader's time), decoder GB/s per core (image bytes over decode
 # CPU seconds) and the hash's share of a core while reading. Then the
-# decoder and XXH3 on one core (build/tests/test_codec). trunk.bin reads are
+# decoder alone on each compressed trunk (bench/codec_decode, median of 5)
+# and the decoder and XXH3 on one core (build/tests/test_codec). trunk.bin reads are
 # O_DIRECT, so the page cache does not flatter the plain run.
 # Environment: K3_BIN, K3_BUILD, PYTHON as for tests/run.sh.
 set -eu
@@ -62,6 +63,18 @@ print("%-10s %-10s %8.1f%% %12.3f %9.4f %10.2f %11s %6.2f%%" % (
     name, kind, 100 * stored, med[0], med[1], med[2], "%.2f" % med[3] if med[3] else "-", med[4]))
 EOF_PY
     done
+done
+echo "decoder alone, one core, on each compressed trunk ($K3_BUILD/bench/codec_decode, median of 5):"
+for m in $models; do
+    name=$(basename "$m")
+    t="$out/$name-compressed"
+    "$PYTHON" -c 'import json, sys
+for r in json.load(open(sys.argv[1]))["runs"]: print(r["offset"], r["stored"], r["length"])' \
+        "$t/trunk.json" >"$t.runs"
+    if [ -x "$K3_BUILD/bench/codec_decode" ]; then
+        printf '%-10s ' "$name"
+        "$K3_BUILD/bench/codec_decode" "$t/trunk.bin" "$t.runs" 5
+    fi
 done
 echo "one core (build/tests/test_codec, trained-like BF16 blocks):"
 if [ -x "$K3_BUILD/tests/test_codec" ]; then "$K3_BUILD/tests/test_codec" | head -1; fi

@@ -17,7 +17,9 @@
  * FOLLOWER_GRACE_S so that a failure every rank shares, bad options say, is
  * reported once, by rank 0). A rank that dies ends the job through
  * mpirun; one that hangs, through the collectives' timeout (part.h).
- * `serve` and `pack-trunk` are refused (exit 2): run them with bin/k3. */
+ * `serve`: rank 0 serves HTTP, the other ranks run its model operations
+ * (src/mpi/serve.h). `pack-trunk` is refused (exit 2): run bin/k3
+ * pack-trunk (--rank-of R/N for one rank's share). */
 #include <mpi.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -28,6 +30,7 @@
 #include "mpi/cli_main.h"
 #include "mpi/front.h"
 #include "mpi/part.h"
+#include "mpi/serve.h"
 
 #define FOLLOWER_GRACE_S 2
 
@@ -142,13 +145,18 @@ int main(int argc, char **argv)
     }
     if (k3_mpi_part_init(&part, MPI_COMM_WORLD) != 0)
         MPI_Abort(MPI_COMM_WORLD, K3_ERUNTIME);
-    if (argc > 1 && (!strcmp(argv[1], "serve") || !strcmp(argv[1], "pack-trunk"))) {
+    if (argc > 1 && !strcmp(argv[1], "pack-trunk")) {
         if (part.rank == 0)
             fprintf(stderr, "k3-mpi: error: '%s' is not available over MPI; run bin/k3 %s\n",
                     argv[1], argv[1]);
         MPI_Finalize();
         return K3_EINPUT;
     }
+    /* serve: rank 0 serves, the others follow its op stream (serve.h). */
+    int serving = argc > 1 && !strcmp(argv[1], "serve");
+    k3_mpi_serve srv;
+    if (serving && k3_mpi_serve_begin(&srv, &part) != 0)
+        MPI_Abort(MPI_COMM_WORLD, K3_ERUNTIME);
     /* Each rank holds only its rows of the trunk's split matrices (the
      * weights bind them as shares), unless a packed trunk is read (its
      * runs are whole matrices: every rank holds all of them) or
@@ -182,10 +190,13 @@ int main(int argc, char **argv)
     char **spec_av = malloc(((size_t)argc + 3) * sizeof *spec_av);
     if (!spec_av)
         MPI_Abort(MPI_COMM_WORLD, K3_ERUNTIME);
-    spec_av[0] = argv[0];
-    spec_av[1] = "--spec";
-    spec_av[2] = "0";
-    for (int i = 1; i <= argc; i++)
+    /* (serve takes its own options after the word serve) */
+    int at = serving ? 2 : 1;
+    for (int i = 0; i < at; i++)
+        spec_av[i] = argv[i];
+    spec_av[at] = "--spec";
+    spec_av[at + 1] = "0";
+    for (int i = at; i <= argc; i++)
         spec_av[i + 2] = argv[i];
     argc += 2;
     argv = spec_av;
@@ -203,6 +214,8 @@ int main(int argc, char **argv)
     fflush(stdout);
     k3_moe_set_part(NULL);
     k3_mm_set_part(NULL);
+    if (serving)
+        k3_mpi_serve_end(&srv);
     if (rc != 0) {
         if (part.rank != 0)
             sleep(FOLLOWER_GRACE_S);

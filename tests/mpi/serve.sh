@@ -26,6 +26,19 @@ rm -rf "$work"
 mkdir -p "$work"
 dir=$(model serve-tiny tiny-a --vocab 163840)
 . tests/gates/serve_lib.sh
+# On the way out, whatever happened: every job's ranks and mpirun itself
+# are killed outright (a rank stuck in a collective would not stop for a
+# SIGTERM, and the gate must end, not wait for the collectives' timeout).
+cleanup_jobs() {
+    for p in $pids; do
+        for c in $(pgrep -P "$p" 2>/dev/null || true); do
+            kill -9 $(pgrep -P "$c" 2>/dev/null || true) "$c" 2>/dev/null || true
+        done
+        kill -9 "$p" 2>/dev/null || true
+    done
+    for p in $pids; do wait "$p" 2>/dev/null || true; done
+}
+trap cleanup_jobs EXIT
 
 # k3-mpi over N ranks as one command start_server can run (mpirun is its
 # pid: a SIGTERM to it is mpirun's, so the test signals rank 0 itself).
@@ -103,7 +116,7 @@ start_server kill "$work/k3-mpi-3" --max-context 4096 --parallel 2 || die "kill:
 job=$pid
 victim=$(rank_pid "$job" 2)
 [ -n "$victim" ] || die "kill: rank 2 not found"
-curl -s -N "http://127.0.0.1:$port/v1/completions" -H 'Content-Type: application/json' \
+curl -s -N -m 120 "http://127.0.0.1:$port/v1/completions" -H 'Content-Type: application/json' \
     -d '{"prompt": "Count", "max_tokens": 4000, "ignore_eos": true, "stream": true}' \
     >"$work/kill.stream" 2>/dev/null &
 pids="$pids $!"
@@ -138,7 +151,7 @@ EOF
     start_server fault "$work/k3-mpi-fault" --max-context 4096 --cache-experts 1 \
         --trunk-layers 0 --trunk-ring 1 || die "fault: did not start: $(cat "$work/fault.log")"
     job=$pid
-    curl -s "http://127.0.0.1:$port/v1/completions" -H 'Content-Type: application/json' \
+    curl -s -m 40 "http://127.0.0.1:$port/v1/completions" -H 'Content-Type: application/json' \
         -d '{"prompt": "Count", "max_tokens": 64, "ignore_eos": true}' >/dev/null 2>&1 || true
     wait_gone "$job" 30 || die "fault: still running 30 s after a follower's read failed"
     set +e

@@ -37,22 +37,23 @@ def post(base, path, body):
     return out
 
 
+CHAT_LP = dict(logprobs=True, top_logprobs=3)  # the logprobs show any change of the logits
 REQS = [
     ("/v1/completions", dict(prompt="The quick brown fox", max_tokens=16, temperature=0,
-                             return_token_ids=True)),
+                             return_token_ids=True, logprobs=3)),
     ("/v1/chat/completions", dict(messages=[{"role": "user", "content": "hello"}],
                                   max_tokens=12, temperature=0.9, top_p=0.95, seed=7,
-                                  logprobs=True, top_logprobs=2)),
+                                  **CHAT_LP)),
     ("/v1/completions", dict(prompt="a b c", max_tokens=10, temperature=0.7, seed=3,
                              stream=True, logprobs=2)),
     ("/v1/chat/completions", dict(messages=[{"role": "user", "content": "stream me"}],
-                                  max_tokens=10, temperature=0, stream=True)),
+                                  max_tokens=10, temperature=0, stream=True, **CHAT_LP)),
     ("/v1/chat/completions", dict(messages=[{"role": "system", "content": words},
                                             {"role": "user", "content": "one"}],
-                                  max_tokens=6, temperature=0)),
+                                  max_tokens=6, temperature=0, **CHAT_LP)),
     ("/v1/chat/completions", dict(messages=[{"role": "system", "content": words},
                                             {"role": "user", "content": "two"}],
-                                  max_tokens=6, temperature=0.8, seed=5)),
+                                  max_tokens=6, temperature=0.8, seed=5, **CHAT_LP)),
 ]
 for path, body in REQS:
     a, b = post(K3, path, body), post(MPI, path, body)

@@ -188,7 +188,12 @@ int k3_engine_forward_multi(k3_model *m, const k3_seq *seqs, size_t n, k3_err *e
 
 int k3_engine_stop(k3_err *e)
 {
-    return leading() ? send(OP_STOP, 0, 0, NULL, 0, e) : K3_OK;
+    if (!leading())
+        return K3_OK;
+    send(OP_STOP, 0, 0, NULL, 0, e);
+    table_free(&marks);
+    table_free(&states);
+    return e->code;
 }
 
 /* ---- the follower ---- */

@@ -6,26 +6,31 @@
 
 #include <errno.h>
 #include <signal.h>
+#include <stdint.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
 
 #include "cli/opt_table.h"
+#include "core/kernels.h"
+#include "core/row_split.h"
 #include "model/model.h"
 #include "pack/trunk_pack.h"
 #include "util/error.h"
 #include "util/os.h"
 
 typedef struct {
-    const char *model_dir, *trunk_dir;
+    const char *model_dir, *trunk_dir, *rank_of;
     int layers, force, verify, compress, quiet, help, list_options;
 } pack_args;
 
 #define P pack_args
 
 static const k3_opt pack_table[] = {
-    K3_OPT_TEXT_("usage: k3 pack-trunk MODEL_DIR TRUNK_DIR [--layers N] [--force] [--verify]"
-                 " [--compress] [--quiet]\n"
+    K3_OPT_TEXT_("usage: k3 pack-trunk MODEL_DIR TRUNK_DIR [--layers N] [--rank-of R/N]"
+                 " [--force]\n"
+                 "                     [--verify] [--compress] [--quiet]\n"
                  "\n"
                  "Copies the dense trunk (every layer's matrices, lm_head, the embedding) into\n"
                  "TRUNK_DIR/trunk.bin, one 4096-aligned run per layer, and describes it in\n"
@@ -38,6 +43,9 @@ static const k3_opt pack_table[] = {
                  "\n"),
     K3_OPT_INT_("--layers", "N", P, layers, 1, 100000,
                 "pack only the first N layers (with lm_head and the embedding)"),
+    K3_OPT_STR_("--rank-of", "R/N", P, rank_of,
+                "pack only the rows rank R of N binds under k3-mpi\n"
+                "(each rank streams its share from its own trunk)"),
     K3_OPT_FLAG_("--force", P, force, "repack even when up to date"),
     K3_OPT_FLAG_("--verify", P, verify,
                  "when up to date, compare every byte of trunk.bin with the model"),
@@ -61,6 +69,44 @@ static const k3_opt_cmd pack_cmd = {
 
 #undef P
 
+/* --rank-of R/N: the row split of rank R of N (core/row_split.h), with
+ * k3-mpi's threshold (K3_MPI_SPLIT_MIN, as src/mpi/part.c reads it), so the
+ * weights bind exactly the rows that rank binds in a k3-mpi run; nothing is
+ * computed (a plan-only open), so the partition has no begin/end. */
+typedef struct {
+    int rank, ranks;
+    int64_t split_min;
+} rank_split;
+
+static int split_share(void *ctx, int64_t rows, int64_t cols, int64_t *lo, int64_t *hi)
+{
+    const rank_split *r = ctx;
+    return k3_row_split(rows, cols, r->rank, r->ranks, r->split_min, lo, hi);
+}
+
+static int parse_rank_of(const char *text, rank_split *r, k3_err *e)
+{
+    char *end;
+    long rank = strtol(text, &end, 10), n = -1;
+    if (end != text && *end == '/' && end[1] >= '0' && end[1] <= '9')
+        n = strtol(end + 1, &end, 10);
+    if (*end || n < 2 || n > 1 << 20 || rank < 0 || rank >= n)
+        return k3_fail(e, K3_EINPUT, "pack-trunk: --rank-of %s: expected R/N with 0 <= R < N "
+                       "and N >= 2 (rank R of N ranks)", text);
+    r->rank = (int)rank;
+    r->ranks = (int)n;
+    r->split_min = K3_ROW_SPLIT_MIN;
+    const char *sm = getenv("K3_MPI_SPLIT_MIN");
+    if (sm && *sm) {
+        long long v = strtoll(sm, &end, 10);
+        if (*end || v < 0 || v > INT64_MAX / 2)
+            return k3_fail(e, K3_EINPUT, "pack-trunk: K3_MPI_SPLIT_MIN=%s is not an integer "
+                           ">= 0", sm);
+        r->split_min = v;
+    }
+    return K3_OK;
+}
+
 static int pack(const pack_args *a, k3_err *e)
 {
     k3_model *model = NULL;
@@ -77,11 +123,27 @@ static int pack(const pack_args *a, k3_err *e)
     mo.n_layers = a->layers;
     mo.plan_only = 1;
     mo.no_mem_check = 1;
-    if (k3_model_open(&model, a->model_dir, &mo, e) != K3_OK)
+    rank_split rs = { 0, 0, 0 };
+    k3_mm_part part;
+    memset(&part, 0, sizeof part);
+    if (a->rank_of) {
+        if (parse_rank_of(a->rank_of, &rs, e) != K3_OK)
+            goto done;
+        part.share = split_share;
+        part.keep_shares = 1;
+        part.rank = rs.rank;
+        part.size = rs.ranks;
+        part.ctx = &rs;
+        k3_mm_set_part(&part); /* only while binding: cleared below */
+    }
+    int opened = k3_model_open(&model, a->model_dir, &mo, e);
+    k3_mm_set_part(NULL);
+    if (opened != K3_OK)
         goto done;
     const k3_weights *w = &model->w;
     if (k3_trunk_config_hash(a->model_dir, &config_hash, e) != K3_OK ||
-        k3_trunk_layout(&m, w->runs, w->nruns, model->ix, w->embed_info, e) != K3_OK)
+        k3_trunk_layout(&m, w->runs, w->nruns, model->ix, w->embed_info, rs.rank, rs.ranks,
+                        e) != K3_OK)
         goto done;
     m.config_hash = config_hash;
     if (k3_os_mkdir(a->trunk_dir) != 0 && errno != EEXIST) {
@@ -91,9 +153,11 @@ static int pack(const pack_args *a, k3_err *e)
     k3_pack_opts o = { a->force, a->verify, a->compress, a->quiet ? NULL : stderr };
     k3_pack_result r;
     if (k3_trunk_pack(&m, a->trunk_dir, &o, &r, e) == K3_OK && !r.up_to_date && !a->quiet)
-        fprintf(stderr, "pack-trunk: packed %zu runs (%d layers, lm_head, embedding), %.3f GB, "
-                        "into %s/trunk.bin in %.2f s: copy %.2f GB/s, verify %.2f GB/s\n",
-                m.nruns, w->n_layers, r.bytes / 1e9, a->trunk_dir, r.total_seconds,
+        fprintf(stderr, "pack-trunk: packed %zu runs (%d layers, lm_head, embedding%s%s), "
+                        "%.3f GB, into %s/trunk.bin in %.2f s: copy %.2f GB/s, verify %.2f "
+                        "GB/s\n",
+                m.nruns, w->n_layers, a->rank_of ? "; the rows of rank " : "",
+                a->rank_of ? a->rank_of : "", r.bytes / 1e9, a->trunk_dir, r.total_seconds,
                 r.copy_seconds > 0 ? r.bytes / r.copy_seconds / 1e9 : 0.0,
                 r.verify_seconds > 0 ? r.bytes / r.verify_seconds / 1e9 : 0.0);
     if (!e->code && !r.up_to_date && !a->quiet && a->compress)

@@ -14,6 +14,7 @@
 #include "gen/draft.h"
 #include "k3/k3.h"
 #include "k3/tokenizer.h"
+#include "server/engine.h"
 #include "server/server.h"
 #include "util/error.h"
 #include "util/file.h"
@@ -265,9 +266,14 @@ static int serve(const serve_args *a, k3_err *e)
     cfg.spec = a->spec;
     cfg.draft = a->draft;
     cfg.draft_topk = a->draft_topk;
-    int port, lfd = k3_server_listen(&cfg, &port, e);
-    if (lfd < 0)
+    /* A follower of an op stream (k3-mpi's ranks but 0, server/engine.h)
+     * serves nothing: it opens the model as the leader does and runs the
+     * leader's model operations. */
+    int follower = k3_engine_is_follower(), port = 0;
+    int lfd = follower ? -1 : k3_server_listen(&cfg, &port, e);
+    if (lfd < 0 && !follower)
         return e->code;
+    int64_t slots = 0;
     int self_draft = a->draft && !strcmp(a->draft, "self");
     if (k3_tok_load(&tok, a->tok_dir ? a->tok_dir : a->model_dir, e) == K3_OK &&
         k3_options_model(&a->memory, &mo, e) == K3_OK &&
@@ -275,14 +281,19 @@ static int serve(const serve_args *a, k3_err *e)
         (cfg.parallel = a->parallel > 0 ? a->parallel
                                         : auto_parallel(a->model_dir, &mo, a->spec_given, e)) >
             0 &&
-        (cfg.parallel == 1 || (cfg.spec = mo.spec = 0, mo.self_draft = 0, 1)) &&
+        (slots = cfg.parallel, k3_engine_agree(&slots, e) == K3_OK) &&
+        (cfg.parallel = (int)slots,
+         cfg.parallel == 1 || (cfg.spec = mo.spec = 0, mo.self_draft = 0, 1)) &&
         (mo.sequences = cfg.parallel, 1) &&
         k3_model_open(&m, a->model_dir, &mo, e) == K3_OK &&
         k3_tok_vocab_size(tok) > k3_model_vocab(m))
         k3_fail(e, K3_EINPUT, "the tokenizer has %u ids but the model only %u: wrong --tok?",
                 k3_tok_vocab_size(tok), k3_model_vocab(m));
     if (e->code) {
-        k3_sock_close(lfd);
+        if (lfd >= 0)
+            k3_sock_close(lfd);
+    } else if (follower) {
+        k3_engine_follow(m, e);
     } else {
         if (!cfg.quiet) { /* what the slots cost: the plan's "per sequence" line */
             fprintf(stderr, "k3 serve: %d slot%s; the memory plan:\n", cfg.parallel,
@@ -290,6 +301,9 @@ static int serve(const serve_args *a, k3_err *e)
             k3_model_print_plan(m, stderr);
         }
         k3_server_run(&cfg, lfd, port, m, tok, e);
+        k3_err stop = { 0, "" };
+        if (k3_engine_stop(&stop) && !e->code)
+            *e = stop;
     }
     k3_model_close(m);
     k3_tok_free(tok);

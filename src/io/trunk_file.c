@@ -87,7 +87,7 @@ static int other_weights(const k3_trunk_manifest *want, const k3_trunk_manifest 
 
 int k3_trunk_file_open(k3_trunk_file **out, const char *trunk_dir, const char *model_dir,
                        k3_run *runs, size_t nruns, const k3_st_index *ix,
-                       const k3_tensor_info *embed, k3_err *e)
+                       const k3_tensor_info *embed, int rank, int ranks, k3_err *e)
 {
     *out = NULL;
     char json[4096], bin[4096], diff[2048];
@@ -106,7 +106,23 @@ int k3_trunk_file_open(k3_trunk_file **out, const char *trunk_dir, const char *m
         k3_trunk_config_hash(model_dir, &want.config_hash, e) != K3_OK)
         goto fail;
     uint64_t config_hash = want.config_hash;
-    if (k3_trunk_layout(&want, runs, nruns, ix, embed, e) != K3_OK)
+    const k3_trunk_manifest *pk = &tf->packed;
+    if (pk->ranks != ranks || pk->rank != rank) {
+        if (!ranks)
+            k3_fail(e, K3_EINPUT, "--trunk %s was packed for rank %d of %d (k3 pack-trunk "
+                    "--rank-of): it holds that rank's rows only; run it as that rank of "
+                    "k3-mpi over %d ranks, or pack a whole trunk (without --rank-of)",
+                    trunk_dir, pk->rank, pk->ranks, pk->ranks);
+        else if (!pk->ranks)
+            k3_fail(e, K3_EINPUT, "--trunk %s is a whole trunk but this process holds the "
+                    "rows of rank %d of %d", trunk_dir, rank, ranks);
+        else
+            k3_fail(e, K3_EINPUT, "--trunk %s was packed for rank %d of %d, but this is rank "
+                    "%d of %d: give each rank its own trunk (k3 pack-trunk --rank-of %d/%d)",
+                    trunk_dir, pk->rank, pk->ranks, rank, ranks, rank, ranks);
+        goto fail;
+    }
+    if (k3_trunk_layout(&want, runs, nruns, ix, embed, rank, ranks, e) != K3_OK)
         goto fail;
     want.config_hash = config_hash;
     differences(&want, &tf->packed, bin, diff, sizeof diff);
@@ -119,8 +135,12 @@ int k3_trunk_file_open(k3_trunk_file **out, const char *trunk_dir, const char *m
         other_weights(&want, &tf->packed, model_dir, diff, sizeof diff);
     k3_trunk_manifest_free(&want);
     if (diff[0]) {
+        char how[64] = "";
+        if (ranks)
+            snprintf(how, sizeof how, " --rank-of %d/%d (the same K3_MPI_SPLIT_MIN)", rank,
+                     ranks);
         k3_fail(e, K3_EINPUT, "--trunk %s is stale or another model's: %s. Repack it: k3 "
-                              "pack-trunk %s %s", trunk_dir, diff, model_dir, trunk_dir);
+                              "pack-trunk %s %s%s", trunk_dir, diff, model_dir, trunk_dir, how);
         goto fail;
     }
     if (k3_file_open(&tf->file, bin, 1, e) != K3_OK)

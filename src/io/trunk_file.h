@@ -30,12 +30,15 @@
 typedef struct k3_trunk_file k3_trunk_file;
 
 /* runs[0..nruns) are the model's runs as bound (weights.c), embed its
- * embedding tensor. On success the runs read from trunk.bin; the trunk file
- * must then outlive every use of them (close it after the k3_trunk). On
- * failure the runs are unchanged. */
+ * embedding tensor; rank of ranks (ranks 0: none) the row split the runs
+ * were bound with: a per-rank trunk is refused (K3_EINPUT) unless packed
+ * for exactly that rank and count, and a whole trunk when ranks > 0. On
+ * success the runs read from trunk.bin; the trunk file must then outlive
+ * every use of them (close it after the k3_trunk). On failure the runs are
+ * unchanged. */
 int k3_trunk_file_open(k3_trunk_file **out, const char *trunk_dir, const char *model_dir,
                        k3_run *runs, size_t nruns, const k3_st_index *ix,
-                       const k3_tensor_info *embed, k3_err *e);
+                       const k3_tensor_info *embed, int rank, int ranks, k3_err *e);
 void k3_trunk_file_close(k3_trunk_file *tf);
 
 #endif

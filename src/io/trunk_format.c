@@ -53,6 +53,10 @@ static uint64_t table_hash(const k3_trunk_manifest *m)
     k3_xxh64_state s;
     k3_xxh64_init(&s, 0);
     char line[1024], shape[256];
+    if (m->ranks > 0) {
+        int n = snprintf(line, sizeof line, "rank_of %d %d\n", m->rank, m->ranks);
+        k3_xxh64_update(&s, line, (size_t)n);
+    }
     for (size_t r = 0; r < m->nruns; r++) {
         const k3_trunk_run *run = &m->runs[r];
         int n = snprintf(line, sizeof line, "run %s %llu\n", run->name,
@@ -64,8 +68,12 @@ static uint64_t table_hash(const k3_trunk_manifest *m)
             /* Names longer than the line are hashed whole, in two updates. */
             k3_xxh64_update(&s, "tensor ", 7);
             k3_xxh64_update(&s, t->name, strlen(t->name));
-            n = snprintf(line, sizeof line, " %s %s %llu\n", k3_dtype_name(t->dtype), shape,
+            n = snprintf(line, sizeof line, " %s %s %llu", k3_dtype_name(t->dtype), shape,
                          (unsigned long long)t->offset);
+            if (t->split)
+                n += snprintf(line + n, sizeof line - (size_t)n, " rows %lld %lld",
+                              (long long)t->row_lo, (long long)t->row_hi);
+            n += snprintf(line + n, sizeof line - (size_t)n, "\n");
             k3_xxh64_update(&s, line, (size_t)n);
         }
     }
@@ -95,11 +103,31 @@ static void set_tensor(k3_trunk_tensor *kt, const k3_tensor_info *t, uint64_t of
     kt->src_off = src_off;
 }
 
+/* A piece that holds rows of its tensor (a rank's share, weights.c): kt
+ * becomes a split tensor of those rows; 0, or 1 when the piece is no whole
+ * rows of a 2-D tensor. */
+static int set_rows(k3_trunk_tensor *kt, const k3_tensor_info *t, const k3_run_piece *p)
+{
+    if (t->ndim != 2 || t->shape[0] <= 0 || p->src_off < t->offset)
+        return 1;
+    uint64_t row = t->nbytes / (uint64_t)t->shape[0], at = p->src_off - t->offset;
+    if (!row || at % row || p->len % row || at > t->nbytes || p->len > t->nbytes - at)
+        return 1;
+    kt->split = 1;
+    kt->row_lo = (int64_t)(at / row);
+    kt->row_hi = kt->row_lo + (int64_t)(p->len / row);
+    kt->nbytes = p->len;
+    return 0;
+}
+
 int k3_trunk_layout(k3_trunk_manifest *m, const k3_run *runs, size_t nruns,
-                    const k3_st_index *ix, const k3_tensor_info *embed, k3_err *e)
+                    const k3_st_index *ix, const k3_tensor_info *embed, int rank, int ranks,
+                    k3_err *e)
 {
     memset(m, 0, sizeof *m);
     m->version = K3_TRUNK_VERSION;
+    m->rank = ranks > 1 ? rank : 0;
+    m->ranks = ranks > 1 ? ranks : 0;
     size_t nt = 1;
     for (size_t r = 0; r < nruns; r++)
         nt += runs[r].npieces;
@@ -126,13 +154,17 @@ int k3_trunk_layout(k3_trunk_manifest *m, const k3_run *runs, size_t nruns,
             for (size_t i = 0; i < runs[r].npieces; i++) {
                 const k3_run_piece *p = &runs[r].pieces[i];
                 const k3_tensor_info *t = p->tensor ? k3_st_find(ix, p->tensor) : NULL;
-                if (!t || t->nbytes != p->len || p->dst_off + p->len > runs[r].bytes ||
+                int whole = t && t->nbytes == p->len && p->src_off == t->offset;
+                if (t)
+                    set_tensor(next, t, p->dst_off, p->path, p->fd, p->src_off);
+                if (!t || (!whole && (!m->ranks || set_rows(next, t, p))) ||
+                    p->dst_off + p->len > runs[r].bytes ||
                     (i && p->dst_off < next[-1].offset + next[-1].nbytes)) {
                     k3_fail(e, K3_ERUNTIME, "internal: piece %zu of %s is not a tensor in order",
                             i, runs[r].name);
                     goto fail;
                 }
-                set_tensor(next++, t, p->dst_off, p->path, p->fd, p->src_off);
+                next++;
             }
         }
         off += k3_trunk_align_up(kr->length);
@@ -165,8 +197,11 @@ static void describe(const k3_trunk_tensor *t, char *out, size_t n)
 {
     char shape[256];
     shape_text(t, shape, sizeof shape);
-    snprintf(out, n, "%s [%s] at offset %llu", k3_dtype_name(t->dtype), shape,
-             (unsigned long long)t->offset);
+    int k = snprintf(out, n, "%s [%s] at offset %llu", k3_dtype_name(t->dtype), shape,
+                     (unsigned long long)t->offset);
+    if (t->split && k > 0 && (size_t)k < n)
+        snprintf(out + k, n - (size_t)k, " (rows %lld..%lld only)", (long long)t->row_lo,
+                 (long long)t->row_hi);
 }
 
 int k3_trunk_run_differs(const k3_trunk_run *want, const k3_trunk_run *got, char *why,
@@ -309,6 +344,23 @@ static int read_tensor(reader *rd, const k3_json *j, const k3_trunk_run *run, co
         bytes *= (uint64_t)x->integer;
     }
     t->nbytes = bytes;
+    const k3_json *rows = k3_json_get(j, "rows");
+    if (rows) {
+        const k3_json *a = rows->type == K3J_ARRAY && rows->count == 2 ? &rows->items[0] : NULL;
+        const k3_json *b = a ? &rows->items[1] : NULL;
+        if (!a || t->ndim != 2 || a->type != K3J_NUMBER || !a->is_int ||
+            b->type != K3J_NUMBER || !b->is_int || a->integer < 0 || b->integer < a->integer ||
+            b->integer > t->shape[0])
+            return k3_fail(rd->e, K3_EINPUT, "%s: %stensor %s: \"rows\" must be [LO, HI] "
+                           "within its first dimension (a 2-D tensor)", rd->path, where,
+                           t->name);
+        t->split = 1;
+        t->row_lo = a->integer;
+        t->row_hi = b->integer;
+        t->nbytes = t->shape[0] ? bytes / (uint64_t)t->shape[0] *
+                                      (uint64_t)(t->row_hi - t->row_lo) : 0;
+        bytes = t->nbytes;
+    }
     if (t->offset > run->length || bytes > run->length - t->offset)
         return k3_fail(rd->e, K3_EINPUT, "%s: %stensor %s ends past the run's %llu bytes",
                        rd->path, where, t->name, (unsigned long long)run->length);
@@ -409,6 +461,18 @@ int k3_trunk_manifest_read(k3_trunk_manifest *m, const char *dir, k3_err *e)
     need_hex(&rd, root, "tensor_table_hash", "", &recorded);
     need_u64(&rd, root, "file_size", "", &m->file_size);
     const k3_json *runs = need(&rd, root, "runs", K3J_ARRAY, "");
+    const k3_json *rk = k3_json_get(root, "rank_of");
+    if (!e->code && rk) {
+        const k3_json *r = rk->type == K3J_OBJECT ? k3_json_get(rk, "rank") : NULL;
+        const k3_json *n = rk->type == K3J_OBJECT ? k3_json_get(rk, "ranks") : NULL;
+        if (!r || !n || r->type != K3J_NUMBER || !r->is_int || n->type != K3J_NUMBER ||
+            !n->is_int || n->integer < 2 || n->integer > 1 << 20 || r->integer < 0 ||
+            r->integer >= n->integer)
+            k3_fail(e, K3_EINPUT, "%s: \"rank_of\" must be {\"rank\": R, \"ranks\": N} "
+                    "with 0 <= R < N and N >= 2", path);
+        else
+            m->rank = (int)r->integer, m->ranks = (int)n->integer;
+    }
     if (e->code)
         goto fail;
     m->version = (int)version;
@@ -481,6 +545,8 @@ static int manifest_text(const k3_trunk_manifest *m, k3_buf *b, k3_err *e)
     if (m->version >= 3)
         put_fmt(b, e, "  \"codec\": \"%s\",\n",
                 m->codec == K3_RUN_BF16 ? K3_TRUNK_CODEC_NAME : "none");
+    if (m->ranks > 0)
+        put_fmt(b, e, "  \"rank_of\": {\"rank\": %d, \"ranks\": %d},\n", m->rank, m->ranks);
     put_fmt(b, e, "  \"config_hash\": \"%s\",\n  \"tensor_table_hash\": \"%s\",\n"
                   "  \"align\": %u,\n  \"file\": \"%s\",\n  \"file_size\": %llu,\n  \"runs\": [",
             ch, th, K3_TRUNK_ALIGN, K3_TRUNK_BIN, (unsigned long long)m->file_size);
@@ -502,8 +568,12 @@ static int manifest_text(const k3_trunk_manifest *m, k3_buf *b, k3_err *e)
             shape_text(t, shape, sizeof shape);
             for (char *x = strchr(shape, 'x'); x; x = strchr(x, 'x'))
                 *x = ',';
-            put_fmt(b, e, ", \"dtype\": \"%s\", \"shape\": [%s], \"offset\": %llu}",
+            put_fmt(b, e, ", \"dtype\": \"%s\", \"shape\": [%s], \"offset\": %llu",
                     k3_dtype_name(t->dtype), shape, (unsigned long long)t->offset);
+            if (t->split)
+                put_fmt(b, e, ", \"rows\": [%lld, %lld]", (long long)t->row_lo,
+                        (long long)t->row_hi);
+            put_fmt(b, e, "}");
         }
         put_fmt(b, e, "]}");
     }

@@ -28,6 +28,12 @@
  *              "tensors": [{"name": S, "dtype": "BF16", "shape": [R, C],
  *                           "offset": N}, ...]},    offset within the run
  *             ..., {"name": "lm_head", ...}, {"name": "embedding", ...}]}
+ * A per-rank trunk (k3 pack-trunk --rank-of R/N: the rows rank R of N
+ * binds, core/row_split.h) has one more top-level member,
+ *   "rank_of": {"rank": R, "ranks": N}    (0 <= R < N, N >= 2)
+ * and each tensor the split cuts has "rows": [LO, HI] after its "offset":
+ * only those rows of its [D0, D1] shape are in the run ((HI - LO) x D1
+ * elements; possibly none). A whole trunk has neither member.
  * "length" is the run image's bytes, "stored" the bytes it takes in
  * trunk.bin (from "offset"; the file holds it padded to K3_TRUNK_ALIGN).
  * With codec "none" stored == length and the bytes are the image. With
@@ -51,7 +57,9 @@
  *
  * Canonical table text: for each run in order, the line
  * "run NAME LENGTH\n", then for each of its tensors in order
- * "tensor NAME DTYPE D0xD1x... OFFSET\n" (decimal numbers). Hashing the
+ * "tensor NAME DTYPE D0xD1x... OFFSET\n" (decimal numbers), where a split
+ * tensor's line ends " rows LO HI\n" instead; a per-rank trunk's text
+ * starts with the line "rank_of R N\n". Hashing the
  * layout (run lengths, offsets) as well as names, dtypes and shapes means a
  * change in how weights.c lays out an image also makes a trunk stale.
  *
@@ -87,6 +95,10 @@ typedef struct k3_trunk_tensor {
     int64_t shape[K3_MAX_DIMS];
     uint64_t offset;         /* in the run image */
     uint64_t nbytes;
+    /* split != 0 (a per-rank trunk): only rows [row_lo, row_hi) of the
+     * [shape[0], shape[1]] matrix are stored, so nbytes is their bytes. */
+    int split;
+    int64_t row_lo, row_hi;
     /* Where the packer copies it from (layouts made from a model only). */
     const char *src_path;
     int src_fd;              /* src_path opened by the shard index */
@@ -107,6 +119,8 @@ typedef struct k3_trunk_run {
 typedef struct k3_trunk_manifest {
     int version;
     int codec;               /* K3_RUN_PLAIN or K3_RUN_BF16 (io/run.h), every run */
+    int rank, ranks;         /* ranks > 1: packed for rank `rank` of `ranks` (its rows
+                              * only, "rank_of"); ranks 0: a whole trunk */
     uint64_t config_hash, table_hash, file_size;
     k3_trunk_run *runs;
     size_t nruns;
@@ -118,7 +132,10 @@ typedef struct k3_trunk_manifest {
 int k3_trunk_config_hash(const char *model_dir, uint64_t *hash, k3_err *e);
 
 /* The layout a trunk packed from these runs has: runs[0..nruns) in order
- * (names and tensors from their pieces: every piece must name its tensor),
+ * (names and tensors from their pieces: every piece must name its tensor;
+ * a piece holding a row range of its 2-D tensor, as weights.c binds a
+ * rank's share, becomes a split tensor), rank and ranks as given (ranks 0:
+ * no row split; then no piece may be a share),
  * then the embedding tensor `embed` as the run "embedding"; offsets in
  * trunk.bin assigned (for plain runs: stored = length; a compressing packer
  * reassigns them as it writes), version K3_TRUNK_VERSION, codec plain,
@@ -126,7 +143,8 @@ int k3_trunk_config_hash(const char *model_dir, uint64_t *hash, k3_err *e);
  * is the caller's (k3_trunk_config_hash), and so are the sources
  * (k3_trunk_source_fingerprint). Names point into ix. */
 int k3_trunk_layout(k3_trunk_manifest *m, const k3_run *runs, size_t nruns,
-                    const k3_st_index *ix, const k3_tensor_info *embed, k3_err *e);
+                    const k3_st_index *ix, const k3_tensor_info *embed, int rank, int ranks,
+                    k3_err *e);
 
 /* Reads and validates DIR/trunk.json: every member present and typed,
  * version supported, runs aligned, in order, inside file_size and not

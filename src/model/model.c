@@ -19,6 +19,19 @@ void k3_model_opts_default(k3_model_opts *o)
     o->cache_gb = -1;
 }
 
+/* The row split the weights are bound with (a partition keeping shares,
+ * core/kernels.h): this process and the count, or 0 and 0 when none. */
+static int part_ranks(void)
+{
+    const k3_mm_part *p = k3_mm_get_part();
+    return p && p->keep_shares && p->size > 1 ? p->size : 0;
+}
+
+static int part_rank(void)
+{
+    return part_ranks() ? k3_mm_get_part()->rank : 0;
+}
+
 int k3_model_open(k3_model **out, const char *dir, const k3_model_opts *opts, k3_err *e)
 {
     *out = NULL;
@@ -42,8 +55,9 @@ int k3_model_open(k3_model **out, const char *dir, const k3_model_opts *opts, k3
     }
     if (k3_st_open(&m->ix, dir, e) != K3_OK ||
         k3_weights_bind(&m->w, &m->cfg, m->ix, n, e) != K3_OK ||
-        (opts->trunk_dir && k3_trunk_file_open(&m->trunk_file, opts->trunk_dir, dir, m->w.runs,
-                                               m->w.nruns, m->ix, m->w.embed_info, e) != K3_OK) ||
+        (opts->trunk_dir &&
+         k3_trunk_file_open(&m->trunk_file, opts->trunk_dir, dir, m->w.runs, m->w.nruns, m->ix,
+                            m->w.embed_info, part_rank(), part_ranks(), e) != K3_OK) ||
         k3_plan_make(&m->plan, &m->cfg, &m->w, opts, e) != K3_OK)
         goto fail;
     /* The cache also binds (checks) every expert tensor, so a plan-only

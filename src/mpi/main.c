@@ -17,17 +17,21 @@
  * FOLLOWER_GRACE_S so that a failure every rank shares, bad options say, is
  * reported once, by rank 0). A rank that dies ends the job through
  * mpirun; one that hangs, through the collectives' timeout (part.h).
- * `serve` and `pack-trunk` are refused (exit 2): run them with bin/k3. */
+ * `serve`: rank 0 serves HTTP, the other ranks run its model operations
+ * (src/mpi/serve.h). `pack-trunk` is refused (exit 2): run bin/k3
+ * pack-trunk (--rank-of R/N for one rank's share). */
 #include <mpi.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
+#include "io/trunk_format.h"
 #include "k3/error.h"
 #include "mpi/cli_main.h"
 #include "mpi/front.h"
 #include "mpi/part.h"
+#include "mpi/serve.h"
 
 #define FOLLOWER_GRACE_S 2
 
@@ -123,6 +127,48 @@ static void print_plans(const k3_mpi_part *p)
     free(offs);
 }
 
+/* path with every "{rank}" replaced by rank (malloc'd, never freed: it
+ * lives in argv), or path itself when it has none: each rank's own trunk
+ * on a shared file system (--trunk /trunks/r{rank}). */
+static char *rank_path(char *path, int rank)
+{
+    const char *key = "{rank}";
+    size_t n = 0, klen = strlen(key);
+    for (const char *p = strstr(path, key); p; p = strstr(p + klen, key))
+        n++;
+    if (!n)
+        return path;
+    char *out = malloc(strlen(path) + n * 12 + 1), *o = out;
+    if (!out)
+        MPI_Abort(MPI_COMM_WORLD, K3_ERUNTIME);
+    for (const char *p = path, *q; *p; p = q + klen) {
+        q = strstr(p, key);
+        if (!q) {
+            strcpy(o, p);
+            break;
+        }
+        memcpy(o, p, (size_t)(q - p));
+        o += q - p;
+        o += sprintf(o, "%d", rank);
+        *o = 0;
+    }
+    return out;
+}
+
+/* Whether dir holds a per-rank trunk (k3 pack-trunk --rank-of): then the
+ * weights bind this rank's rows and read them from it; a whole trunk (or
+ * one that cannot be read: the open reports why) is read whole. */
+static int per_rank_trunk(const char *dir)
+{
+    k3_trunk_manifest m;
+    k3_err e = { 0, "" };
+    if (k3_trunk_manifest_read(&m, dir, &e) != K3_OK)
+        return 0;
+    int split = m.ranks > 0;
+    k3_trunk_manifest_free(&m);
+    return split;
+}
+
 int main(int argc, char **argv)
 {
     /* The command would re-exec itself to set this (main.c); after
@@ -142,22 +188,35 @@ int main(int argc, char **argv)
     }
     if (k3_mpi_part_init(&part, MPI_COMM_WORLD) != 0)
         MPI_Abort(MPI_COMM_WORLD, K3_ERUNTIME);
-    if (argc > 1 && (!strcmp(argv[1], "serve") || !strcmp(argv[1], "pack-trunk"))) {
+    if (argc > 1 && !strcmp(argv[1], "pack-trunk")) {
         if (part.rank == 0)
-            fprintf(stderr, "k3-mpi: error: '%s' is not available over MPI; run bin/k3 %s\n",
-                    argv[1], argv[1]);
+            fprintf(stderr, "k3-mpi: error: 'pack-trunk' is not available over MPI; run "
+                    "bin/k3 pack-trunk (with --rank-of R/N for each rank's own trunk)\n");
         MPI_Finalize();
         return K3_EINPUT;
     }
+    /* serve: rank 0 serves, the others follow its op stream (serve.h). */
+    int serving = argc > 1 && !strcmp(argv[1], "serve");
+    k3_mpi_serve srv;
+    if (serving && k3_mpi_serve_begin(&srv, &part) != 0)
+        MPI_Abort(MPI_COMM_WORLD, K3_ERUNTIME);
     /* Each rank holds only its rows of the trunk's split matrices (the
-     * weights bind them as shares), unless a packed trunk is read (its
-     * runs are whole matrices: every rank holds all of them) or
-     * K3_MPI_WHOLE=1 asks for whole matrices everywhere. */
+     * weights bind them as shares), unless a whole packed trunk is read
+     * (its runs are whole matrices: every rank holds all of them) or
+     * K3_MPI_WHOLE=1 asks for whole matrices everywhere. A per-rank trunk
+     * (pack-trunk --rank-of) holds the rank's rows: shares are kept. In a
+     * --trunk path "{rank}" is this rank's number. */
     const char *whole = getenv("K3_MPI_WHOLE");
     part.hook.keep_shares = !(whole && !strcmp(whole, "1"));
-    for (int i = 1; i < argc; i++)
-        if (!strcmp(argv[i], "--trunk") || !strncmp(argv[i], "--trunk=", 8))
-            part.hook.keep_shares = 0;
+    for (int i = 1; i < argc; i++) {
+        const char *dir = NULL;
+        if (!strcmp(argv[i], "--trunk") && i + 1 < argc)
+            dir = argv[i + 1] = rank_path(argv[i + 1], part.rank);
+        else if (!strncmp(argv[i], "--trunk=", 8))
+            dir = (argv[i] = rank_path(argv[i], part.rank)) + 8;
+        if (dir)
+            part.hook.keep_shares = per_rank_trunk(dir);
+    }
     int plan = 0;
     const char *spec = NULL;
     for (int i = 1; i < argc; i++) {
@@ -182,10 +241,13 @@ int main(int argc, char **argv)
     char **spec_av = malloc(((size_t)argc + 3) * sizeof *spec_av);
     if (!spec_av)
         MPI_Abort(MPI_COMM_WORLD, K3_ERUNTIME);
-    spec_av[0] = argv[0];
-    spec_av[1] = "--spec";
-    spec_av[2] = "0";
-    for (int i = 1; i <= argc; i++)
+    /* (serve takes its own options after the word serve) */
+    int at = serving ? 2 : 1;
+    for (int i = 0; i < at; i++)
+        spec_av[i] = argv[i];
+    spec_av[at] = "--spec";
+    spec_av[at + 1] = "0";
+    for (int i = at; i <= argc; i++)
         spec_av[i + 2] = argv[i];
     argc += 2;
     argv = spec_av;
@@ -203,6 +265,8 @@ int main(int argc, char **argv)
     fflush(stdout);
     k3_moe_set_part(NULL);
     k3_mm_set_part(NULL);
+    if (serving)
+        k3_mpi_serve_end(&srv);
     if (rc != 0) {
         if (part.rank != 0)
             sleep(FOLLOWER_GRACE_S);

@@ -7,6 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "core/row_split.h"
 #include "k3/error.h"
 
 static int64_t env_int(const char *name, int64_t dflt, int64_t lo, int64_t hi)
@@ -26,10 +27,7 @@ static int64_t env_int(const char *name, int64_t dflt, int64_t lo, int64_t hi)
 
 void k3_mpi_rows_of(int64_t rows, int r, int n, int64_t *lo, int64_t *hi)
 {
-    int64_t units = (rows + K3_MPI_ROW_UNIT - 1) / K3_MPI_ROW_UNIT;
-    int64_t u0 = units * r / n, u1 = units * (r + 1) / n;
-    *lo = u0 * K3_MPI_ROW_UNIT < rows ? u0 * K3_MPI_ROW_UNIT : rows;
-    *hi = u1 * K3_MPI_ROW_UNIT < rows ? u1 * K3_MPI_ROW_UNIT : rows;
+    k3_rows_of(rows, r, n, lo, hi);
 }
 
 void k3_mpi_wait(const k3_mpi_part *p, MPI_Request *rq, const char *what)
@@ -71,10 +69,7 @@ static void die_oom(const k3_mpi_part *p, size_t floats)
 static int part_share(void *ctx, int64_t rows, int64_t cols, int64_t *lo, int64_t *hi)
 {
     k3_mpi_part *p = ctx;
-    if (p->size < 2 || rows <= 0 || rows > INT_MAX || rows * cols < p->split_min)
-        return 0;
-    k3_mpi_rows_of(rows, p->rank, p->size, lo, hi);
-    return 1;
+    return k3_row_split(rows, cols, p->rank, p->size, p->split_min, lo, hi);
 }
 
 /* k3_mm_part.begin: this rank's rows, or NULL for "all rows here". */

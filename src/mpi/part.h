@@ -28,10 +28,11 @@
 #include <stdint.h>
 
 #include "core/kernels.h"
+#include "core/row_split.h"
 #include "model/moe_part.h"
 
-#define K3_MPI_ROW_UNIT  16
-#define K3_MPI_SPLIT_MIN 65536
+#define K3_MPI_ROW_UNIT  K3_ROW_UNIT
+#define K3_MPI_SPLIT_MIN K3_ROW_SPLIT_MIN
 #define K3_MPI_TIMEOUT_S 900
 
 /* What the partition did, counted in the hook (the cost model's inputs). */

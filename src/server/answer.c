@@ -16,6 +16,7 @@
 #include "chat/xtml.h"
 #include "k3/chat.h"
 #include "server/emit.h"
+#include "server/engine.h"
 #include "util/clock.h"
 #include "util/error.h"
 
@@ -35,7 +36,8 @@ int k3_answerer_init(k3_answerer *a, k3_model *m, const k3_tokenizer *tok, int64
     clock_gettime(CLOCK_REALTIME, &ts);
     a->seeds = (uint64_t)ts.tv_sec * 1000000007u ^ (uint64_t)ts.tv_nsec;
     a->spec = spec;
-    if (k3_sampler_init(&a->sampler, k3_model_vocab(m), e) || k3_state_new(&a->state, m, e) ||
+    if (k3_sampler_init(&a->sampler, k3_model_vocab(m), e) ||
+        k3_engine_state_new(&a->state, m, e) ||
         k3_drafter_make(&a->drafter, spec ? draft : NULL, m, draft_topk,
                         spec > 0 ? (size_t)spec : 1, e))
         k3_answerer_free(a);
@@ -44,9 +46,9 @@ int k3_answerer_init(k3_answerer *a, k3_model *m, const k3_tokenizer *tok, int64
 
 void k3_answerer_free(k3_answerer *a)
 {
-    k3_state_mark_free(a->mark);
-    k3_state_mark_free(a->pmark);
-    k3_state_free(a->state);
+    k3_engine_mark_free(a->mark);
+    k3_engine_mark_free(a->pmark);
+    k3_engine_state_free(a->state);
     k3_sampler_free(&a->sampler);
     k3_drafter_free(&a->drafter);
     memset(a, 0, sizeof *a);
@@ -255,10 +257,10 @@ static void rewind_for(k3_answerer *a, const uint32_t *ids, size_t n, size_t *sp
         k3_err stale = { 0, "" };
         k3_state_mark *mk = mark_within(a->mark, a->pmark, same);
         k3_state_mark *other = mk == a->mark ? a->pmark : a->mark;
-        if (!(mk && k3_state_rewind(a->state, mk, &stale) == K3_OK) &&
+        if (!(mk && k3_engine_rewind(a->state, mk, &stale) == K3_OK) &&
             !((other = mark_within(other, NULL, same)) &&
-              k3_state_rewind(a->state, other, &stale) == K3_OK))
-            k3_state_reset(a->state);
+              k3_engine_rewind(a->state, other, &stale) == K3_OK))
+            k3_engine_state_reset(a->state);
     }
     if (same > (size_t)k3_state_pos(a->state) && same < n)
         *split = same;
@@ -363,7 +365,7 @@ static int begin_turn(answer *w, k3_err *e)
     k3_answerer *a = w->a;
     w->t1 = k3_seconds();
     w->st->prompt_seconds = w->t1 - w->t0;
-    if (k3_state_mark_take(a->state, &a->mark, e))
+    if (k3_engine_mark_take(a->state, &a->mark, e))
         return e->code;
     if (w->tp.spec > 0) {
         k3_turn_generate(a->model, a->state, &a->sampler, &w->tp, &w->sink, &w->res, e);
@@ -387,7 +389,7 @@ int k3_answer_advance(k3_answer *x, int *done, k3_err *e)
         w->turn.res.forwards++; /* as k3_turn_generate counts its feeds */
     } else if (!w->done && !w->begun) {
         w->fed = (size_t)k3_state_pos(a->state);
-        if (w->fed == w->split && k3_state_mark_take(a->state, &a->pmark, e))
+        if (w->fed == w->split && k3_engine_mark_take(a->state, &a->pmark, e))
             goto out;
         if (w->fed < w->job->n || begin_turn(w, e))
             goto out;
@@ -415,7 +417,7 @@ void k3_answer_fail(k3_answer *x, const k3_err *e)
     w->failed = w->done = 1;
     w->error = *e;
     /* The state may be part-way through a forward call: start afresh. */
-    k3_state_reset(w->a->state);
+    k3_engine_state_reset(w->a->state);
 }
 
 int k3_answer_finish(k3_answer *x)
@@ -482,7 +484,7 @@ int k3_answer_run(k3_answerer *a, const k3_answer_job *job, const k3_answer_io *
         k3_seq seq;
         e.code = 0;
         if (k3_answer_want(w, K3_PREFILL_CHUNK, &seq) &&
-            k3_forward_multi(a->model, &seq, 1, &e) != K3_OK) {
+            k3_engine_forward_multi(a->model, &seq, 1, &e) != K3_OK) {
             k3_answer_fail(w, &e);
             break;
         }

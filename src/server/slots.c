@@ -6,6 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "server/engine.h"
 #include "util/error.h"
 
 typedef struct {
@@ -144,7 +145,7 @@ static void step(slot *sl, size_t n, k3_seq *seqs, slot **who)
             who[ns++] = next;
         }
     }
-    if (ns > 0 && k3_forward_multi(sl[0].a->model, seqs, ns, &e) != K3_OK)
+    if (ns > 0 && k3_engine_forward_multi(sl[0].a->model, seqs, ns, &e) != K3_OK)
         for (size_t k = 0; k < ns; k++)
             k3_answer_fail(who[k]->w, &e); /* every state of the call is suspect */
 }

@@ -24,7 +24,11 @@
 #     a rank killed with SIGKILL mid-run -> the job ends within 30 s,
 #     nonzero; a rank stopped (SIGSTOP) mid-run -> the others time out
 #     (K3_MPI_TIMEOUT=3) and end the job naming the collective;
-#     --spec 2 is refused (exit 2).
+#     --spec 2 is refused (exit 2);
+#  2d. per-rank trunks (pack-trunk --rank-of): bin/k3's ids and logits at 2
+#     and 3 ranks, streamed; refused for another rank, rank count or split
+#     threshold, and by bin/k3;
+#  5. k3-mpi serve: tests/mpi/serve.sh.
 . tests/gates/lib.sh
 : "${K3_MPI_BIN:?}"
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMP_NUM_THREADS=1
@@ -163,6 +167,47 @@ K3_MPI_SPLIT_MIN=0 mpi 2 "$K3_MPI_BIN" "$dir" --trunk "$work/trunk" --ids "$rid"
 cmp -s "$work/b1.f32" "$work/bt.f32" || die "share: --trunk over 2 ranks: logits differ"
 grep -q '"trunk_shares": false' "$work/bt.json" || die "share: --trunk: the shares are not off"
 echo "ok: a packed trunk is read whole on every rank (2 ranks): the logits of bin/k3"
+# 2d. per-rank trunks (k3 pack-trunk --rank-of R/N, every product split):
+# each rank streams its own rows from its own trunk (--trunk DIR-{rank}),
+# the ids and logits of bin/k3 at 2 and 3 ranks; rank 0's trunk.bin is
+# smaller than a whole trunk's; bin/k3 refuses a per-rank trunk, k3-mpi
+# one packed for another rank or rank count (exit 2).
+fsize() { "$PYTHON" -c 'import json,sys; print(json.load(open(sys.argv[1]))["file_size"])' "$1"; }
+for np in 2 3; do
+    for r in $(seq 0 $((np - 1))); do
+        K3_MPI_SPLIT_MIN=0 "$K3_BIN" pack-trunk "$dir" "$work/rt$np-$r" --rank-of "$r/$np" \
+            --quiet || die "pack-trunk --rank-of $r/$np failed"
+    done
+    # shellcheck disable=SC2086
+    K3_MPI_SPLIT_MIN=0 mpi "$np" "$K3_MPI_BIN" "$dir" --trunk "$work/rt$np-{rank}" --ids "$rid" \
+        --gen 6 --ignore-eos $stream --dump-logits "$work/rt$np.f32" --out "$work/rt$np.json" \
+        >"$work/rt$np.ids" 2>"$work/rt$np.err" ||
+        { cat "$work/rt$np.err"; die "per-rank trunks over $np ranks failed"; }
+    cmp -s "$work/b1.ids" "$work/rt$np.ids" || die "per-rank trunks np $np: ids differ"
+    cmp -s "$work/b1.f32" "$work/rt$np.f32" || die "per-rank trunks np $np: logits differ"
+    grep -q '"trunk_shares": true' "$work/rt$np.json" || die "per-rank trunks: shares are off"
+    "$PYTHON" - "$work/rt$np.json" <<'PY' || die "per-rank trunks np $np: the run did not stream"
+import json, sys
+p = json.load(open(sys.argv[1]))["plan"]
+assert p["pinned_layers"] == 0 and p["streamed_layers"] > 0, p
+PY
+    [ "$(fsize "$work/rt$np-0/trunk.json")" -lt "$(fsize "$work/trunk/trunk.json")" ] ||
+        die "per-rank trunk of rank 0 of $np is not smaller than the whole trunk"
+done
+echo "ok: per-rank trunks, streamed: the ids and logits of bin/k3 at 2 and 3 ranks (rank 0's" \
+    "trunk.bin $(fsize "$work/rt3-0/trunk.json") of $(fsize "$work/trunk/trunk.json") bytes at 3)"
+expect_exit 2 "packed for rank 0 of 2" "$K3_BIN" "$dir" --trunk "$work/rt2-0" --ids "$rid" \
+    --gen 1 || die "bin/k3 with a per-rank trunk: not refused"
+expect_exit 2 "packed for rank 1 of 2, but this is rank 0 of 2" env K3_MPI_SPLIT_MIN=0 \
+    $MPIRUN -np 2 "$K3_MPI_BIN" "$dir" --trunk "$work/rt2-1" --ids "$rid" --gen 1 ||
+    die "k3-mpi with another rank's trunk: not refused"
+expect_exit 2 "packed for rank 0 of 3, but this is rank 0 of 2" env K3_MPI_SPLIT_MIN=0 \
+    $MPIRUN -np 2 "$K3_MPI_BIN" "$dir" --trunk "$work/rt3-{rank}" --ids "$rid" --gen 1 ||
+    die "k3-mpi with trunks of another rank count: not refused"
+expect_exit 2 "rows 0..16 only" $MPIRUN -np 2 "$K3_MPI_BIN" "$dir" --trunk "$work/rt2-{rank}" \
+    --ids "$rid" --gen 1 || die "k3-mpi at another split threshold than packed: not refused"
+echo "ok: a per-rank trunk is refused by bin/k3, for another rank, another rank count and" \
+    "another split threshold (exit 2)"
 K3_MPI_SPLIT_MIN=0 mpi 3 "$K3_MPI_BIN" "$dir" --plan >"$work/plan3.txt" 2>"$work/plan3.err" ||
     { cat "$work/plan3.err"; die "--plan over 3 ranks failed"; }
 for r in 0 1 2; do
@@ -325,4 +370,6 @@ kill -CONT "$victim" 2>/dev/null || true
 grep -q "no answer from the other ranks" "$work/hang.err" ||
     { cat "$work/hang.err"; die "hung rank: no timeout message (exit $rc)"; }
 echo "ok: a stopped rank ends the job in $(($(date +%s) - t0)) s (exit $rc): the timeout"
+# 5. k3-mpi serve (tests/mpi/serve.sh).
+MPIRUN="$MPIRUN" sh tests/mpi/serve.sh || die "k3-mpi serve failed"
 echo "test-mpi: all passed"

@@ -276,6 +276,8 @@ static k3_spec_cost fitted(const k3_turn_costs *c)
  * acceptance and costs, with a probe every SPEC_PROBE_EVERY plain steps. */
 static size_t choose_drafts(k3_turn *t, size_t max)
 {
+    if (t->spec_always)
+        return max;
     k3_spec_stats st = { t->res.drafted, t->res.accepted };
     k3_spec_cost k = fitted(&t->costs);
     size_t n = k3_spec_choose(&st, &k, max, 0.03);
@@ -306,6 +308,10 @@ int k3_turn_decode_begin(k3_turn *t, k3_state *s, k3_sampler *smp, int *done, k3
     t->smp = smp;
     t->nfeed = 0;
     t->spec = p->drafter && !p->gen.recompute ? p->spec : 0;
+    /* Tests only: drafting decided by the drafter alone, not by timings,
+     * so that a gate's mix of verify rows is the same on any machine. */
+    const char *always = getenv("K3_SPEC_ALWAYS");
+    t->spec_always = always && !strcmp(always, "1");
     if (t->spec > K3_TURN_MAX_SPEC)
         t->spec = K3_TURN_MAX_SPEC;
     *done = 1;

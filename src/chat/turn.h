@@ -181,6 +181,7 @@ typedef struct k3_turn {
     /* The decode loop (k3_turn_decode_*). */
     k3_sampler *smp;
     size_t spec;              /* the most drafts a step (0: off) */
+    int spec_always;          /* K3_SPEC_ALWAYS=1 (tests): ask for spec drafts every step */
     float *logits;            /* [spec + 1][vocab]: the rows of this turn's last call */
     uint32_t feed[K3_TURN_MAX_SPEC + 1]; /* the pending id, then its drafts */
     size_t nfeed;             /* rows of the pending call (0: none wanted yet) */

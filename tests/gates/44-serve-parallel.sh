@@ -75,6 +75,13 @@ ctx=400000
     >"$work/plan1.txt" 2>&1 || die "serve --plan: $(cat "$work/plan1.txt")"
 per=$(sed -n 's/^ *per sequence *\([0-9.]*\) GB.*/\1/p' "$work/plan1.txt")
 total=$(sed -n 's/^ *total *\([0-9.]*\) GB.*/\1/p' "$work/plan1.txt")
+"$K3_BIN" serve "$dir" --tok "$tokdir" --plan --parallel 3 --max-context $ctx \
+    >"$work/plan3.txt" 2>&1 || die "serve --plan --parallel 3: $(cat "$work/plan3.txt")"
+total3=$(sed -n 's/^ *total *\([0-9.]*\) GB.*/\1/p' "$work/plan3.txt")
+# every per-slot buffer is in the per-slot cost: 2 more slots add 2 of them
+"$PYTHON" -c 'import sys; p, t1, t3 = map(float, sys.argv[1:]); sys.exit(abs(t3 - t1 - 2 * p) > 0.003)' \
+    "$per" "$total" "$total3" ||
+    die "3 slots' plan ($total3 GB) is not 1 slot's ($total GB) + 2 x $per GB: a per-slot part uncounted"
 budget=$("$PYTHON" -c 'import sys; p, t = map(float, sys.argv[1:]); print("%.4f" % ((t + 2 * p) / 0.9))' "$per" "$total")
 "$K3_BIN" serve "$dir" --tok "$tokdir" --plan --max-context $ctx --budget-gb "$budget" \
     >"$work/plan2.txt" 2>&1 || die "serve --plan --budget-gb $budget: $(cat "$work/plan2.txt")"

@@ -42,7 +42,8 @@ typedef struct k3_model_opts {
     int max_batch;       /* tokens per k3_forward piece (longer calls are split):
                           * the scratch planned; <= 0 = K3_PREFILL_CHUNK */
     int spec;            /* drafts a speculative step may verify (0: none): the plan
-                          * counts the step's KDA copy, journal and logits rows */
+                          * counts the step's KDA copy, journal and logits rows, once
+                          * per sequence */
     int self_draft;      /* with spec: plan the self drafter's second state too */
     int sequences;       /* states run together (k3_forward_multi): the plan counts
                           * each one's KDA state and MLA cache; <= 0 = 1 */
@@ -53,6 +54,8 @@ typedef struct k3_model_opts {
                           * in the plan's total; 0 = none */
     const char *trunk_dir; /* packed trunk (k3 pack-trunk): layers and lm_head from
                             * DIR/trunk.bin, checksummed; NULL = from the shards */
+    int marks;           /* marks each sequence keeps (k3_state_mark_take): the plan
+                          * counts each one's KDA copy and logits row; <= 0 = none */
 } k3_model_opts;
 
 /* Everything resident, nothing streamed. */

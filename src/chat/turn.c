@@ -241,59 +241,13 @@ int k3_turn_finish(k3_turn *t, k3_turn_result *res, k3_err *e)
     k3_stop_free(&t->stop);
     k3_buf_free(&t->released);
     free(t->out);
+    free(t->logits);
+    free(t->seq);
     t->out = NULL;
+    t->logits = NULL;
+    t->seq = NULL;
     return e->code;
 }
-
-/* One speculative step after y (sampled and reported, not fed, at position
- * pos0 = the state's): drafts d[0..nd) follow y; [y, d...] goes through one
- * forward call; each row's id is sampled as a plain run would and reported
- * while it equals the next draft; the state keeps y and the accepted
- * drafts (k3_state_spec_end). *next: the first id not fed (the model's own
- * after the last accepted draft), unless *done. logits: [spec + 1][V]. */
-static int spec_step(k3_turn *t, k3_model *m, k3_state *s, k3_sampler *smp, uint32_t y,
-                     const uint32_t *d, size_t nd, float *logits, uint32_t *next, int *done,
-                     k3_err *e)
-{
-    size_t V = k3_model_vocab(m), keep = nd + 1;
-    int64_t pos0 = k3_state_pos(s);
-    uint32_t feed[K3_TURN_MAX_SPEC + 1];
-    feed[0] = y;
-    memcpy(feed + 1, d, nd * sizeof *d);
-    if (t->sink->forward)
-        t->sink->forward(t->sink->ctx);
-    if (k3_state_spec_begin(s, nd + 1, e) || k3_forward(m, s, feed, nd + 1, logits, 1, e))
-        return e->code;
-    t->res.forwards++;
-    t->res.drafted += nd;
-    for (size_t i = 0; i <= nd; i++) {
-        const float *row = logits + i * V;
-        uint32_t z = k3_gen_sample_at(smp, &t->gen, m, k3_state_ids(s), (size_t)pos0 + 1 + i,
-                                      row);
-        if (k3_turn_step_at(t, z, row, pos0 + 1 + (int64_t)i, done, e))
-            return e->code;
-        *next = z;
-        if (*done || i == nd || z != d[i]) {
-            keep = i + 1;
-            break;
-        }
-        t->res.accepted++;
-    }
-    if (t->p->drafter->observe)
-        t->p->drafter->observe(t->p->drafter->ctx, nd, keep - 1);
-    return k3_state_spec_end(s, keep, logits + (keep - 1) * V, e);
-}
-
-/* What forward calls cost, measured: one-row calls (plain decoding) and
- * verification calls (their rows), so that a + b * rows can be fitted and
- * the number of drafts chosen (gen/draft.h k3_spec_choose). */
-typedef struct {
-    double one_s;              /* seconds of the one-row calls */
-    size_t one_n;
-    double many_s, many_rows;  /* seconds and rows of the verification calls */
-    size_t many_n;
-    size_t plain_run;          /* steps in a row without drafting */
-} call_costs;
 
 /* Steps without drafting after which one is tried anyway, so acceptance
  * and the cost of rows keep being measured. */
@@ -301,7 +255,7 @@ typedef struct {
 
 /* The cost model: per call and per row, from the means (a prior that a
  * pass costs far more than a row until both kinds were seen). */
-static k3_spec_cost fitted(const call_costs *c)
+static k3_spec_cost fitted(const k3_turn_costs *c)
 {
     k3_spec_cost k = { 1.0, 0.05 };
     if (c->one_n == 0 || c->many_n == 0)
@@ -320,15 +274,17 @@ static k3_spec_cost fitted(const call_costs *c)
 
 /* How many drafts this step may verify, 0..max: what pays, by the measured
  * acceptance and costs, with a probe every SPEC_PROBE_EVERY plain steps. */
-static size_t choose_drafts(const k3_turn *t, call_costs *c, size_t max)
+static size_t choose_drafts(k3_turn *t, size_t max)
 {
+    if (t->spec_always)
+        return max;
     k3_spec_stats st = { t->res.drafted, t->res.accepted };
-    k3_spec_cost k = fitted(c);
+    k3_spec_cost k = fitted(&t->costs);
     size_t n = k3_spec_choose(&st, &k, max, 0.03);
-    if (n == 0 && ++c->plain_run >= SPEC_PROBE_EVERY)
+    if (n == 0 && ++t->costs.plain_run >= SPEC_PROBE_EVERY)
         n = 1;
     if (n)
-        c->plain_run = 0;
+        t->costs.plain_run = 0;
     return n;
 }
 
@@ -345,87 +301,156 @@ static uint32_t pick_as_sampled(void *ctx, const uint32_t *ids, size_t pos, cons
     return k3_gen_sample_at(tp->smp, tp->gen, tp->m, ids, pos, row);
 }
 
+int k3_turn_decode_begin(k3_turn *t, k3_state *s, k3_sampler *smp, int *done, k3_err *e)
+{
+    const k3_turn_params *p = t->p;
+    size_t V = k3_model_vocab(t->m);
+    t->smp = smp;
+    t->nfeed = 0;
+    t->spec = p->drafter && !p->gen.recompute ? p->spec : 0;
+    /* Tests only: drafting decided by the drafter alone, not by timings,
+     * so that a gate's mix of verify rows is the same on any machine. */
+    const char *always = getenv("K3_SPEC_ALWAYS");
+    t->spec_always = always && !strcmp(always, "1");
+    if (t->spec > K3_TURN_MAX_SPEC)
+        t->spec = K3_TURN_MAX_SPEC;
+    *done = 1;
+    if (p->gen.max_tokens == 0)
+        return K3_OK;
+    if (!k3_state_logits(s))
+        return k3_fail(e, K3_EINPUT, "nothing to continue from: the sequence is empty");
+    if (!(t->logits = k3_malloc(e, (t->spec + 1) * V * sizeof *t->logits, "logits")))
+        return e->code;
+    memcpy(t->logits, k3_state_logits(s), V * sizeof *t->logits);
+    t->feed[0] = k3_gen_sample(smp, &t->gen, t->m, s, t->logits);
+    return k3_turn_step(t, t->feed[0], t->logits, done, e);
+}
+
+/* Drafts after the pending id, within what the turn may still generate and
+ * never at a position a plain run would not feed (max_context): into
+ * t->feed[1..], their count returned. */
+static size_t draft(k3_turn *t, const k3_state *s, k3_err *e)
+{
+    const k3_turn_params *p = t->p;
+    size_t pos = (size_t)k3_state_pos(s), left = p->gen.max_tokens - t->res.generated;
+    size_t want = t->spec && left > 1 ? choose_drafts(t, t->spec) : 0;
+    if (!want)
+        return 0;
+    want = want < left - 1 ? want : left - 1;
+    if (p->gen.max_context > 0)
+        want = (int64_t)(pos + 2 + want) <= p->gen.max_context ? want
+               : (int64_t)pos + 2 < p->gen.max_context
+                   ? (size_t)(p->gen.max_context - (int64_t)pos - 2)
+                   : 0;
+    if (!want)
+        return 0;
+    if (pos + 1 > t->seq_cap) { /* the drafter's view: the sequence, then the id */
+        uint32_t *grown = realloc(t->seq, 2 * (pos + 1) * sizeof *t->seq);
+        if (!grown) {
+            k3_fail(e, K3_ERUNTIME, "out of memory for the drafter's context");
+            return 0;
+        }
+        t->seq = grown;
+        t->seq_cap = 2 * (pos + 1);
+    }
+    memcpy(t->seq, k3_state_ids(s), pos * sizeof *t->seq);
+    t->seq[pos] = t->feed[0];
+    turn_pick tpk = { t->smp, &t->gen, t->m };
+    k3_draft_pick pick = { pick_as_sampled, &tpk };
+    return p->drafter->propose(p->drafter->ctx, t->seq, pos + 1, t->feed + 1, want, &pick, e);
+}
+
+int k3_turn_decode_want(k3_turn *t, k3_model *m, k3_state *s, k3_seq *seq, k3_err *e)
+{
+    (void)m;
+    size_t nd = draft(t, s, e);
+    if (e->code)
+        return e->code;
+    t->nfeed = nd + 1;
+    memset(seq, 0, sizeof *seq);
+    seq->state = s;
+    seq->ids = t->feed;
+    seq->n = nd + 1;
+    seq->logits = t->logits;
+    seq->all_positions = nd > 0;
+    if (t->sink->forward)
+        t->sink->forward(t->sink->ctx);
+    t->res.forwards++;
+    if (nd && k3_state_spec_begin(s, nd + 1, e))
+        return e->code;
+    t->call_t0 = k3_seconds(); /* proposing excluded: a plain step does not propose */
+    return K3_OK;
+}
+
+/* A plain step's end: the next id from the fed id's row. */
+static int took_one(k3_turn *t, k3_model *m, k3_state *s, int *done, k3_err *e)
+{
+    t->costs.one_s += k3_seconds() - t->call_t0;
+    t->costs.one_n++;
+    t->feed[0] = k3_gen_sample(t->smp, &t->gen, m, s, t->logits);
+    return k3_turn_step(t, t->feed[0], t->logits, done, e);
+}
+
+/* A speculative step's end: the call fed [y, d...] = feed[0..nfeed) from
+ * position pos0 = the state's before it. Each row's id is sampled as a
+ * plain run would and reported while it equals the next draft; the state
+ * keeps y and the accepted drafts (k3_state_spec_end). The next pending
+ * id is the model's own after the last accepted draft. */
+static int took_drafts(k3_turn *t, k3_model *m, k3_state *s, int *done, k3_err *e)
+{
+    size_t V = k3_model_vocab(m), nd = t->nfeed - 1, keep = t->nfeed;
+    int64_t pos0 = k3_state_pos(s) - (int64_t)t->nfeed;
+    const uint32_t *d = t->feed + 1;
+    uint32_t z = 0;
+    t->res.drafted += nd;
+    for (size_t i = 0; i <= nd; i++) {
+        const float *row = t->logits + i * V;
+        z = k3_gen_sample_at(t->smp, &t->gen, m, k3_state_ids(s), (size_t)pos0 + 1 + i, row);
+        if (k3_turn_step_at(t, z, row, pos0 + 1 + (int64_t)i, done, e))
+            return e->code;
+        if (*done || i == nd || z != d[i]) {
+            keep = i + 1;
+            break;
+        }
+        t->res.accepted++;
+    }
+    if (t->p->drafter->observe)
+        t->p->drafter->observe(t->p->drafter->ctx, nd, keep - 1);
+    if (k3_state_spec_end(s, keep, t->logits + (keep - 1) * V, e))
+        return e->code;
+    t->feed[0] = z;
+    t->costs.many_s += k3_seconds() - t->call_t0; /* the replay and the rows' sampling too */
+    t->costs.many_rows += (double)t->nfeed;
+    t->costs.many_n++;
+    return K3_OK;
+}
+
+int k3_turn_decode_took(k3_turn *t, k3_model *m, k3_state *s, int *done, k3_err *e)
+{
+    *done = 1;
+    if (t->nfeed == 0)
+        return k3_fail(e, K3_EINPUT, "a turn's rows were taken without being asked for");
+    int rc = t->nfeed == 1 ? took_one(t, m, s, done, e) : took_drafts(t, m, s, done, e);
+    t->nfeed = 0;
+    return rc;
+}
+
 int k3_turn_generate(k3_model *m, k3_state *s, k3_sampler *smp, const k3_turn_params *p,
                      const k3_turn_sink *sink, k3_turn_result *res, k3_err *e)
 {
-    call_costs costs;
-    memset(&costs, 0, sizeof costs);
     k3_turn t;
-    float *logits = NULL;
-    size_t V = k3_model_vocab(m), spec = p->drafter ? p->spec : 0;
-    uint32_t drafts[K3_TURN_MAX_SPEC];
-    int done = p->gen.max_tokens == 0;
-    if (spec > K3_TURN_MAX_SPEC)
-        spec = K3_TURN_MAX_SPEC;
-    if (k3_turn_begin(&t, m, s, p, sink, e) || done)
-        return k3_turn_finish(&t, res, e);
-    if (!k3_state_logits(s)) {
-        k3_fail(e, K3_EINPUT, "nothing to continue from: the sequence is empty");
-        return k3_turn_finish(&t, res, e);
-    }
-    if ((logits = k3_malloc(e, (spec + 1) * V * sizeof *logits, "logits")))
-        memcpy(logits, k3_state_logits(s), V * sizeof *logits);
-    uint32_t id = 0, *seq = NULL; /* seq: [seq_cap] scratch for the drafter */
-    size_t seq_cap = 0;
-    int have = 0; /* id is sampled and reported but not fed */
-    while (logits && !done) {
-        if (!have) {
-            id = k3_gen_sample(smp, &t.gen, m, s, logits);
-            if (k3_turn_step(&t, id, logits, &done, e) || done)
-                break;
-        }
-        /* Drafts after id, within what the turn may still generate. */
-        size_t nd = 0, pos = (size_t)k3_state_pos(s), left = p->gen.max_tokens -
-                                                             t.res.generated;
-        size_t want = spec && left > 1 && !p->gen.recompute ? choose_drafts(&t, &costs, spec) : 0;
-        if (want) {
-            want = want < left - 1 ? want : left - 1;
-            /* and never a position a plain run would not feed (max_context) */
-            if (p->gen.max_context > 0)
-                want = (int64_t)(pos + 2 + want) <= p->gen.max_context
-                           ? want
-                           : (int64_t)pos + 2 < p->gen.max_context
-                                 ? (size_t)(p->gen.max_context - (int64_t)pos - 2)
-                                 : 0;
-            if (pos + 1 > seq_cap) { /* the drafter's view: the sequence, then id */
-                uint32_t *grown = realloc(seq, 2 * (pos + 1) * sizeof *seq);
-                if (!grown) {
-                    k3_fail(e, K3_ERUNTIME, "out of memory for the drafter's context");
-                    break;
-                }
-                seq = grown;
-                seq_cap = 2 * (pos + 1);
-            }
-            memcpy(seq, k3_state_ids(s), pos * sizeof *seq);
-            seq[pos] = id;
-            turn_pick tpk = { smp, &t.gen, m };
-            k3_draft_pick pick = { pick_as_sampled, &tpk };
-            nd = p->drafter->propose(p->drafter->ctx, seq, pos + 1, drafts, want, &pick, e);
-            if (e->code)
-                break;
-        }
-        double t0 = k3_seconds();
-        if (nd == 0) {
-            t.res.forwards++;
-            have = 0;
-            if (sink->forward)
-                sink->forward(sink->ctx);
-            if (k3_gen_feed(m, s, &t.gen, id, logits, e))
-                break;
-            costs.one_s += k3_seconds() - t0;
-            costs.one_n++;
-            continue;
-        }
-        if (spec_step(&t, m, s, smp, id, drafts, nd, logits, &id, &done, e))
+    int done = 0;
+    if (k3_turn_begin(&t, m, s, p, sink, e) == K3_OK)
+        k3_turn_decode_begin(&t, s, smp, &done, e);
+    while (!e->code && !done) {
+        k3_seq seq;
+        if (k3_turn_decode_want(&t, m, s, &seq, e))
             break;
-        costs.many_s += k3_seconds() - t0; /* the replay and the rows' sampling included */
-        costs.many_rows += (double)(nd + 1);
-        costs.many_n++;
-        have = 1;
-        /* The next id was drawn from the row of the last kept position. */
-        memmove(logits, k3_state_logits(s), V * sizeof *logits);
+        /* one id under recompute: k3_gen_feed re-runs the whole sequence */
+        if ((seq.n == 1 ? k3_gen_feed(m, s, &t.gen, seq.ids[0], seq.logits, e)
+                        : k3_forward_multi(m, &seq, 1, e)) != K3_OK)
+            break;
+        k3_turn_decode_took(&t, m, s, &done, e);
     }
-    free(logits);
-    free(seq);
     return k3_turn_finish(&t, res, e);
 }

@@ -135,12 +135,32 @@ int k3_turn_feed_embeds(k3_model *m, k3_state *s, k3_state_mark *mark, const uin
                         size_t nimg, int (*cancelled)(void *ctx), void *ctx, size_t *common,
                         size_t *reused, int *was_cancelled, k3_err *e);
 
+/* What a turn's forward calls cost, measured: one-row calls (plain
+ * decoding) and verification calls (their rows), so that a + b * rows can
+ * be fitted and the number of drafts chosen (gen/draft.h k3_spec_choose).
+ * In a call shared with other sequences (k3_forward_multi) the seconds are
+ * the whole call's and the rows this sequence's: the fit's per-call part
+ * then carries the others' rows, its per-row part what this sequence's own
+ * drafts add, which is what its choice costs. */
+typedef struct k3_turn_costs {
+    double one_s;              /* seconds of the one-row calls */
+    size_t one_n;
+    double many_s, many_rows;  /* seconds and rows of the verification calls */
+    size_t many_n;
+    size_t plain_run;          /* steps in a row without drafting */
+} k3_turn_costs;
+
 /* A turn in progress, for a driver that runs the loop itself (several
- * sequences per forward call, or verified drafts): k3_turn_begin, then for
- * each generated id k3_turn_step (which routes it and says whether the
- * turn ends with it), feeding the id while the turn goes on, then
- * k3_turn_finish. The fields are the driver's own; a k3_turn must not be
- * copied or moved between begin and finish (gen points into it). */
+ * sequences per forward call): k3_turn_begin, then k3_turn_decode_begin
+ * (the first id), then per forward call k3_turn_decode_want (this turn's
+ * rows: its pending id and, when the cost gate says so, the drafts that
+ * follow it) and, after the call, k3_turn_decode_took (each row sampled,
+ * routed, the drafts that match kept and the rest rolled back), until it
+ * says done; then k3_turn_finish. k3_turn_generate is this loop with one
+ * sequence per call: one verify/accept/rollback path for every driver.
+ * (k3_turn_step alone routes an id the driver drew itself.) The fields
+ * are the driver's own; a k3_turn must not be copied or moved between
+ * begin and finish (gen points into it). */
 typedef struct k3_turn {
     const k3_turn_params *p;
     const k3_turn_sink *sink;
@@ -158,6 +178,17 @@ typedef struct k3_turn {
     size_t out_cap;
     int stopped;              /* a stop string was completed: nothing more is shown */
     k3_turn_result res;       /* so far */
+    /* The decode loop (k3_turn_decode_*). */
+    k3_sampler *smp;
+    size_t spec;              /* the most drafts a step (0: off) */
+    int spec_always;          /* K3_SPEC_ALWAYS=1 (tests): ask for spec drafts every step */
+    float *logits;            /* [spec + 1][vocab]: the rows of this turn's last call */
+    uint32_t feed[K3_TURN_MAX_SPEC + 1]; /* the pending id, then its drafts */
+    size_t nfeed;             /* rows of the pending call (0: none wanted yet) */
+    uint32_t *seq;            /* [seq_cap] the drafter's view of the sequence */
+    size_t seq_cap;
+    k3_turn_costs costs;
+    double call_t0;           /* when the pending call's rows were handed out */
 } k3_turn;
 
 /* Starts a turn extending s (which must hold the prompt). K3_EINPUT for a
@@ -173,6 +204,27 @@ int k3_turn_step(k3_turn *t, uint32_t id, const float *logits, int *done, k3_err
  * is ahead of the ids it reports). */
 int k3_turn_step_at(k3_turn *t, uint32_t id, const float *logits, int64_t pos, int *done,
                     k3_err *e);
+
+/* The decode loop's start, once s holds the prompt (its last logits):
+ * the first id is drawn with smp and routed; *done when the turn ends
+ * with it (or max_tokens is 0). spec: p->spec when p->drafter is set,
+ * else 0 (at most K3_TURN_MAX_SPEC; 0 under recompute). */
+int k3_turn_decode_begin(k3_turn *t, k3_state *s, k3_sampler *smp, int *done, k3_err *e);
+
+/* The turn's rows for the next forward call, into *seq (state s; the
+ * caller may put it among other sequences of one k3_forward_multi): the
+ * pending id alone (logits: its row), or, when the cost gate chooses
+ * drafts and the drafter proposes some, the id and its drafts with every
+ * row's logits (k3_state_spec_begin done on s). The sink's forward
+ * callback is called. */
+int k3_turn_decode_want(k3_turn *t, k3_model *m, k3_state *s, k3_seq *seq, k3_err *e);
+
+/* After the call that fed k3_turn_decode_want's rows: each row's id is
+ * sampled as a plain run would and routed while it equals the next draft;
+ * s keeps the pending id and the accepted drafts (k3_state_spec_end), so
+ * it is byte for byte the state of feeding them one by one. The id drawn
+ * from the last kept row is the next pending one, unless *done. */
+int k3_turn_decode_took(k3_turn *t, k3_model *m, k3_state *s, int *done, k3_err *e);
 
 /* Ends the turn: on success (e clear) the held text goes to the sink;
  * *res gets the result; everything the turn holds is freed. Returns e's code. */

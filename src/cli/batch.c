@@ -1,16 +1,21 @@
 /* batch.c - see batch.h.
  *
- * Each line becomes a sequence with its own state, sampler and turn
- * (chat/turn.h, driven step by step). A round is one k3_forward_multi
- * call: every sequence that is decoding feeds its one pending id, and the
- * sequences still in their prompts share what is left of K3_PREFILL_CHUNK
- * rows, in input order (a long prompt takes at most a chunk a round, so it
- * never holds the decodes back for longer). A sequence whose prompt is in
- * begins its turn; after each round every sequence with new logits samples
- * its next id (k3/sample.h: the draw depends only on its seed and the
- * position), routes it through its turn and, unless the turn ends there,
- * feeds it next round. So each sequence's ids are those of running it
- * alone with `--prompt` or `--ids` and the same options. */
+ * Each line becomes a sequence with its own state, sampler, drafter and
+ * turn (chat/turn.h, its decode loop driven step by step). A round is one
+ * k3_forward_multi call: every sequence that is decoding feeds its pending
+ * id and, when its cost gate says drafting pays (--spec, auto by default;
+ * the ngram drafter), the drafts to verify after it; the sequences still
+ * in their prompts share what is left of K3_PREFILL_CHUNK rows, in input
+ * order (a long prompt takes at most a chunk a round, so it never holds
+ * the decodes back for longer). A sequence whose prompt is in begins its
+ * turn (its first id drawn); after each round every decoding sequence
+ * takes its rows (k3_turn_decode_took: each sampled as a plain run would,
+ * drafts kept while they match, the rest rolled back) and, unless its
+ * turn ends, has its next id pending. A draw depends only on the line's
+ * seed and the position (k3/sample.h), and a row's bits only on its own
+ * sequence (k3_forward_multi), so each sequence's ids are those of
+ * running it alone with `--prompt` or `--ids` and the same options,
+ * with or without drafts. */
 #include "cli/batch.h"
 
 #include <errno.h>
@@ -22,6 +27,7 @@
 #include "chat/jtext.h"
 #include "chat/turn.h"
 #include "cli/generate.h"
+#include "gen/draft.h"
 #include "util/clock.h"
 #include "util/error.h"
 #include "util/file.h"
@@ -48,15 +54,15 @@ typedef struct seqline {
     k3_state *st;
     k3_sampler smp;
     int have_smp;
+    k3_drafter drafter;  /* --spec: this line's ngram drafter (its own state) */
+    int have_drafter;
     k3_turn_params tp;
     k3_turn_sink sink;
     k3_turn turn;
     int begun, done;     /* the turn began; it ended (res holds why) */
     k3_turn_result res;
     size_t fed;          /* prompt ids fed so far */
-    uint32_t pending;    /* sampled, reported, to be fed (when has_pending) */
-    int has_pending;
-    float *logits;       /* [vocab] this sequence's latest logits */
+    float *logits;       /* [vocab] the prompt's last logits */
     uint32_t *out_ids;   /* [gen + 1] the ids generated */
     size_t ngen;
     k3_buf shown;        /* the text shown (tokenizer lines) */
@@ -288,29 +294,25 @@ static int prepare(batch *b, const k3_tokenizer *tok, k3_err *e)
     return e->code;
 }
 
-/* A sequence whose logits are new: begin its turn if its prompt just went
- * in, then sample, route, and keep the id to feed unless the turn ended. */
+/* A sequence after a round it was in: its prompt just went in (begin its
+ * turn: the first id drawn), or it was decoding (take its rows); the turn
+ * is finished when it ends. */
 static int advance(k3_model *m, seqline *q, k3_err *e)
 {
+    int done = 0;
     if (!q->begun) {
         if (k3_turn_begin(&q->turn, m, q->st, &q->tp, &q->sink, e) != K3_OK)
             return e->code;
         q->begun = 1;
-        if (q->tp.gen.max_tokens == 0) {
-            q->done = 1;
-            return k3_turn_finish(&q->turn, &q->res, e);
-        }
-    }
-    int done = 0;
-    uint32_t id = k3_gen_sample(&q->smp, &q->turn.gen, m, q->st, q->logits);
-    if (k3_turn_step(&q->turn, id, q->logits, &done, e) != K3_OK)
+        if (k3_turn_decode_begin(&q->turn, q->st, &q->smp, &done, e) != K3_OK)
+            return e->code;
+    } else if (k3_turn_decode_took(&q->turn, m, q->st, &done, e) != K3_OK) {
         return e->code;
+    }
     if (done) {
         q->done = 1;
         return k3_turn_finish(&q->turn, &q->res, e);
     }
-    q->pending = id;
-    q->has_pending = 1;
     return K3_OK;
 }
 
@@ -318,6 +320,7 @@ static int advance(k3_model *m, seqline *q, k3_err *e)
 typedef struct {
     double seconds;
     size_t rows, seqs;
+    size_t verifying, prompting; /* of seqs: verifying drafts; feeding a prompt chunk */
     uint64_t bytes_read;
 } round_cost;
 
@@ -333,16 +336,20 @@ static int write_report(FILE *f, const batch *b, const k3_model *m, const round_
     k3_cli_write_ids(f, q0->out_ids, q0->ngen);
     fprintf(f, "],\n  \"end\": \"%s\",\n  \"finish_reason\": \"%s\"", k3_turn_end_name(q0->res.end),
             k3_turn_finish_reason(q0->res.end, 0));
-    fprintf(f, ",\n  \"spec\": {\"drafter\": \"none\", \"max\": 0, \"forwards\": %zu, "
-               "\"drafted\": 0, \"accepted\": 0, \"emitted\": %zu}", nr, q0->res.generated);
+    const k3_options *o = b->o;
+    fprintf(f, ",\n  \"spec\": {\"drafter\": \"%s\", \"max\": %ld, \"auto\": %s, "
+               "\"forwards\": %zu, \"drafted\": %zu, \"accepted\": %zu, \"emitted\": %zu}",
+            o->spec ? "ngram" : "none", o->spec, o->spec_auto ? "true" : "false",
+            q0->res.forwards, q0->res.drafted, q0->res.accepted, q0->res.generated);
     fprintf(f, ",\n  \"step_seconds\": [");
     for (size_t i = 0; i < nr; i++)
         fprintf(f, "%s%.6f", i ? ", " : "", rc[i].seconds);
     fprintf(f, "],\n  \"steps\": [");
     for (size_t i = 0; i < nr; i++)
-        fprintf(f, "%s\n    {\"step\": %zu, \"rows\": %zu, \"sequences\": %zu, \"seconds\": %.6f, "
-                   "\"bytes_read\": %llu}", i ? "," : "", i, rc[i].rows, rc[i].seqs,
-                rc[i].seconds, (unsigned long long)rc[i].bytes_read);
+        fprintf(f, "%s\n    {\"step\": %zu, \"rows\": %zu, \"sequences\": %zu, \"verifying\": %zu, "
+                   "\"prompting\": %zu, \"seconds\": %.6f, \"bytes_read\": %llu}", i ? "," : "", i,
+                rc[i].rows, rc[i].seqs, rc[i].verifying, rc[i].prompting, rc[i].seconds,
+                (unsigned long long)rc[i].bytes_read);
     fprintf(f, "\n  ],\n  \"prefill_seconds\": %.6f,\n", prefill_s);
     fprintf(f, "  \"wall_seconds\": %.6f,\n", wall);
     fprintf(f, "  \"io_wait_seconds\": %.6f,\n", io.io_wait_seconds);
@@ -361,9 +368,11 @@ static int write_report(FILE *f, const batch *b, const k3_model *m, const round_
         t.len = 0;
         if (q->text && k3_jtext_put(&t, q->shown.data ? q->shown.data : "", q->shown.len, e))
             break;
-        fprintf(f, "], \"text\": %s, \"end\": \"%s\", \"finish_reason\": \"%s\"}",
+        fprintf(f, "], \"text\": %s, \"end\": \"%s\", \"finish_reason\": \"%s\", "
+                   "\"forwards\": %zu, \"drafted\": %zu, \"accepted\": %zu}",
                 q->text ? t.data : "null", k3_turn_end_name(q->res.end),
-                k3_turn_finish_reason(q->res.end, 0));
+                k3_turn_finish_reason(q->res.end, 0), q->res.forwards, q->res.drafted,
+                q->res.accepted);
     }
     k3_buf_free(&t);
     fprintf(f, "\n  ]\n}\n");
@@ -383,19 +392,20 @@ static int run_rounds(k3_model *m, batch *b, round_cost **rcp, size_t *nr, doubl
     k3_io_counters io0;
     k3_model_io(m, &io0);
     while (seqs && who && !e->code) {
-        size_t ns = 0, rows = 0, prefilling = 0;
-        for (size_t i = 0; i < b->n; i++) {
+        size_t ns = 0, rows = 0, prefilling = 0, verifying = 0;
+        for (size_t i = 0; i < b->n && !e->code; i++) {
             seqline *q = &b->L[i];
-            if (q->done || !q->has_pending)
+            if (q->done || !q->begun)
                 continue;
-            k3_seq s = { q->st, &q->pending, 1, q->logits, 0 };
-            seqs[ns] = s;
+            if (k3_turn_decode_want(&q->turn, m, q->st, &seqs[ns], e) != K3_OK)
+                break;
+            rows += seqs[ns].n;
+            verifying += seqs[ns].n > 1;
             who[ns++] = i;
-            rows++;
         }
         for (size_t i = 0; i < b->n; i++) {
             seqline *q = &b->L[i];
-            if (q->done || q->fed == q->np || (rows >= K3_PREFILL_CHUNK && ns > 0))
+            if (q->done || q->begun || q->fed == q->np || (rows >= K3_PREFILL_CHUNK && ns > 0))
                 continue;
             size_t room = rows < K3_PREFILL_CHUNK ? K3_PREFILL_CHUNK - rows : 1;
             size_t n = q->np - q->fed < room ? q->np - q->fed : room;
@@ -404,19 +414,16 @@ static int run_rounds(k3_model *m, batch *b, round_cost **rcp, size_t *nr, doubl
             seqs[ns] = s;
             who[ns++] = i;
             rows += n;
-            prefilling = 1;
+            prefilling++;
         }
-        if (ns == 0)
+        if (ns == 0 || e->code)
             break;
         double t0 = k3_seconds();
         if (k3_forward_multi(m, seqs, ns, e) != K3_OK)
             break;
         for (size_t k = 0; k < ns && !e->code; k++) {
             seqline *q = &b->L[who[k]];
-            if (q->has_pending) {
-                q->has_pending = 0;
-                q->turn.res.forwards++; /* as k3_turn_generate counts its feeds */
-            } else {
+            if (!q->begun) {
                 q->fed += seqs[k].n;
                 if (q->fed < q->np)
                     continue;
@@ -435,7 +442,7 @@ static int run_rounds(k3_model *m, batch *b, round_cost **rcp, size_t *nr, doubl
         }
         k3_io_counters io;
         k3_model_io(m, &io);
-        round_cost c = { k3_seconds() - t0, rows, ns,
+        round_cost c = { k3_seconds() - t0, rows, ns, verifying, prefilling,
                          io.trunk_bytes + io.expert_bytes - io0.trunk_bytes - io0.expert_bytes };
         (*rcp)[(*nr)++] = c;
         io0 = io;
@@ -472,6 +479,13 @@ static int run_batch(k3_model *m, const k3_options *o, batch *b, const k3_tokeni
         q->tp.show_special = o->show_special;
         q->tp.stop = o->stop;
         q->tp.nstop = o->nstop;
+        if (o->spec > 0) { /* ngram: options.c refuses the self drafter here */
+            if (k3_drafter_make(&q->drafter, NULL, m, -1, (size_t)o->spec, e) != K3_OK)
+                return e->code;
+            q->have_drafter = 1;
+            q->tp.spec = (size_t)o->spec;
+            q->tp.drafter = &q->drafter;
+        }
         k3_turn_sink sink = { q, on_text, NULL, on_token, NULL };
         q->sink = sink;
     }
@@ -513,6 +527,8 @@ static void batch_free(batch *b)
         }
         if (q->have_smp)
             k3_sampler_free(&q->smp);
+        if (q->have_drafter)
+            k3_drafter_free(&q->drafter);
         k3_state_free(q->st);
         free(q->prompt);
         free(q->logits);

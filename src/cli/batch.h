@@ -13,11 +13,15 @@
  * as --ids does, without them). stdout: per line, in input order, a
  * heading "==> line N <==" and the answer's text (an "ids" line: its
  * generated ids, comma-separated); headings are separated by an empty
- * line. --out: the usual report (the top-level prompt_ids, generated_ids,
- * end and finish_reason are line 1's; step_seconds and steps are the
- * batched steps, each with its rows and sequences) plus "results": per line
- * {"line", "prompt_ids", "generated_ids", "text" (null for an "ids" line),
- * "end", "finish_reason"}. */
+ * line. --spec (auto by default) drafts per line with the ngram drafter,
+ * each line's cost gate choosing; the ids are those of --spec 0 (--draft
+ * self is refused: see options.c). --out: the usual report (the top-level
+ * prompt_ids, generated_ids, end, finish_reason and spec counts are line
+ * 1's; step_seconds and steps are the batched steps, each with its rows,
+ * sequences, and of them how many verified drafts and fed a prompt chunk)
+ * plus "results": per line {"line", "prompt_ids", "generated_ids", "text"
+ * (null for an "ids" line), "end", "finish_reason", "forwards", "drafted",
+ * "accepted"}. */
 #ifndef K3_CLI_BATCH_H
 #define K3_CLI_BATCH_H
 

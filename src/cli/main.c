@@ -110,6 +110,7 @@ static int model_options(const k3_options *o, size_t prompt_len, k3_model_opts *
     mo->plan_only = o->plan_only;
     mo->spec = (int)o->spec;
     mo->self_draft = o->draft && !strcmp(o->draft, "self");
+    mo->marks = o->chat ? 1 : 0; /* chat_run.c: the end of the last prompt */
     return K3_OK;
 }
 

@@ -239,13 +239,21 @@ static int check_combinations(const k3_options *o, k3_err *e)
         return k3_fail(e, K3_EINPUT, "--image goes with --prompt TEXT, --prompt-file FILE or "
                        "--chat");
     if (o->batch_file && (o->prompt || o->prompt_file || o->ids_csv || o->chat ||
-                          o->load_state || o->save_state || o->spec > 0 || o->recompute ||
+                          o->load_state || o->save_state || o->recompute ||
                           o->tf_check || o->output.dump_logits ||
                           o->output.dump_prompt_logits))
         return k3_fail(e, K3_EINPUT, "--batch-file takes its prompts from the file: it does not "
                                      "go with --prompt, --prompt-file, --ids, --chat, "
-                                     "--load-state, --save-state, --spec, --recompute, "
+                                     "--load-state, --save-state, --recompute, "
                                      "--tf-check or the logit dumps");
+    /* draft_self.c: the self drafter's drafts are forwards of its own
+     * state, one sequence at a time, outside the shared pass: with many
+     * lines that is a second pass per line and step, which cannot pay
+     * (and its second state per line doubles the memory per line). */
+    if (o->batch_file && o->draft && !strcmp(o->draft, "self"))
+        return k3_fail(e, K3_EINPUT, "--batch-file drafts with ngram only: --draft self would "
+                                     "run one drafting pass per line and step outside the "
+                                     "shared pass, which cannot pay");
     if ((o->prompt != NULL) + (o->prompt_file != NULL) + (o->ids_csv != NULL) > 1)
         return k3_fail(e, K3_EINPUT, "give one prompt: --prompt, --prompt-file or --ids");
     if (o->chat && (o->prompt || o->prompt_file || o->ids_csv))
@@ -292,12 +300,10 @@ int k3_options_parse(k3_options *o, int argc, char **argv, k3_err *e)
     o->draft_topk = -1;
     if (k3_opt_parse(&main_cmd, o, argc, argv, e) != K3_OK || check_combinations(o, e))
         return e->code;
-    /* auto: drafting where it pays; --recompute has no decode steps to draft
-     * for, and --batch-file's lines decode one id a step each (not yet
-     * verified drafts: the multi-sequence forward admits them, the batch
-     * driver does not draft yet). */
+    /* auto: drafting where it pays (the cost gate, per sequence: also each
+     * --batch-file line); --recompute has no decode steps to draft for. */
     if (o->spec == K3_OPT_AUTO)
-        o->spec = o->recompute || o->batch_file ? 0 : K3_SPEC_AUTO, o->spec_auto = 1;
+        o->spec = o->recompute ? 0 : K3_SPEC_AUTO, o->spec_auto = 1;
     return K3_OK;
 }
 

@@ -71,7 +71,8 @@ typedef struct {
     /* Whole numbers too are read as numbers (strtod): "1e6" is a size. */
     double port, max_body, max_tokens, max_queue, timeout, header_timeout, max_per_client;
     double exit_after;
-    int port_given, threads, quiet, help, list_options, spec, draft_topk, parallel, spec_given;
+    int port_given, threads, quiet, help, list_options, spec, draft_topk, parallel;
+    int plan;
     const char *draft;
     k3_memory_opts memory;
 } serve_args;
@@ -141,6 +142,9 @@ static const k3_opt serve_table[] = {
     K3_OPT_INT_("--draft-topk", "K", S, draft_topk, 1, 1024,
                 "routed experts per token of --draft self"),
     K3_OPT_FLAG_AS("--quiet", "-q", S, quiet, "no per-request log lines"),
+    K3_OPT_FLAG_("--plan", S, plan,
+                 "print the slots and the memory plan (each slot's cost:\n"
+                 "its \"per sequence\" line) and exit; 3 if it does not fit"),
     { .kind = K3_OPT_TABLE, .off = offsetof(S, memory), .sub = k3_memory_opt_table,
       .help = "memory:", .metavar = "(as for k3 MODEL_DIR; see k3 --help)" },
     K3_OPT_FLAG_AS("--help", "-h", S, help, NULL),
@@ -181,10 +185,14 @@ static int parse(serve_args *a, int argc, char **argv, k3_err *e)
     a->parallel = K3_OPT_AUTO;
     if (k3_opt_parse(&serve_cmd, a, argc, argv, e))
         return e->code;
-    a->spec_given = a->spec != K3_OPT_AUTO;
-    if (a->parallel > 1 && ((a->spec_given && a->spec > 0) || a->draft))
-        return k3_fail(e, K3_EINPUT, "serve: --spec/--draft need --parallel 1 (speculative "
-                       "decoding runs one answer at a time)");
+    /* draft_self.c: the self drafter's drafts are forward passes of its own
+     * state, one answer at a time, outside the slots' shared pass: with N
+     * slots that is N more passes a step, which cannot pay (and a second
+     * state per slot). The ngram drafter costs no pass: it goes with any. */
+    if (a->parallel > 1 && a->draft && !strcmp(a->draft, "self"))
+        return k3_fail(e, K3_EINPUT, "serve: --draft self needs --parallel 1 (its drafts are "
+                       "forward passes of each answer's own, outside the slots' shared pass, "
+                       "so with several slots they cannot pay; --draft ngram goes with any)");
     if (a->draft && strcmp(a->draft, "ngram") != 0 && strcmp(a->draft, "self") != 0)
         return k3_fail(e, K3_EINPUT, "serve: --draft %s: the drafters are ngram and self",
                        a->draft);
@@ -208,18 +216,16 @@ static void base_name(const char *dir, char *out, size_t cap)
 }
 
 /* Slots when --parallel is auto: the most of 4, 2, 1 whose plan (each
- * slot's KDA state + MLA cache counted) fits; speculation (auto) is then
- * off unless one slot is all that fits. Plans only: nothing is loaded. */
-static int auto_parallel(const char *dir, k3_model_opts *mo, int spec_given, k3_err *e)
+ * slot's KDA state, MLA cache, speculative step and two marks counted)
+ * fits; one with --draft self. Plans only: nothing is loaded. */
+static int auto_parallel(const char *dir, k3_model_opts *mo, k3_err *e)
 {
-    for (int n = 4; n > 1; n /= 2) {
+    for (int n = 4; n > 1 && !mo->self_draft; n /= 2) {
         k3_model_opts po = *mo;
         k3_model *pm = NULL;
         k3_err why = { 0, "" };
         po.sequences = n;
         po.plan_only = 1;
-        if (!spec_given)
-            po.spec = 0, po.self_draft = 0;
         if (k3_model_open(&pm, dir, &po, &why) == K3_OK) {
             k3_model_close(pm);
             return n;
@@ -268,23 +274,23 @@ static int serve(const serve_args *a, k3_err *e)
     cfg.draft_topk = a->draft_topk;
     /* A follower of an op stream (k3-mpi's ranks but 0, server/engine.h)
      * serves nothing: it opens the model as the leader does and runs the
-     * leader's model operations. */
+     * leader's model operations. --plan only prints the plan. */
     int follower = k3_engine_is_follower(), port = 0;
-    int lfd = follower ? -1 : k3_server_listen(&cfg, &port, e);
-    if (lfd < 0 && !follower)
+    int lfd = follower || a->plan ? -1 : k3_server_listen(&cfg, &port, e);
+    if (lfd < 0 && !follower && !a->plan)
         return e->code;
     int64_t slots = 0;
     int self_draft = a->draft && !strcmp(a->draft, "self");
     if (k3_tok_load(&tok, a->tok_dir ? a->tok_dir : a->model_dir, e) == K3_OK &&
         k3_options_model(&a->memory, &mo, e) == K3_OK &&
-        (mo.spec = a->spec, mo.self_draft = self_draft, 1) &&
-        (cfg.parallel = a->parallel > 0 ? a->parallel
-                                        : auto_parallel(a->model_dir, &mo, a->spec_given, e)) >
+        /* each slot: its state, a speculative step, a mark at the end of its
+         * last prompt and one where that prompt departed (answer.h) */
+        (mo.spec = a->spec, mo.self_draft = self_draft, mo.marks = 2, 1) &&
+        (cfg.parallel = a->parallel > 0 ? a->parallel : auto_parallel(a->model_dir, &mo, e)) >
             0 &&
+        /* every process serves the leader's slot count (engine.h) */
         (slots = cfg.parallel, k3_engine_agree(&slots, e) == K3_OK) &&
-        (cfg.parallel = (int)slots,
-         cfg.parallel == 1 || (cfg.spec = mo.spec = 0, mo.self_draft = 0, 1)) &&
-        (mo.sequences = cfg.parallel, 1) &&
+        (cfg.parallel = (int)slots, mo.sequences = cfg.parallel, mo.plan_only = a->plan, 1) &&
         k3_model_open(&m, a->model_dir, &mo, e) == K3_OK &&
         k3_tok_vocab_size(tok) > k3_model_vocab(m))
         k3_fail(e, K3_EINPUT, "the tokenizer has %u ids but the model only %u: wrong --tok?",
@@ -294,6 +300,10 @@ static int serve(const serve_args *a, k3_err *e)
             k3_sock_close(lfd);
     } else if (follower) {
         k3_engine_follow(m, e);
+    } else if (a->plan) {
+        printf("k3 serve: %d slot%s; the memory plan:\n", cfg.parallel,
+               cfg.parallel == 1 ? "" : "s");
+        k3_model_print_plan(m, stdout);
     } else {
         if (!cfg.quiet) { /* what the slots cost: the plan's "per sequence" line */
             fprintf(stderr, "k3 serve: %d slot%s; the memory plan:\n", cfg.parallel,

@@ -259,7 +259,8 @@ static int plan_layout(k3_plan *p, const k3_config *c, const k3_weights *w,
                                     p->threads);
     /* A speculative step (k3_state_spec_begin): a copy of the KDA states,
      * the journal of spec + 1 tokens in each KDA layer, and the turn's
-     * spec + 1 rows of logits. */
+     * spec + 1 rows of logits. Every sequence speculates on its own (a
+     * --batch-file line, a server slot), so each has its own. */
     p->spec_drafts = o->spec > 0 ? o->spec : 0;
     if (p->spec_drafts) {
         uint64_t rows = (uint64_t)p->spec_drafts + 1, nkda = 0;
@@ -275,17 +276,26 @@ static int plan_layout(k3_plan *p, const k3_config *c, const k3_weights *w,
     p->draft = o->self_draft && p->spec_drafts
                    ? k3_sat_add(k3_sat_add(p->kda_state, p->kv_cache), p->spec)
                    : 0;
+    /* Marks a sequence keeps beside its state (k3_state_mark_take: a copy
+     * of the KDA states and one logits row each; a server slot keeps two,
+     * at the end of its last prompt and where that prompt departed). */
+    p->marks = o->marks > 0 ? o->marks : 0;
+    p->mark = k3_sat_mul((uint64_t)p->marks,
+                         k3_sat_add(p->kda_state, (uint64_t)c->vocab_size * 4));
     /* Every sequence run together has its own state (a --batch-file line,
-     * a server slot): the KDA state and the MLA cache count once per state
-     * (a speculative step's copy, above, is of one). */
+     * a server slot): its KDA state, MLA cache, speculative step and marks
+     * count once per sequence; sequence_bytes is one sequence's sum. */
     p->held = o->held_bytes;
     p->sequences = o->sequences > 0 ? o->sequences : 1;
-    p->sequence_bytes = k3_sat_add(p->kda_state, p->kv_cache);
+    p->sequence_bytes = k3_sat_add(k3_sat_add(p->kda_state, p->kv_cache),
+                                   k3_sat_add(p->spec, p->mark));
     p->kda_state = k3_sat_mul(p->kda_state, (uint64_t)p->sequences);
     p->kv_cache = k3_sat_mul(p->kv_cache, (uint64_t)p->sequences);
+    p->spec = k3_sat_mul(p->spec, (uint64_t)p->sequences);
+    p->mark = k3_sat_mul(p->mark, (uint64_t)p->sequences);
     const uint64_t parts[] = { p->pinned_trunk, p->ring, p->lm_head, p->embed, p->small,
                                p->expert_cache, p->kda_state, p->kv_cache, p->scratch, p->spec,
-                               p->draft, p->held };
+                               p->mark, p->draft, p->held };
     p->total = 0;
     for (size_t i = 0; i < sizeof parts / sizeof *parts; i++)
         p->total = k3_sat_add(p->total, parts[i]);
@@ -357,11 +367,15 @@ void k3_plan_print(const k3_plan *p, FILE *f)
     fprintf(f, "  KDA state        %9.3f GB\n", p->kda_state / GIB);
     fprintf(f, "  MLA KV cache     %9.3f GB  %lld positions\n", p->kv_cache / GIB,
             (long long)p->context);
-    fprintf(f, "  per sequence     %9.3f GB  KDA state + MLA cache for %lld positions; %d "
-               "planned\n", p->sequence_bytes / GIB, (long long)p->context, p->sequences);
+    fprintf(f, "  per sequence     %9.3f GB  KDA state + MLA cache for %lld positions%s%s; "
+               "%d planned\n", p->sequence_bytes / GIB, (long long)p->context,
+            p->spec_drafts ? " + speculation" : "", p->marks ? " + marks" : "", p->sequences);
     if (p->spec_drafts)
-        fprintf(f, "  speculation      %9.3f GB  KDA copy + journal for %d drafts a step\n",
-                p->spec / GIB, p->spec_drafts);
+        fprintf(f, "  speculation      %9.3f GB  KDA copy + journal for %d drafts a step, each "
+                   "of %d sequences\n", p->spec / GIB, p->spec_drafts, p->sequences);
+    if (p->marks)
+        fprintf(f, "  marks            %9.3f GB  %d KDA copies + logits rows, each of %d "
+                   "sequences\n", p->mark / GIB, p->marks, p->sequences);
     if (p->draft)
         fprintf(f, "  self drafter     %9.3f GB  its own state, cache and journal\n",
                 p->draft / GIB);
@@ -392,14 +406,15 @@ void k3_plan_print_json(const k3_plan *p, FILE *f, const char *in)
         fprintf(f, "%s\"experts_here\": %llu,\n", in, (unsigned long long)p->experts_here);
     fprintf(f, "%s\"bytes\": {\"pinned_trunk\": %llu, \"ring\": %llu, \"lm_head\": %llu, "
                "\"embedding\": %llu, \"small\": %llu, \"expert_cache\": %llu, \"kda_state\": %llu, "
-               "\"kv_cache\": %llu, \"scratch\": %llu, \"speculation\": %llu, "
+               "\"kv_cache\": %llu, \"scratch\": %llu, \"speculation\": %llu, \"marks\": %llu, "
                "\"self_drafter\": %llu, \"total\": %llu},\n",
             in, (unsigned long long)p->pinned_trunk, (unsigned long long)p->ring,
             (unsigned long long)p->lm_head, (unsigned long long)p->embed,
             (unsigned long long)p->small, (unsigned long long)p->expert_cache,
             (unsigned long long)p->kda_state, (unsigned long long)p->kv_cache,
             (unsigned long long)p->scratch, (unsigned long long)p->spec,
-            (unsigned long long)p->draft, (unsigned long long)p->total);
+            (unsigned long long)p->mark, (unsigned long long)p->draft,
+            (unsigned long long)p->total);
     fprintf(f, "%s\"sequences\": %d,\n%s\"sequence_bytes\": %llu,\n", in, p->sequences, in,
             (unsigned long long)p->sequence_bytes);
     const k3_mm_part *mp = k3_mm_get_part();

@@ -39,11 +39,15 @@ typedef struct k3_plan {
     uint64_t pinned_trunk, ring, embed, lm_head, small, expert_slot_bytes, expert_cache;
     uint64_t kda_state, kv_cache, scratch, total;
     uint64_t held;              /* the caller's (k3_model_opts.held_bytes) */
-    uint64_t spec;              /* a speculative step: KDA copy + journal + logits rows */
+    uint64_t spec;              /* speculative steps: KDA copy + journal + logits rows,
+                                 * one per sequence */
+    uint64_t mark;              /* marks: KDA copy + logits row each, marks per sequence */
+    int marks;                  /* marks one sequence keeps (k3_model_opts.marks) */
     int spec_drafts;            /* the drafts it is planned for (0: none) */
     uint64_t draft;             /* the self drafter's state + cache + journal (0: none) */
     int sequences;              /* states planned (kda_state and kv_cache count each) */
-    uint64_t sequence_bytes;    /* one state: its KDA state + MLA cache for the context */
+    uint64_t sequence_bytes;    /* one sequence: its KDA state + MLA cache for the
+                                 * context + speculative step + marks */
     uint64_t trunk_total;       /* all layer runs, pinned or not */
     uint64_t stream_stored;     /* streamed compressed runs: bytes read from disk a pass */
     uint64_t stream_image;      /* ... and their decoded bytes (0: none compressed) */

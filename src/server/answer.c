@@ -110,9 +110,7 @@ typedef struct {
     k3_turn_result res;
     size_t fed;             /* prompt ids the state holds */
     size_t split;           /* > fed: take the answerer's pmark when fed reaches it */
-    uint32_t pending;       /* generated, to be fed (has_pending) */
-    int has_pending;
-    float *logits;          /* [vocab] the latest logits (k3_answer_want's row) */
+    float *logits;          /* [vocab] the prompt's last logits */
     double t0, t1;          /* begin; the end of the prompt */
     k3_err error;
 } answer;
@@ -332,11 +330,12 @@ int k3_answer_want(k3_answer *x, size_t room, k3_seq *seq)
         w->cancelled = w->done = 1;
         return 0;
     }
-    if (w->has_pending) {
-        seq->ids = &w->pending;
-        seq->n = 1;
-        seq->logits = w->logits;
-        return 1;
+    if (w->begun) { /* the pending id, and the drafts to verify after it */
+        k3_err e = { 0, "" };
+        if (k3_turn_decode_want(&w->turn, w->a->model, w->a->state, seq, &e) == K3_OK)
+            return 1;
+        k3_answer_fail(x, &e);
+        return 0;
     }
     size_t left = w->job->n - w->fed;
     if (left == 0)
@@ -351,7 +350,7 @@ int k3_answer_want(k3_answer *x, size_t room, k3_seq *seq)
 
 int k3_answer_decoding(const k3_answer *x)
 {
-    return x->w.has_pending;
+    return x->w.begun && !x->w.done;
 }
 
 size_t k3_answer_prompt_left(const k3_answer *x)
@@ -359,23 +358,20 @@ size_t k3_answer_prompt_left(const k3_answer *x)
     return x->w.job->n - x->w.fed;
 }
 
-/* The prompt is in: mark its end and begin the turn (with spec, run it). */
+/* The prompt is in: mark its end, begin the turn and draw its first id. */
 static int begin_turn(answer *w, k3_err *e)
 {
     k3_answerer *a = w->a;
+    int end = 0;
     w->t1 = k3_seconds();
     w->st->prompt_seconds = w->t1 - w->t0;
-    if (k3_engine_mark_take(a->state, &a->mark, e))
-        return e->code;
-    if (w->tp.spec > 0) {
-        k3_turn_generate(a->model, a->state, &a->sampler, &w->tp, &w->sink, &w->res, e);
-        w->done = 1;
-        return e->code;
-    }
-    if (k3_turn_begin(&w->turn, a->model, a->state, &w->tp, &w->sink, e))
+    if (k3_engine_mark_take(a->state, &a->mark, e) ||
+        k3_turn_begin(&w->turn, a->model, a->state, &w->tp, &w->sink, e))
         return e->code;
     w->begun = 1;
-    if (w->tp.gen.max_tokens == 0)
+    if (k3_turn_decode_begin(&w->turn, a->state, &a->sampler, &end, e))
+        return e->code;
+    if (end || w->cancelled)
         w->done = 1;
     return K3_OK;
 }
@@ -384,25 +380,18 @@ int k3_answer_advance(k3_answer *x, int *done, k3_err *e)
 {
     answer *w = &x->w;
     k3_answerer *a = w->a;
-    if (!w->done && w->has_pending) {
-        w->has_pending = 0;
-        w->turn.res.forwards++; /* as k3_turn_generate counts its feeds */
-    } else if (!w->done && !w->begun) {
-        w->fed = (size_t)k3_state_pos(a->state);
-        if (w->fed == w->split && k3_engine_mark_take(a->state, &a->pmark, e))
-            goto out;
-        if (w->fed < w->job->n || begin_turn(w, e))
-            goto out;
-    }
-    if (!w->done) {
+    if (!w->done && w->begun) {
         int end = 0;
-        uint32_t id = k3_gen_sample(&a->sampler, &w->turn.gen, a->model, a->state, w->logits);
-        if (k3_turn_step(&w->turn, id, w->logits, &end, e))
+        if (k3_turn_decode_took(&w->turn, a->model, a->state, &end, e))
             goto out;
         if (end || w->cancelled)
             w->done = 1;
-        else
-            w->pending = id, w->has_pending = 1;
+    } else if (!w->done) {
+        w->fed = (size_t)k3_state_pos(a->state);
+        if (w->fed == w->split && k3_engine_mark_take(a->state, &a->pmark, e))
+            goto out;
+        if (w->fed == w->job->n)
+            begin_turn(w, e);
     }
 out:
     if (e->code)
@@ -436,6 +425,8 @@ int k3_answer_finish(k3_answer *x)
     if (w->t1 > 0)
         st->gen_seconds = k3_seconds() - w->t1;
     st->generated = w->res.generated;
+    st->drafted = w->res.drafted;
+    st->accepted = w->res.accepted;
     k3_usage u = { job->n, w->res.generated, st->reused, st->prompt_seconds, st->gen_seconds };
     int status = 200;
     if (w->cancelled && !w->failed) {

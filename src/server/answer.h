@@ -77,6 +77,7 @@ typedef struct k3_answer_io {
 typedef struct k3_answer_stats {
     size_t reused;      /* prompt ids the state already held */
     size_t generated;   /* ids generated (the end id included) */
+    size_t drafted, accepted; /* drafts verified; of them, kept */
     const char *finish; /* "stop", "length", "tool_calls", "cancelled" or "error" */
     double prompt_seconds; /* feeding the prompt ids the state did not hold */
     double gen_seconds;    /* generating, from the end of the prompt to the last id */
@@ -101,9 +102,9 @@ typedef struct k3_answer_stats {
  * fail (k3_answer_fail) ends it with the engine's error e (the state is
  * reset: it may be part-way through a call). A client that went away ends
  * the answer at the next advance or want ("cancelled"). With the
- * answerer's spec > 0 the whole decode runs inside the advance that
- * completes the prompt (k3_turn_generate's speculative loop): only a
- * scheduler of one slot may use it. */
+ * answerer's spec > 0, want's rows may be the generated id and the drafts
+ * to verify after it (chat/turn.h k3_turn_decode_want), and advance keeps
+ * what matches (k3_turn_decode_took): the answer is that of spec 0. */
 typedef struct k3_answer k3_answer;
 int k3_answer_begin(k3_answerer *a, const k3_answer_job *job, const k3_answer_io *io,
                     k3_answer_stats *st, k3_answer **out, k3_err *e);

@@ -19,6 +19,10 @@
  * sequence, its state id, its ids and whether it wants no logits, the last
  * row or every row (the logits' product is itself a collective).
  *
+ * Speculation's k3_state_spec_begin/end are not among the operations:
+ * over MPI speculation is off (mpi/main.c: each rank would choose its
+ * drafts from its own timing), so a verify row never reaches a relay.
+ *
  * Failures: a forward the library refuses in its checks (K3_EINPUT: no
  * state changed) is refused on every process alike and serving goes on. A
  * forward failing past the checks on the leader (a weight read, say) may

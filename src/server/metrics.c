@@ -47,6 +47,14 @@ void k3_metrics_answer(k3_metrics *m, size_t prompt, size_t cached, size_t gener
     pthread_mutex_unlock(&m->mu);
 }
 
+void k3_metrics_drafts(k3_metrics *m, size_t drafted, size_t accepted)
+{
+    pthread_mutex_lock(&m->mu);
+    m->n.drafted_tokens += drafted;
+    m->n.accepted_tokens += accepted;
+    pthread_mutex_unlock(&m->mu);
+}
+
 /* "# HELP" and "# TYPE" of one metric. */
 static int head(k3_buf *b, k3_err *e, const char *name, const char *type, const char *help)
 {
@@ -83,6 +91,14 @@ int k3_metrics_text(k3_metrics *m, size_t waiting, int running, k3_buf *out, k3_
         head(out, e, "generated_tokens_total", "counter", "Tokens generated.") ||
         k3_buf_printf(out, e, "k3_generated_tokens_total %llu\n",
                       (unsigned long long)c.generated_tokens) ||
+        head(out, e, "draft_tokens_total", "counter",
+             "Drafted tokens verified (speculative decoding).") ||
+        k3_buf_printf(out, e, "k3_draft_tokens_total %llu\n",
+                      (unsigned long long)c.drafted_tokens) ||
+        head(out, e, "draft_tokens_accepted_total", "counter",
+             "Of them, accepted (each one a forward pass saved).") ||
+        k3_buf_printf(out, e, "k3_draft_tokens_accepted_total %llu\n",
+                      (unsigned long long)c.accepted_tokens) ||
         head(out, e, "prompt_seconds_total", "counter", "Seconds spent feeding prompts.") ||
         k3_buf_printf(out, e, "k3_prompt_seconds_total %.6f\n", c.prompt_seconds) ||
         head(out, e, "generation_seconds_total", "counter", "Seconds spent generating.") ||

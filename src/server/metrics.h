@@ -35,6 +35,8 @@ typedef struct k3_metric_counts {
     uint64_t prompt_tokens;         /* prompt ids of the answers */
     uint64_t cached_tokens;         /* of them, ids the state already held */
     uint64_t generated_tokens;
+    uint64_t drafted_tokens;        /* drafts verified (speculative decoding) */
+    uint64_t accepted_tokens;       /* of them, kept */
     double prompt_seconds;          /* feeding the new prompt ids */
     double generation_seconds;      /* from the first generated id to the last */
     double last_tokens_per_second;  /* generation speed of the latest answer */
@@ -56,6 +58,8 @@ void k3_metrics_request(k3_metrics *m, int ep, int status);
  * reads so far. */
 void k3_metrics_answer(k3_metrics *m, size_t prompt, size_t cached, size_t generated,
                        double prompt_s, double gen_s, const k3_io_counters *io);
+/* The same answer's drafts: verified, and of them kept. */
+void k3_metrics_drafts(k3_metrics *m, size_t drafted, size_t accepted);
 
 /* The exposition text, with the queue's load as gauges. */
 int k3_metrics_text(k3_metrics *m, size_t waiting, int running, k3_buf *out, k3_err *e);

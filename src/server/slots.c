@@ -60,6 +60,7 @@ static void retire(k3_server *s, slot *sl, int status)
     k3_model_io(sl->a->model, &reads);
     k3_metrics_answer(&s->metrics, job->answer.n, job->stats.reused, job->stats.generated,
                       job->stats.prompt_seconds, job->stats.gen_seconds, &reads);
+    k3_metrics_drafts(&s->metrics, job->stats.drafted, job->stats.accepted);
     sl->job = NULL;
     sl->w = NULL;
     k3_queue_done(&s->queue, job, status);
@@ -122,9 +123,9 @@ static void step(slot *sl, size_t n, k3_seq *seqs, slot **who)
         if (!sl[i].job || !k3_answer_decoding(sl[i].w))
             continue;
         sl[i].in_call = 1; /* a cancelled one wants no row: advancing ends it */
-        if (k3_answer_want(sl[i].w, 1, &seqs[ns])) {
+        if (k3_answer_want(sl[i].w, 1, &seqs[ns])) { /* its id, and drafts to verify */
+            rows += seqs[ns].n;
             who[ns++] = &sl[i];
-            rows++;
         }
     }
     /* Then the prompts, the fewest ids left first: a short prompt arriving

@@ -4,7 +4,9 @@
  * Each slot is a k3_answerer (its own state, mark, sampler, drafter). A
  * step: admit queued jobs into free slots (each to the free slot whose
  * state keeps the longest part of its prompt, k3_answer_reusable), then
- * one k3_forward_multi call of every decoding slot's one id, then what is
+ * one k3_forward_multi call of every decoding slot's pending id (with the
+ * drafts its cost gate chose to verify after it: chat/turn.h's decode
+ * loop, the same verify/accept/rollback path as one answer alone), then what is
  * left of K3_PREFILL_CHUNK rows for the slots still in their prompts, the
  * fewest ids left first (a long prompt takes at most a chunk a step, so
  * it never holds the decodes back for longer than that); then each slot in the call

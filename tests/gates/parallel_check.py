@@ -8,7 +8,7 @@ NSLOTS slots. Every answer compared is content + token ids + logprobs
 (ids and timestamps of the response aside). Checks:
  1. a mix of requests (short and multi-chunk prompts, greedy and seeded
     sampling, stop strings, max_tokens, logprobs, chat and completions,
-    whole and streamed) sent at once, with one client that disconnects
+    whole and streamed, two whose drafts are kept and cut) sent at once, with one client that disconnects
     mid-stream and one prompt over the context (400, the others unharmed):
     each answer equals the one served alone; more requests than slots, so
     some waited (/health showed a full set of slots and a queue);
@@ -89,6 +89,16 @@ MIX = [
     comp("a b c", max_tokens=7, temperature=0.5, seed=1, stream=True, logprobs=2),
     chat([{"role": "user", "content": "think"}], max_tokens=15, temperature=0,
          thinking=True),
+    # repeats itself: a speculating server keeps its drafts (the others cut theirs)
+    comp("one two one two one two one two", max_tokens=40, temperature=0,
+         frequency_penalty=-2, presence_penalty=-2, ignore_eos=True, return_token_ids=True),
+    # ... and two whose drafts are kept and cut all along (greedy and sampled)
+    comp("one two one two one two one two", max_tokens=40, temperature=0,
+         frequency_penalty=-1.2, presence_penalty=-1.2, ignore_eos=True,
+         return_token_ids=True),
+    comp("one two one two one two one two", max_tokens=40, temperature=0.8, seed=5,
+         frequency_penalty=-1.8, presence_penalty=-1.8, ignore_eos=True,
+         return_token_ids=True),
 ]
 TOO_LONG = comp(" ".join(["z"] * 9000), max_tokens=4)
 

@@ -61,14 +61,18 @@ for p in "$@"; do
     per=$((nblocks / p))
     start=$(now)
     i=0
+    pids=""
     while [ "$i" -lt "$p" ]; do
         dd if="$file" of=/dev/null bs=$block iflag=direct skip=$((i * per)) count=$per \
             2>"$tmp/dd.$i" &
+        pids="$pids $!"
         i=$((i + 1))
     done
+    # Waited for by process id: `$(jobs -p)` runs in a subshell, which in
+    # dash knows no jobs, so nothing was waited for and the rate was absurd.
     failed=0
-    for job in $(jobs -p); do
-        wait "$job" || failed=1
+    for pid in $pids; do
+        wait "$pid" || failed=1
     done
     end=$(now)
     if [ "$failed" -ne 0 ]; then

@@ -164,66 +164,95 @@ static int64_t read_once(k3_file *f, uint64_t off, const k3_iov *iov, int niov)
     return (int64_t)done;
 }
 
-/* One attempt, counted, with the fault shim's say. */
-static int64_t attempt(k3_file *f, uint64_t off, const k3_iov *iov, int niov, uint64_t need)
+int k3_read_op_init(k3_read_op *op, k3_file *f, uint64_t off, const k3_iov *iov, int niov,
+                    uint64_t need, k3_err *e)
+{
+    memset(op, 0, sizeof *op);
+    op->f = f;
+    op->off = off;
+    op->iov = iov;
+    op->niov = niov;
+    op->need = need;
+    int ok = off % K3_IO_ALIGN == 0 && niov >= 1 && niov <= K3_IO_MAX_SEGS;
+    for (int i = 0; ok && i < niov; i++) {
+        ok = (uintptr_t)iov[i].buf % K3_IO_ALIGN == 0 && iov[i].len % K3_IO_ALIGN == 0;
+        op->total += iov[i].len;
+    }
+    if (!ok || need > op->total)
+        return k3_fail(e, K3_ERUNTIME, "internal: misaligned read of %s at %llu", f->path,
+                       (unsigned long long)off);
+    return K3_OK;
+}
+
+/* Counted, with the fault shim's say: fail and einval end the attempt
+ * before it reads. */
+int k3_read_op_begin(k3_read_op *op, int *err)
 {
     count_read();
-    int mode = k3_fault_read();
-    if (mode == K3_FAULT_FAIL || mode == K3_FAULT_EINVAL) {
-        errno = mode == K3_FAULT_FAIL ? EIO : EINVAL;
-        return -1;
+    op->mode = k3_fault_read();
+    if (op->mode == K3_FAULT_FAIL || op->mode == K3_FAULT_EINVAL) {
+        *err = op->mode == K3_FAULT_FAIL ? EIO : EINVAL;
+        return 0;
     }
-    int64_t got = read_once(f, off, iov, niov);
-    if (got <= 0)
-        return got;
-    count_bytes((uint64_t)got);
-    if (mode == K3_FAULT_SHORT && (uint64_t)got >= need)
-        got = (int64_t)need - 1;
-    if (mode == K3_FAULT_CORRUPT) {
-        uint64_t left = (uint64_t)got;
-        for (int i = 0; i < niov && left; i++) {
-            size_t n = left < iov[i].len ? (size_t)left : iov[i].len;
-            k3_fault_invert(iov[i].buf, n);
-            left -= n;
+    return 1;
+}
+
+int k3_read_op_end(k3_read_op *op, int64_t got, int err, k3_err *e)
+{
+    if (got > 0) {
+        count_bytes((uint64_t)got);
+        if (op->mode == K3_FAULT_SHORT && (uint64_t)got >= op->need)
+            got = (int64_t)op->need - 1;
+        if (op->mode == K3_FAULT_CORRUPT) {
+            uint64_t left = (uint64_t)got;
+            for (int i = 0; i < op->niov && left; i++) {
+                size_t n = left < op->iov[i].len ? (size_t)left : op->iov[i].len;
+                k3_fault_invert(op->iov[i].buf, n);
+                left -= n;
+            }
         }
     }
-    return got;
+    if (got >= 0 && (uint64_t)got >= op->need)
+        return K3_READ_DONE;
+    if (got >= 0)
+        err = 0;
+    if (err == EINVAL && !op->fell_back && drop_direct(op->f)) {
+        op->fell_back = 1; /* not an attempt: the same read again, buffered */
+        return K3_READ_AGAIN;
+    }
+    if (got < 0)
+        snprintf(op->why, sizeof op->why, "%s", strerror(err));
+    else
+        snprintf(op->why, sizeof op->why, "short read: %lld of %llu bytes", (long long)got,
+                 (unsigned long long)op->need);
+    if (++op->tries < K3_READ_ATTEMPTS)
+        return K3_READ_AGAIN;
+    k3_fail(e, K3_EINVALID,
+            "RUN INVALID: reading bytes %llu..%llu of %s failed after %d attempts (%s)",
+            (unsigned long long)op->off, (unsigned long long)(op->off + op->need), op->f->path,
+            K3_READ_ATTEMPTS, op->why);
+    return K3_READ_FAILED;
 }
 
 int k3_file_readv(k3_file *f, uint64_t off, const k3_iov *iov, int niov, uint64_t need,
                   k3_err *e)
 {
-    uint64_t total = 0;
-    int ok = off % K3_IO_ALIGN == 0 && niov >= 1 && niov <= K3_IO_MAX_SEGS;
-    for (int i = 0; ok && i < niov; i++) {
-        ok = (uintptr_t)iov[i].buf % K3_IO_ALIGN == 0 && iov[i].len % K3_IO_ALIGN == 0;
-        total += iov[i].len;
-    }
-    if (!ok || need > total)
-        return k3_fail(e, K3_ERUNTIME, "internal: misaligned read of %s at %llu", f->path,
-                       (unsigned long long)off);
-    char why[96] = "";
-    int fell_back = 0;
-    for (int n = 1; n <= K3_READ_ATTEMPTS;) {
-        int64_t got = attempt(f, off, iov, niov, need);
-        if (got >= 0 && (uint64_t)got >= need)
-            return K3_OK;
-        int err = got < 0 ? errno : 0;
-        if (err == EINVAL && !fell_back && drop_direct(f)) {
-            fell_back = 1; /* not an attempt: the same read again, buffered */
-            continue;
+    k3_read_op op;
+    if (k3_read_op_init(&op, f, off, iov, niov, need, e) != K3_OK)
+        return e->code;
+    for (;;) {
+        int err = 0;
+        int64_t got = -1;
+        if (k3_read_op_begin(&op, &err)) {
+            got = read_once(f, off, iov, niov);
+            err = errno;
         }
-        if (got < 0)
-            snprintf(why, sizeof why, "%s", strerror(err));
-        else
-            snprintf(why, sizeof why, "short read: %lld of %llu bytes", (long long)got,
-                     (unsigned long long)need);
-        n++;
+        int next = k3_read_op_end(&op, got, err, e);
+        if (next == K3_READ_DONE)
+            return K3_OK;
+        if (next == K3_READ_FAILED)
+            return e->code;
     }
-    return k3_fail(e, K3_EINVALID,
-                   "RUN INVALID: reading bytes %llu..%llu of %s failed after %d attempts (%s)",
-                   (unsigned long long)off, (unsigned long long)(off + need), f->path,
-                   K3_READ_ATTEMPTS, why);
 }
 
 int k3_read_span(k3_file *f, void *buf, size_t cap, uint64_t off, uint64_t len,

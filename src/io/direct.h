@@ -74,6 +74,37 @@ typedef struct k3_iov {
 int k3_file_readv(k3_file *f, uint64_t off, const k3_iov *iov, int niov, uint64_t need,
                   k3_err *e);
 
+/* The same read and retry policy as steps, for a reader that keeps several
+ * reads in flight (io/read_queue.c): k3_file_readv is
+ *     k3_read_op_init; do got = begin ? TRANSFER : -1; while (end == K3_READ_AGAIN)
+ * where TRANSFER reads [off, off + op->total) into the buffers, continuing
+ * after partial transfers until all have arrived or the file ends, and gives
+ * the bytes read or -1 with the error (the reader's retries of EINTR and
+ * EAGAIN are not attempts). Steps of one op run on one thread at a time. */
+typedef struct k3_read_op {
+    k3_file *f;
+    uint64_t off, need, total;
+    const k3_iov *iov;
+    int niov;
+    int tries;          /* attempts ended so far (a buffered repeat not counted) */
+    int fell_back;      /* repeated once buffered after direct I/O was refused */
+    int mode;           /* the fault shim's say on the current attempt */
+    char why[96];       /* why the last attempt failed */
+} k3_read_op;
+
+enum { K3_READ_DONE, K3_READ_AGAIN, K3_READ_FAILED };
+
+/* Checks the alignment rules of k3_file_readv (K3_ERUNTIME otherwise). */
+int k3_read_op_init(k3_read_op *op, k3_file *f, uint64_t off, const k3_iov *iov, int niov,
+                    uint64_t need, k3_err *e);
+/* Starts an attempt: 1 when its bytes are to be transferred, 0 when it has
+ * failed already (the fault shim), with *err the errno to end it with. */
+int k3_read_op_begin(k3_read_op *op, int *err);
+/* Ends the attempt with got bytes transferred (or -1 and err): DONE (the
+ * first need bytes are in), AGAIN (begin the next attempt) or FAILED (e
+ * holds the RUN INVALID message, as k3_file_readv gives it). */
+int k3_read_op_end(k3_read_op *op, int64_t got, int err, k3_err *e);
+
 /* Buffer bytes k3_read_span needs for [off, off + len). */
 static inline size_t k3_span_cap(uint64_t off, uint64_t len)
 {

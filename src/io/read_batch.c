@@ -5,10 +5,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "io/read_queue.h"
 #include "util/error.h"
-
-/* Threads beyond this only queue behind each other in the device. */
-#define MAX_THREADS 16
 
 typedef struct {
     uint8_t *dst;
@@ -30,8 +28,8 @@ typedef struct {
     size_t nreads;
     k3_iov *iov;
     block_copy *copies;
-    pthread_mutex_t mu;      /* guards next, bytes, failed_read, err */
-    size_t next;             /* next read to issue */
+    k3_read_req *q;          /* [nreads]: the reads as the queue runs them */
+    pthread_mutex_t mu;      /* guards bytes, failed_read, err */
     uint64_t bytes;          /* covered by the reads that succeeded */
     size_t failed_read;      /* earliest failed read in disk order, nreads if none */
     k3_err err;              /* its message */
@@ -91,37 +89,24 @@ static void plan(batch *b, const k3_span_req *reqs, const k3_span_req **order, s
     }
 }
 
-static void run_read(batch *b, size_t i)
+/* A read has ended (read_queue.h): its shared blocks copied, counted. */
+static int read_done(void *ctx, size_t i, int rc, const k3_err *err)
 {
+    batch *b = ctx;
     plan_read *rd = &b->reads[i];
-    k3_err err = { 0 };
-    int ok = k3_file_readv(rd->file, rd->off, b->iov + rd->iov0, rd->niov, rd->need, &err) ==
-             K3_OK;
-    for (size_t c = 0; ok && c < rd->ncopy; c++) {
+    for (size_t c = 0; rc == K3_OK && c < rd->ncopy; c++) {
         const block_copy *bc = &b->copies[rd->copy0 + c];
         memcpy(bc->dst, bc->src, bc->len);
     }
     pthread_mutex_lock(&b->mu);
-    if (ok) {
+    if (rc == K3_OK) {
         b->bytes += rd->end - rd->off;
     } else if (i < b->failed_read) {
         b->failed_read = i;
-        b->err = err;
+        b->err = *err;
     }
     pthread_mutex_unlock(&b->mu);
-}
-
-static void *worker(void *arg)
-{
-    batch *b = arg;
-    for (;;) {
-        pthread_mutex_lock(&b->mu);
-        size_t i = b->next++;
-        pthread_mutex_unlock(&b->mu);
-        if (i >= b->nreads)
-            return NULL;
-        run_read(b, i);
-    }
+    return 0; /* every read runs: the first failure in disk order is reported */
 }
 
 int k3_read_batch(const k3_span_req *reqs, size_t n, int threads, k3_batch_info *info,
@@ -136,8 +121,9 @@ int k3_read_batch(const k3_span_req *reqs, size_t n, int threads, k3_batch_info 
     b.reads = k3_malloc(e, n * sizeof *b.reads, "read plan");
     b.iov = k3_malloc(e, n * sizeof *b.iov, "read plan");
     b.copies = k3_malloc(e, n * sizeof *b.copies, "read plan");
+    b.q = k3_malloc(e, n * sizeof *b.q, "read plan");
     int rc = K3_OK;
-    if (!order || !b.reads || !b.iov || !b.copies) {
+    if (!order || !b.reads || !b.iov || !b.copies || !b.q) {
         rc = K3_ERUNTIME;
         goto out;
     }
@@ -150,17 +136,12 @@ int k3_read_batch(const k3_span_req *reqs, size_t n, int threads, k3_batch_info 
         rc = k3_fail(e, K3_ERUNTIME, "cannot create a mutex for the reader threads");
         goto out;
     }
-    pthread_t tid[MAX_THREADS];
-    size_t want = threads < 1 ? 1 : threads > MAX_THREADS ? MAX_THREADS : (size_t)threads;
-    size_t started = 0;
-    if (want > b.nreads)
-        want = b.nreads;
-    /* A thread that cannot be started only means fewer reads in flight. */
-    while (started + 1 < want && pthread_create(&tid[started], NULL, worker, &b) == 0)
-        started++;
-    worker(&b);
-    for (size_t t = 0; t < started; t++)
-        pthread_join(tid[t], NULL);
+    for (size_t i = 0; i < b.nreads; i++) {
+        const plan_read *rd = &b.reads[i];
+        k3_read_req r = { rd->file, rd->off, b.iov + rd->iov0, rd->niov, rd->need };
+        b.q[i] = r;
+    }
+    k3_read_queue_run(b.q, b.nreads, threads, read_done, &b);
     pthread_mutex_destroy(&b.mu);
     info->reads = b.nreads;
     info->bytes = b.bytes;
@@ -173,5 +154,6 @@ out:
     free(b.reads);
     free(b.iov);
     free(b.copies);
+    free(b.q);
     return rc;
 }

@@ -11,8 +11,9 @@
  *     neighbours is read once, into the first, and copied into the second;
  *     a read stops growing at K3_IO_MAX_SEGS destinations or
  *     K3_BATCH_MAX_READ bytes so that a batch still splits into several reads;
- *  3. runs the reads, in disk order, on up to `threads` threads (the caller's
- *     and threads-1 it starts and joins before returning).
+ *  3. runs the reads, started in disk order, through io/read_queue.h: on the
+ *     io_uring reader at its depth, or on up to `threads` threads (the
+ *     caller's and threads-1 it starts and joins before returning).
  * Reads are retried by k3_file_readv. If any fails, the first failure in
  * disk order is reported (K3_EINVALID, "RUN INVALID ...") and *failed names
  * one request it covered; destinations then hold unspecified bytes.

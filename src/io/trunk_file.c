@@ -179,3 +179,14 @@ void k3_trunk_file_close(k3_trunk_file *tf)
     k3_trunk_manifest_free(&tf->packed);
     free(tf);
 }
+
+int k3_trunk_file_version(const char *trunk_dir)
+{
+    k3_trunk_manifest m;
+    k3_err e = { 0, "" };
+    if (k3_trunk_manifest_read(&m, trunk_dir, &e) != K3_OK)
+        return 0;
+    int version = m.version;
+    k3_trunk_manifest_free(&m);
+    return version;
+}

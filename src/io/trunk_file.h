@@ -41,4 +41,9 @@ int k3_trunk_file_open(k3_trunk_file **out, const char *trunk_dir, const char *m
                        const k3_tensor_info *embed, int rank, int ranks, k3_err *e);
 void k3_trunk_file_close(k3_trunk_file *tf);
 
+/* The format version of TRUNK_DIR/trunk.json (io/trunk_format.h), or 0
+ * when it cannot be read (k3_trunk_file_open then says why). Version 4
+ * trunks hold the runs cut as model/weights.h cuts them; 2 and 3 whole. */
+int k3_trunk_file_version(const char *trunk_dir);
+
 #endif

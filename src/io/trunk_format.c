@@ -103,7 +103,8 @@ static void set_tensor(k3_trunk_tensor *kt, const k3_tensor_info *t, uint64_t of
     kt->src_off = src_off;
 }
 
-/* A piece that holds rows of its tensor (a rank's share, weights.c): kt
+/* A piece that holds rows of its tensor (a rank's share or a row block,
+ * weights.c): kt
  * becomes a split tensor of those rows; 0, or 1 when the piece is no whole
  * rows of a 2-D tensor. */
 static int set_rows(k3_trunk_tensor *kt, const k3_tensor_info *t, const k3_run_piece *p)
@@ -157,7 +158,7 @@ int k3_trunk_layout(k3_trunk_manifest *m, const k3_run *runs, size_t nruns,
                 int whole = t && t->nbytes == p->len && p->src_off == t->offset;
                 if (t)
                     set_tensor(next, t, p->dst_off, p->path, p->fd, p->src_off);
-                if (!t || (!whole && (!m->ranks || set_rows(next, t, p))) ||
+                if (!t || (!whole && set_rows(next, t, p)) ||
                     p->dst_off + p->len > runs[r].bytes ||
                     (i && p->dst_off < next[-1].offset + next[-1].nbytes)) {
                     k3_fail(e, K3_ERUNTIME, "internal: piece %zu of %s is not a tensor in order",
@@ -442,9 +443,9 @@ int k3_trunk_manifest_read(k3_trunk_manifest *m, const char *dir, k3_err *e)
         goto fail;
     }
     need_str(&rd, root, "format", "", "k3-trunk", NULL);
-    if (need_u64(&rd, root, "version", "", &version) == K3_OK && version != K3_TRUNK_VERSION &&
-        version != 2)
-        k3_fail(e, K3_EINPUT, "%s: format version %llu, but this k3 reads versions 2 and %d: "
+    if (need_u64(&rd, root, "version", "", &version) == K3_OK &&
+        (version < 2 || version > K3_TRUNK_VERSION))
+        k3_fail(e, K3_EINPUT, "%s: format version %llu, but this k3 reads versions 2 to %d: "
                               "repack it (k3 pack-trunk MODEL_DIR %s)",
                 path, (unsigned long long)version, K3_TRUNK_VERSION, dir);
     need_str(&rd, root, "checksum", "", version >= 3 ? "xxh3-blocks" : "xxh64", NULL);

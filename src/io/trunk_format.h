@@ -13,8 +13,8 @@
  * 64-byte alignment leaves between tensors zero. Nothing else is in the
  * file: trunk.json says where everything is.
  *
- * trunk.json (version 3, what k3 pack-trunk writes), every member required:
- *   {"format": "k3-trunk", "version": 3, "checksum": "xxh3-blocks",
+ * trunk.json (version 4, what k3 pack-trunk writes), every member required:
+ *   {"format": "k3-trunk", "version": 4, "checksum": "xxh3-blocks",
  *    "codec": "none" or "bf16-huffman",
  *    "config_hash": HEX16,        XXH64 of the bytes of the model's config.json
  *    "tensor_table_hash": HEX16,  XXH64 of the canonical table text (below)
@@ -47,13 +47,22 @@
  * run's checksum (RUN INVALID). The table is at the end so the packer can
  * write a run in one pass.
  *
+ * Version 4's runs are the engine's sub-runs (model/weights.h): a dense
+ * layer's MLP matrices are runs of their own ("layer N/gate", "layer
+ * N/up", "layer N/down", after "layer N"), and lm_head is a run per row
+ * block ("lm_head/J", J from 0), whose one tensor has "rows": [LO, HI]
+ * (in a whole trunk too). Each is a run like any other: its own
+ * checksum, source fingerprint and (compressed) block table.
+ * Version 3 (still read, and written for runs bound whole: K3_SUBRUNS=0
+ * or a per-rank trunk) is the same with every run whole ("layer N",
+ * "lm_head"); the engine binds whole runs to read it.
  * Version 2 (still read): "checksum": "xxh64", no "codec" and no "stored"
  * (runs are plain), each run's checksum XXH64 (seed 0) of its image.
  * Version 1 (no "source") and any other version are refused with K3_EINPUT
  * telling the user to repack.
  * HEX16 is 16 lower-case hex digits (64-bit values do not fit JSON numbers
- * that every reader keeps exact). Run names are "layer N", "lm_head",
- * "embedding".
+ * that every reader keeps exact). Run names are "layer N" (and its parts
+ * above), "lm_head" or "lm_head/J", "embedding".
  *
  * Canonical table text: for each run in order, the line
  * "run NAME LENGTH\n", then for each of its tensors in order
@@ -76,7 +85,7 @@
 #include "io/safetensors.h"
 #include "k3/error.h"
 
-#define K3_TRUNK_VERSION 3     /* written; 2 is read too */
+#define K3_TRUNK_VERSION 4     /* written; 2 and 3 are read too */
 #define K3_TRUNK_CODEC_NAME "bf16-huffman"
 #define K3_TRUNK_ALIGN 4096u
 #define K3_TRUNK_BIN "trunk.bin"

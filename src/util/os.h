@@ -50,6 +50,28 @@ int64_t k3_os_preadv(int fd, const k3_os_iov *v, int niov, uint64_t off);
  * (EINVAL) is switched to buffered writes and the request retried. */
 int64_t k3_os_pwrite(int fd, const void *buf, size_t n, uint64_t off);
 
+/* An asynchronous read ring: positioned scattered reads queued, submitted
+ * together and reaped in any order (Linux io_uring through Debian's
+ * liburing, util/os_ring.c; built with K3_HAVE_URING). Elsewhere, in a
+ * build without it, or where the kernel refuses it (too old, seccomp, a
+ * container's policy), k3_os_ring_open returns NULL and the caller reads
+ * with k3_os_preadv on threads instead. One ring belongs to one thread. */
+typedef struct k3_os_ring k3_os_ring;
+/* A ring for up to depth reads in flight (1..256); NULL with why (a short
+ * reason, e.g. "io_uring_queue_init: Operation not permitted") when none
+ * can be had. */
+k3_os_ring *k3_os_ring_open(int depth, char *why, size_t whylen);
+void k3_os_ring_close(k3_os_ring *r);
+/* Queues a read of the niov buffers (1..64, kept valid until it completes)
+ * at off of fd; tag comes back with its completion. -1 when the queue is
+ * full (more than depth queued and not yet reaped). */
+int k3_os_ring_read(k3_os_ring *r, int fd, const k3_os_iov *v, int niov, uint64_t off,
+                    uint64_t tag);
+/* Submits what was queued, waits for one completion and returns its tag
+ * and result: bytes transferred (0 at end of file, possibly fewer than
+ * asked) or -errno. 0, or -1 with errno when the ring itself fails. */
+int k3_os_ring_wait(k3_os_ring *r, uint64_t *tag, int64_t *res);
+
 /* Direct (uncached) reads on an open input descriptor: on != 0 asks for
  * them, 0 drops them. Returns 0 when fd is now in the asked mode, -1 with
  * errno (EINVAL: the file system refuses direct I/O). Requires offsets,

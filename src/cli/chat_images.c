@@ -6,7 +6,6 @@
 #include <string.h>
 
 #include "util/error.h"
-#include "util/xxh64.h"
 
 void k3_chat_rows_reset(k3_chat_rows *r)
 {
@@ -18,26 +17,14 @@ void k3_chat_rows_reset(k3_chat_rows *r)
 /* Encodes all of c's images (their rows, offsets and hashes). */
 static int encode_all(k3_chat_rows *r, const k3_options *o, const k3_chat *c, k3_err *e)
 {
-    const unsigned char *data[K3_CHAT_MAX_IMAGES];
-    size_t len[K3_CHAT_MAX_IMAGES];
-    char names[K3_CHAT_MAX_IMAGES][48];
-    const char *what[K3_CHAT_MAX_IMAGES];
-    size_t ni = c->nimages;
-    for (size_t i = 0; i < ni; i++) {
-        data[i] = c->images[i].data;
-        len[i] = c->images[i].n;
-        snprintf(names[i], sizeof names[i], "the chat's image %zu", i + 1);
-        what[i] = names[i];
-    }
+    k3_chat_sources src;
+    k3_chat_sources_of(c, "the chat's image", &src);
     k3_chat_rows_reset(r);
-    if (k3_cli_images_encode(o, data, len, what, ni, r->nrows, &r->T, &r->enc, e))
+    if (k3_cli_images_encode(o, src.data, src.len, src.what, src.n, r->nrows, &r->T, &r->enc,
+                             e))
         return e->code;
-    for (size_t i = 0, at = 0; i < ni; at += (size_t)r->nrows[i], i++) {
-        r->off[i] = at;
-        r->hash[i] = k3_xxh64(r->enc.rows + at * r->T,
-                              (size_t)r->nrows[i] * r->T * sizeof(float), 0);
-    }
-    r->nencoded = ni;
+    k3_chat_index_rows(r->enc.rows, r->nrows, src.n, r->T, r->off, r->hash);
+    r->nencoded = src.n;
     return K3_OK;
 }
 
@@ -49,49 +36,13 @@ int k3_chat_rows_prompt(k3_chat_rows *r, const k3_options *o, const k3_tokenizer
     r->nspan = 0;
     if (!c->nimages)
         return K3_OK;
-    int64_t pad = k3_tok_special_id(tok, "<|media_pad|>");
-    if (pad < 0)
+    if (k3_tok_special_id(tok, "<|media_pad|>") < 0)
         return k3_fail(e, K3_EINPUT, "the tokenizer has no <|media_pad|>: it cannot place an "
                                      "image");
     if (c->nimages > r->nencoded && encode_all(r, o, c, e))
         return e->code;
-    size_t order[K3_CHAT_MAX_IMAGES], norder, count = 0;
-    k3_chat_image_order(c, order, &norder);
-    for (size_t i = 0; i < *n; i++)
-        count += (*ids)[i] == (uint32_t)pad;
-    if (count != norder)
-        return k3_fail(e, K3_EINPUT, "the rendered conversation has %zu <|media_pad|> ids for "
-                                     "%zu image parts", count, norder);
-    size_t total = *n;
-    for (size_t k = 0; k < norder; k++)
-        total += (size_t)r->nrows[order[k]] - 1; /* bounded: the rows exist in memory */
-    uint32_t *out = malloc((total ? total : 1) * sizeof *out);
-    const float **emb = calloc(total ? total : 1, sizeof *emb);
-    if (!out || !emb) {
-        free(out);
-        free((void *)emb);
-        return k3_fail(e, K3_ERUNTIME, "out of memory for a prompt of %zu ids", total);
-    }
-    size_t at = 0, k = 0;
-    for (size_t i = 0; i < *n; i++) {
-        if ((*ids)[i] != (uint32_t)pad) {
-            out[at++] = (*ids)[i];
-            continue;
-        }
-        size_t im = order[k];
-        r->span[k].start = (int64_t)at;
-        r->span[k].n = r->nrows[im];
-        r->span[k].hash = r->hash[im];
-        for (int64_t j = 0; j < r->nrows[im]; j++) {
-            emb[at] = r->enc.rows + (r->off[im] + (size_t)j) * r->T;
-            out[at++] = (uint32_t)pad;
-        }
-        k++;
-    }
-    r->nspan = k;
-    r->embeds = emb;
-    free(*ids);
-    *ids = out;
-    *n = at;
-    return K3_OK;
+    if (k3_chat_expand_pads(tok, c, r->nrows, ids, n, r->span, r->image, &r->nspan, e))
+        return e->code;
+    return k3_chat_point_rows(r->span, r->image, r->nspan, r->enc.rows, r->off, r->hash, r->T,
+                              *n, &r->embeds, e);
 }

@@ -1,11 +1,8 @@
 /* chat_images.h - the images of a --chat conversation as prompt rows
  * (docs/VISION.md §4, §10.6).
  *
- * The renderer leaves one <|media_pad|> per image (chat/images.h); here each
- * is expanded to the image's N rows (§4 step 3), every such position given
- * its projected row (for k3_forward_embeds), and each image recorded as a
- * span (start, N, XXH64 of its rows' float bytes) so that prompt reuse
- * compares images and not only ids (§10.5, k3_state_sync_embeds).
+ * The renderer leaves one <|media_pad|> per image (chat/images.h); each is
+ * expanded to the image's N rows and given its rows by chat/rows.h.
  *
  * The rows are computed once per image: the conversation's images are
  * encoded together (cli/images.h: the tower opened, run and closed) when
@@ -18,6 +15,7 @@
 #include <stdint.h>
 
 #include "chat/images.h"
+#include "chat/rows.h"
 #include "cli/images.h"
 #include "cli/options.h"
 #include "k3/k3.h"
@@ -31,6 +29,7 @@ typedef struct k3_chat_rows {
     uint64_t hash[K3_CHAT_MAX_IMAGES]; /* XXH64 of its rows */
     const float **embeds;              /* [the expanded prompt] a row or NULL; NULL: no images */
     k3_image_span span[K3_CHAT_MAX_IMAGES];
+    size_t image[K3_CHAT_MAX_IMAGES];  /* span k is image image[k] of the conversation */
     size_t nspan;
 } k3_chat_rows;
 

@@ -6,9 +6,7 @@
 #include "cli/images.h"
 #include "model/plan.h"
 #include "util/error.h"
-#include "vision/image.h"
-#include "vision/process.h"
-#include "vision/vmodel.h"
+#include "vision/rows.h"
 
 void k3_cli_images_free(k3_cli_images *im)
 {
@@ -69,13 +67,11 @@ static int markup_ids(const k3_tokenizer *tok, const k3_vplan *pl, int64_t media
  * the patches and the rows), printed unless --quiet and refused (K3_EBUDGET)
  * when it exceeds what the machine allows, as the text plan is, or the
  * total budget the run was given (--budget-gb or --preset): the encoding
- * must fit in the run's budget too. */
-static int vision_plan(const k3_options *o, const k3_cli_images *im, size_t ni, size_t npatch,
-                       size_t P3, size_t T, k3_err *e)
+ * must fit in the run's budget too. A k3_vcost_check (ctx: the options). */
+static int vision_plan(void *ctx, const k3_vcost *c, k3_err *e)
 {
+    const k3_options *o = ctx;
     const double gib = 1073741824.0;
-    uint64_t patches = (uint64_t)npatch * P3 * 4, rows = (uint64_t)im->nrows * T * 4;
-    uint64_t total = im->tower_bytes + im->work_bytes + patches + rows;
     uint64_t avail = 0, cg = 0, room = k3_mem_available(&avail, &cg);
     k3_model_opts mo;
     if (k3_options_model(&o->memory, &mo, e))
@@ -84,93 +80,37 @@ static int vision_plan(const k3_options *o, const k3_cli_images *im, size_t ni, 
         fprintf(stderr, "vision plan (GB = 2^30 bytes), while the images are encoded (the "
                 "tower is freed after):\n");
         fprintf(stderr, "  vision tower     %9.3f GB  resident, BF16 as stored\n",
-                im->tower_bytes / gib);
+                c->tower / gib);
         fprintf(stderr, "  encoder work     %9.3f GB  %zu images, %zu patches\n",
-                (im->work_bytes + patches) / gib, ni, npatch);
+                c->work / gib, c->images, c->patches);
         fprintf(stderr, "  image rows       %9.3f GB  %zu rows, kept for the prompt\n",
-                rows / gib, im->nrows);
-        fprintf(stderr, "  total            %9.3f GB\n", total / gib);
+                c->row_bytes / gib, c->rows);
+        fprintf(stderr, "  total            %9.3f GB\n", c->total / gib);
     }
     if (o->memory.no_mem_check)
         return K3_OK;
-    if (mo.budget_gb >= 0 && total > mo.budget_gb * gib)
+    if (mo.budget_gb >= 0 && c->total > mo.budget_gb * gib)
         return k3_fail(e, K3_EBUDGET, "encoding the images needs %.3f GB, more than the run's "
                        "%.3f GB budget (--budget-gb or --preset); --no-mem-check tries anyway",
-                       total / gib, mo.budget_gb);
-    if (room && total > room)
+                       c->total / gib, mo.budget_gb);
+    if (room && c->total > room)
         return k3_fail(e, K3_EBUDGET, "encoding the images needs %.3f GB, this machine allows "
-                       "%.3f GB; --no-mem-check tries anyway", total / gib, room / gib);
+                       "%.3f GB; --no-mem-check tries anyway", c->total / gib, room / gib);
     return K3_OK;
 }
 
-/* Where the images come from: files (paths) or bytes in memory. */
-typedef struct sources {
-    const char *const *path;           /* [n] or NULL */
-    const unsigned char *const *data;  /* [n] with len, when path is NULL */
-    const size_t *len;
-    const char *const *what;
-    size_t n;
-} sources;
-
 /* Decodes, processes and encodes every image of src in one call of the
- * tower: plans[i], im->rows, im->nrows, the byte counts; the vision plan
- * printed and checked first. */
-static int encode(const k3_options *o, const sources *src, const k3_vcfg *cfg, k3_vplan *plans,
+ * tower (vision/rows.h): plans[i], im->rows, im->nrows, im->row_bytes; the
+ * vision plan printed and checked first. */
+static int encode(const k3_options *o, const k3_vsrc *src, const k3_vcfg *cfg, k3_vplan *plans,
                   k3_cli_images *im, k3_err *e)
 {
-    size_t ni = src->n, npatch = 0;
-    k3_vision *v = NULL;
-    k3_vitem items[K3_MAX_IMAGES];
-    float *patches = NULL;
-    int rc = K3_OK;
-    if (ni > K3_MAX_IMAGES)
-        return k3_fail(e, K3_EINPUT, "%zu images: at most %d", ni, K3_MAX_IMAGES);
-    size_t P3 = (size_t)3 * cfg->p * cfg->p, T = (size_t)cfg->T;
-    for (size_t i = 0; i < ni; i++) {
-        k3_image img;
-        float *pt = NULL;
-        const char *what = src->path ? src->path[i] : src->what[i];
-        if ((rc = src->path ? k3_image_load(src->path[i], &img, e)
-                            : k3_image_decode(src->data[i], src->len[i], what, &img, e)))
-            goto done;
-        rc = k3_vision_preprocess(&img, cfg->p, &pt, &plans[i], e);
-        k3_image_free(&img);
-        if (rc) {
-            k3_fail(e, rc, "%s: the image processor failed", what);
-            goto done;
-        }
-        items[i].t = 1;
-        items[i].h = plans[i].grid_h;
-        items[i].w = plans[i].grid_w;
-        size_t np = (size_t)items[i].h * items[i].w;
-        float *grown = realloc(patches, sizeof *grown * (npatch + np) * P3);
-        if (!grown) {
-            free(pt);
-            rc = k3_fail(e, K3_ERUNTIME, "out of memory for the images' patches");
-            goto done;
-        }
-        patches = grown;
-        memcpy(patches + npatch * P3, pt, sizeof *pt * np * P3);
-        free(pt);
-        npatch += np;
+    if (k3_vision_rows(o->model_dir, cfg, src, vision_plan, (void *)o, plans, &im->rows, e))
+        return e->code;
+    for (size_t i = 0; i < src->n; i++)
         im->nrows += (size_t)plans[i].rows;
-    }
-    im->row_bytes = T * sizeof(float);
-    im->tower_bytes = k3_vision_tensor_bytes(cfg);
-    im->work_bytes = k3_vision_work_bytes(cfg, items, ni);
-    if ((rc = vision_plan(o, im, ni, npatch, P3, T, e)))
-        goto done;
-    if (!(im->rows = malloc(sizeof *im->rows * (im->nrows ? im->nrows : 1) * T))) {
-        rc = k3_fail(e, K3_ERUNTIME, "out of memory for %zu image rows", im->nrows);
-        goto done;
-    }
-    if ((rc = k3_vision_open(&v, o->model_dir, e)) ||
-        (rc = k3_vision_encode(v, items, ni, patches, im->rows, e)))
-        goto done;
-done:
-    k3_vision_close(v); /* the tower is not needed by the text model */
-    free(patches);
-    return rc ? (e->code ? e->code : rc) : K3_OK;
+    im->row_bytes = (size_t)cfg->T * sizeof(float);
+    return K3_OK;
 }
 
 int k3_cli_images_encode(const k3_options *o, const unsigned char *const *data,
@@ -180,7 +120,7 @@ int k3_cli_images_encode(const k3_options *o, const unsigned char *const *data,
     memset(im, 0, sizeof *im);
     k3_vcfg cfg;
     k3_vplan plans[K3_MAX_IMAGES];
-    sources src = { NULL, data, len, what, ni };
+    k3_vsrc src = { NULL, data, len, what, ni };
     if (k3_vision_config(o->model_dir, &cfg, e) || encode(o, &src, &cfg, plans, im, e)) {
         k3_cli_images_free(im);
         return e->code;
@@ -201,7 +141,7 @@ int k3_cli_images_prompt(const k3_options *o, const k3_tokenizer *tok, const cha
     k3_vplan plans[K3_MAX_IMAGES];
     uint32_t *out = NULL;
     k3_vcfg cfg;
-    sources src = { o->image, NULL, NULL, NULL, ni };
+    k3_vsrc src = { o->image, NULL, NULL, NULL, ni };
     int rc = k3_vision_config(o->model_dir, &cfg, e);
     if (rc || (rc = encode(o, &src, &cfg, plans, im, e)))
         goto done;

@@ -20,8 +20,6 @@ typedef struct k3_cli_images {
     const float **embeds;       /* [the prompt's ids]: a row of `rows`, or NULL */
     size_t nrows;
     size_t row_bytes;           /* one row: T floats */
-    uint64_t tower_bytes;       /* the vision tensors held while encoding */
-    uint64_t work_bytes;        /* the encoder's working memory for these images */
 } k3_cli_images;
 
 /* Builds the prompt ids (*ids, *n, malloc'd) of o->image[] then the text

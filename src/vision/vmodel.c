@@ -195,25 +195,11 @@ void k3_vision_close(k3_vision *v)
     free(v);
 }
 
-int k3_vision_open(k3_vision **out, const char *model_dir, k3_err *e)
+/* The tensors of §2.2 for v's config into ts[] (5 + 6·L_v + 4 of them),
+ * each pointing at where it goes in v; returns the count. */
+static size_t tensor_table(k3_vision *v, vtensor *ts)
 {
-    *out = NULL;
-    k3_vision *v = calloc(1, sizeof *v);
-    if (!v)
-        return k3_fail(e, K3_ERUNTIME, "out of memory opening the vision tower");
-    k3_st_index *ix = NULL;
-    vtensor *ts = NULL;
-    int rc = k3_vision_config(model_dir, &v->cfg, e);
-    if (rc)
-        goto done;
     const k3_vcfg *c = &v->cfg;
-    size_t nt = 5 + 6 * (size_t)c->layers + 4;
-    ts = calloc(nt, sizeof *ts);
-    v->layer = calloc((size_t)c->layers, sizeof *v->layer);
-    if (!ts || !v->layer) {
-        rc = k3_fail(e, K3_ERUNTIME, "out of memory opening the vision tower");
-        goto done;
-    }
     size_t k = 0;
     vt_set(&ts[k++], "vision_tower.patch_embed.proj.weight", 4, c->D, 3, c->p, c->p, &v->patch,
            NULL);
@@ -236,16 +222,18 @@ int k3_vision_open(k3_vision **out, const char *model_dir, k3_err *e)
     vt_set(&ts[k++], "mm_projector.proj.0.weight", 2, c->M, c->M, 0, 0, &v->p0, NULL);
     vt_set(&ts[k++], "mm_projector.proj.2.weight", 2, c->T, c->M, 0, 0, &v->p2, NULL);
     vt_set(&ts[k++], "mm_projector.post_norm.weight", 1, c->T, 0, 0, 0, NULL, &v->post_norm);
-    nt = k;
-    if ((rc = k3_st_open(&ix, model_dir, e)))
-        goto done;
-    /* Bind and check every tensor first, then one arena for the matrices. */
-    uint64_t mat_bytes = 0;
-    const k3_tensor_info **info = (const k3_tensor_info **)calloc(nt, sizeof *info);
-    if (!info) {
-        rc = k3_fail(e, K3_ERUNTIME, "out of memory opening the vision tower");
-        goto done;
-    }
+    return k;
+}
+
+/* Finds every tensor of ts[0..nt) in ix with its dtype and shape checked
+ * (info[i]; K3_EINPUT naming the first missing or mismatched one), adding
+ * up the arena the matrices take (*mat_bytes) and v->weight_bytes. */
+static int bind(k3_vision *v, k3_st_index *ix, const vtensor *ts, size_t nt,
+                const k3_tensor_info **info, const char *model_dir, uint64_t *mat_bytes,
+                k3_err *e)
+{
+    int rc = K3_OK;
+    *mat_bytes = 0;
     for (size_t i = 0; i < nt && !rc; i++) {
         const k3_tensor_info *ti = k3_st_find(ix, ts[i].name);
         int same = ti && ti->dtype == K3_DT_BF16 && (int)ti->ndim == ts[i].ndim;
@@ -261,10 +249,64 @@ int k3_vision_open(k3_vision **out, const char *model_dir, k3_err *e)
                          ts[i].ndim > 1 ? ", ..." : "");
         info[i] = ti;
         if (!rc && ts[i].mat)
-            mat_bytes += (ti->nbytes + 63) / 64 * 64;
+            *mat_bytes += (ti->nbytes + 63) / 64 * 64;
         if (ti)
             v->weight_bytes += ti->nbytes;
     }
+    return rc;
+}
+
+/* The config, the tensor table and the checkpoint's index, every tensor
+ * bound: what k3_vision_open and k3_vision_probe share. *ts, *info and *ix
+ * are the caller's to free (k3_st_close) also after a failure. */
+static int prepare(k3_vision *v, const char *model_dir, vtensor **ts,
+                   const k3_tensor_info ***info, k3_st_index **ix, size_t *nt,
+                   uint64_t *mat_bytes, k3_err *e)
+{
+    int rc = k3_vision_config(model_dir, &v->cfg, e);
+    if (rc)
+        return rc;
+    size_t n = 5 + 6 * (size_t)v->cfg.layers + 4;
+    *ts = calloc(n, sizeof **ts);
+    *info = (const k3_tensor_info **)calloc(n, sizeof **info);
+    v->layer = calloc((size_t)v->cfg.layers, sizeof *v->layer);
+    if (!*ts || !*info || !v->layer)
+        return k3_fail(e, K3_ERUNTIME, "out of memory opening the vision tower");
+    *nt = tensor_table(v, *ts);
+    if ((rc = k3_st_open(ix, model_dir, e)))
+        return rc;
+    return bind(v, *ix, *ts, *nt, *info, model_dir, mat_bytes, e);
+}
+
+int k3_vision_probe(const char *model_dir, k3_err *e)
+{
+    k3_vision *v = calloc(1, sizeof *v);
+    k3_st_index *ix = NULL;
+    vtensor *ts = NULL;
+    const k3_tensor_info **info = NULL;
+    size_t nt = 0;
+    uint64_t mat_bytes = 0;
+    int rc = v ? prepare(v, model_dir, &ts, &info, &ix, &nt, &mat_bytes, e)
+               : k3_fail(e, K3_ERUNTIME, "out of memory opening the vision tower");
+    k3_st_close(ix);
+    free(ts);
+    free((void *)info);
+    k3_vision_close(v);
+    return rc;
+}
+
+int k3_vision_open(k3_vision **out, const char *model_dir, k3_err *e)
+{
+    *out = NULL;
+    k3_vision *v = calloc(1, sizeof *v);
+    if (!v)
+        return k3_fail(e, K3_ERUNTIME, "out of memory opening the vision tower");
+    k3_st_index *ix = NULL;
+    vtensor *ts = NULL;
+    const k3_tensor_info **info = NULL;
+    size_t nt = 0;
+    uint64_t mat_bytes = 0;
+    int rc = prepare(v, model_dir, &ts, &info, &ix, &nt, &mat_bytes, e);
     if (!rc && !(v->arena = k3_os_aligned_alloc(64, mat_bytes ? mat_bytes : 64)))
         rc = k3_fail(e, K3_ERUNTIME, "out of memory: the vision tower's %llu bytes",
                      (unsigned long long)mat_bytes);
@@ -307,10 +349,9 @@ int k3_vision_open(k3_vision **out, const char *model_dir, k3_err *e)
         tmp = NULL;
     }
     free(tmp);
-    free((void *)info);
-done:
     k3_st_close(ix);
     free(ts);
+    free((void *)info);
     if (rc) {
         k3_vision_close(v);
         return rc;

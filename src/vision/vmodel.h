@@ -75,6 +75,10 @@ int k3_vision_config(const char *model_dir, k3_vcfg *c, k3_err *e);
  * or the position table is K3_EINPUT naming the tensor. */
 int k3_vision_open(k3_vision **out, const char *model_dir, k3_err *e);
 void k3_vision_close(k3_vision *v);
+/* What k3_vision_open checks (the config, every tensor present with its
+ * dtype and shape) without reading them: whether the checkpoint has a
+ * vision tower at all (a server asks once, at start). */
+int k3_vision_probe(const char *model_dir, k3_err *e);
 
 /* One media item (§1.3): t frames of an h x w patch grid, h and w even,
  * 2 <= h, w <= 512, 1 <= t <= T_max. */

@@ -16,7 +16,9 @@
  * there (what an image whose projected rows equal those tokens' embeddings
  * feeds): B's logits at every position, and the logits after one more id,
  * must be byte-identical (memcmp) to A's; B's state records the
- * placeholder ids. Negative control: rows of other tokens must change the
+ * placeholder ids. The same two sequences in one k3_forward_multi call
+ * (the rows as k3_seq.embeds), in either order, give each one's logits
+ * byte for byte. Negative control: rows of other tokens must change the
  * logits from position 4 on and not before. A non-finite row is K3_EINPUT
  * with the state unmoved. Opened resident, and with max_batch 3 (the call
  * in pieces cutting through the given rows) and streamed embeddings.
@@ -94,6 +96,31 @@ static int run_mode(const char *dir, int mode)
           "give the text prompt's logits", mode);
     check(memcmp(k3_state_ids(sb), b, sizeof b) == 0, "the state records the placeholder ids",
           mode);
+    /* In one k3_forward_multi call beside a text sequence (k3_seq.embeds),
+     * in either order: every position's logits are those of each sequence
+     * alone (with max_batch 3 the pieces mix the two sequences). */
+    for (int order = 0; order < 2; order++) {
+        k3_state *sc, *sd;
+        float *lc = malloc(sizeof *lc * N * V), *ld = malloc(sizeof *ld * N * V);
+        if (!lc || !ld || k3_state_new(&sc, m, &e) || k3_state_new(&sd, m, &e))
+            return 1;
+        k3_seq q[2] = { { sc, a, N, lc, 1, NULL }, { sd, b, N, ld, 1, emb } };
+        if (order) {
+            k3_seq t = q[0];
+            q[0] = q[1];
+            q[1] = t;
+        }
+        if (k3_forward_multi(m, q, 2, &e)) {
+            fprintf(stderr, "embeds_check: %s\n", e.msg);
+            return 1;
+        }
+        check(memcmp(lc, la, sizeof *la * N * V) == 0 && memcmp(ld, lb, sizeof *lb * N * V) == 0,
+              "rows in a k3_forward_multi call = k3_forward_embeds alone", mode);
+        k3_state_free(sc);
+        k3_state_free(sd);
+        free(lc);
+        free(ld);
+    }
     /* Negative control: other rows change the logits from LO on, not before. */
     k3_state_reset(sb);
     if (k3_forward_embeds(m, sb, b, other, N, lb, 1, &e))

@@ -83,6 +83,19 @@ def main(k3, model, tok, work):
     print(f"(a) an image part renders as §4's markup; --chat --image puts its "
           f"{want.count(PAD)} rows in the first message, ids as --prompt --image")
 
+    # (a') /image FILE in the chat: what --image gives the first message; a file
+    # that is no usable image is said and the chat goes on.
+    bad = W(work, "trunc.png")
+    open(bad, "wb").write(open(a, "rb").read()[:90])
+    rep2 = W(work, "turn1-cmd.json")
+    r = run(chat + ["--out", rep2], f"/image {bad}\n/image {a}\nWhat is it?\n")
+    if "truncated" not in r.stderr or "31x20" not in r.stderr:
+        fail(f"/image: no word of the truncated file or of the image: {r.stderr[-400:]}")
+    if json.load(open(rep2))["turns"] != json.load(open(rep))["turns"]:
+        fail("/image FILE then the message: not the turn --chat --image gives")
+    print("(a') /image FILE attaches the image to the next message: the turn --image gives; "
+          "a truncated file is said and the chat goes on")
+
     # (b) the history reloads with the image and continues exactly.
     line = open(hist).readline()
     if url[a] not in line:

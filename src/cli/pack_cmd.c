@@ -16,12 +16,13 @@
 #include "core/kernels.h"
 #include "core/row_split.h"
 #include "model/model.h"
+#include "pack/draft_pack.h"
 #include "pack/trunk_pack.h"
 #include "util/error.h"
 #include "util/os.h"
 
 typedef struct {
-    const char *model_dir, *trunk_dir, *rank_of;
+    const char *model_dir, *trunk_dir, *rank_of, *draft;
     int layers, force, verify, compress, quiet, help, list_options;
 } pack_args;
 
@@ -30,7 +31,7 @@ typedef struct {
 static const k3_opt pack_table[] = {
     K3_OPT_TEXT_("usage: k3 pack-trunk MODEL_DIR TRUNK_DIR [--layers N] [--rank-of R/N]"
                  " [--force]\n"
-                 "                     [--verify] [--compress] [--quiet]\n"
+                 "                     [--verify] [--compress] [--draft q8|q4] [--quiet]\n"
                  "\n"
                  "Copies the dense trunk (every layer's matrices, lm_head, the embedding) into\n"
                  "TRUNK_DIR/trunk.bin, one 4096-aligned run per layer, and describes it in\n"
@@ -51,6 +52,10 @@ static const k3_opt pack_table[] = {
                  "when up to date, compare every byte of trunk.bin with the model"),
     K3_OPT_FLAG_("--compress", P, compress,
                  "store the runs losslessly compressed (BF16 exponents entropy-coded)"),
+    K3_OPT_STR_("--draft", "KIND", P, draft,
+                "instead of the exact trunk, write TRUNK_DIR/draft.bin: a\n"
+                "quantized copy (q8: int8 per weight, q4: 4 bits, a scale\n"
+                "per 32) for k3 --draft self --draft-trunk TRUNK_DIR"),
     K3_OPT_FLAG_AS("--quiet", "-q", P, quiet, "no progress or summary lines"),
     K3_OPT_FLAG_AS("--help", "-h", P, help, NULL),
     K3_OPT_FLAG_("--list-options", P, list_options, NULL),
@@ -107,6 +112,22 @@ static int parse_rank_of(const char *text, rank_split *r, k3_err *e)
     return K3_OK;
 }
 
+/* --draft q8: the draft trunk (pack/draft_pack.h) of the model's runs. */
+static int pack_draft(const pack_args *a, const k3_model *model, k3_err *e)
+{
+    uint64_t fp = 0;
+    k3_draft_pack_result r;
+    uint32_t kind = strcmp(a->draft, "q4") ? K3_DRAFT_KIND_Q8 : K3_DRAFT_KIND_Q4;
+    if (k3_draft_fingerprint(a->model_dir, &model->w, model->ix, &fp, e) != K3_OK ||
+        k3_draft_pack(&model->w, kind, fp, a->trunk_dir, a->quiet ? NULL : stderr, &r, e))
+        return e->code;
+    if (!a->quiet)
+        fprintf(stderr, "pack-trunk: wrote %s/%s: %zu matrices as %s, %.1f MB (their BF16 "
+                        "%.1f MB) in %.2f s\n", a->trunk_dir, K3_DRAFT_FILE, r.matrices, a->draft,
+                r.bytes / 1e6, r.bf16_bytes / 1e6, r.seconds);
+    return K3_OK;
+}
+
 static int pack(const pack_args *a, k3_err *e)
 {
     k3_model *model = NULL;
@@ -141,11 +162,22 @@ static int pack(const pack_args *a, k3_err *e)
     if (opened != K3_OK)
         goto done;
     const k3_weights *w = &model->w;
+    if (a->draft) {
+        if (k3_os_mkdir(a->trunk_dir) != 0 && errno != EEXIST)
+            k3_fail(e, K3_EINPUT, "%s: cannot create: %s", a->trunk_dir, strerror(errno));
+        else
+            pack_draft(a, model, e);
+        goto done;
+    }
     if (k3_trunk_config_hash(a->model_dir, &config_hash, e) != K3_OK ||
         k3_trunk_layout(&m, w->runs, w->nruns, model->ix, w->embed_info, rs.rank, rs.ranks,
                         e) != K3_OK)
         goto done;
     m.config_hash = config_hash;
+    /* Runs bound whole (K3_SUBRUNS=0, a rank's rows) are a format 3 trunk:
+     * version 4 says the runs are cut as model/weights.h cuts them. */
+    if (!w->subruns)
+        m.version = 3;
     if (k3_os_mkdir(a->trunk_dir) != 0 && errno != EEXIST) {
         k3_fail(e, K3_EINPUT, "%s: cannot create: %s", a->trunk_dir, strerror(errno));
         goto done;
@@ -190,6 +222,12 @@ int k3_cmd_pack_trunk(int argc, char **argv)
     else if (!a.trunk_dir)
         k3_fail(&e, K3_EINPUT,
                 "pack-trunk: expected MODEL_DIR TRUNK_DIR (see k3 pack-trunk --help)");
+    else if (a.draft && strcmp(a.draft, "q8") != 0 && strcmp(a.draft, "q4") != 0)
+        k3_fail(&e, K3_EINPUT, "pack-trunk: --draft %s: the draft trunk kinds are q8 and q4",
+                a.draft);
+    else if (a.draft && (a.rank_of || a.compress || a.verify || a.force))
+        k3_fail(&e, K3_EINPUT, "pack-trunk: --draft writes draft.bin only (always anew): not "
+                               "with --rank-of, --compress, --verify or --force");
     else
         pack(&a, &e);
     if (e.code)

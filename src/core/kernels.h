@@ -30,13 +30,16 @@
 #include <stdint.h>
 
 /* A weight matrix [rows, cols] as stored on disk, row-major. */
-typedef enum { K3_MAT_F32, K3_MAT_BF16, K3_MAT_MXFP4 } k3_mat_kind;
+typedef enum { K3_MAT_F32, K3_MAT_BF16, K3_MAT_MXFP4, K3_MAT_Q8, K3_MAT_Q4 } k3_mat_kind;
 
 typedef struct k3_mat {
     k3_mat_kind kind;
     int64_t rows, cols;
-    const void *w;           /* F32: float; BF16: uint16 bits; MXFP4: packed nibbles */
-    const uint8_t *scales;   /* MXFP4 only: [rows][cols/32] E8M0 bytes */
+    const void *w;           /* F32: float; BF16: uint16 bits; MXFP4: packed nibbles;
+                              * Q8: int8 [rows][cols]; Q4: packed nibbles as MXFP4 */
+    const uint8_t *scales;   /* MXFP4: [rows][cols/32] E8M0 bytes; Q8: BF16 bits
+                              * [rows][k3_q8_blocks(cols)]; Q4: BF16 bits [rows][cols/32]
+                              * (uint16, 2-byte aligned) */
     /* share != 0: this process's share of a row-partitioned matrix
      * (k3_mm_share): w (and scales) hold only rows [held_lo, held_hi), row
      * held_lo first (possibly none). share == 0: every row is held. Only
@@ -51,6 +54,32 @@ float k3_bf16_to_f32(uint16_t b);
 float k3_mxfp4_value(const uint8_t *packed_row, const uint8_t *scale_row, int64_t i);
 /* Index of the first scale byte equal to 255 (E8M0 NaN), or -1. */
 int64_t k3_mxfp4_find_nan_scale(const uint8_t *scales, size_t n);
+
+/* Q8 (a drafter's copy of BF16 weights, model/draft_trunk.h): element i of
+ * a row is q[i] * scale[i / K3_Q8_BLOCK], q an int8 in -127..127 and scale
+ * a BF16 value per block of 32 columns (the last block may be shorter).
+ * The product has at most 7 + 8 significant bits, so it is EXACT in fp32
+ * (subnormal scales included): decoding is as exact as BF16's, and a Q8
+ * matrix follows the order contract like any other kind. */
+#define K3_Q8_BLOCK 32
+static inline int64_t k3_q8_blocks(int64_t cols) { return (cols + K3_Q8_BLOCK - 1) / K3_Q8_BLOCK; }
+/* Elements [k0, k0 + n) of one Q8 row (q, scales: the row's start) as
+ * floats; k0 a multiple of K3_Q8_BLOCK. Exact (above). */
+void k3_q8_decode(const int8_t *q, const uint16_t *scales, size_t k0, size_t n, float *out);
+/* Quantizes one row of n BF16 values (round to nearest, ties away from 0):
+ * per block, scale = BF16(max |w| / 127) (round to nearest even), q =
+ * round(w / scale) clamped to -127..127 (0 where scale is 0). A pure
+ * function of the bits, the same on every machine. Non-finite inputs are
+ * the caller's to refuse. */
+void k3_q8_quantize_row(const uint16_t *w, size_t n, int8_t *q, uint16_t *scales);
+/* Q4: MXFP4's layout (two elements a byte, the even one in the low nibble;
+ * cols % 32 == 0) with sign-magnitude integers -7..7 (bits 0-2 the
+ * magnitude, bit 3 the sign) and a BF16 scale per 32: value = k3_q4 value
+ * of the nibble times the scale, exact (3 + 8 significant bits). The
+ * quantizer is k3_q8_quantize_row's with 7 for 127 (n % 32 == 0). */
+void k3_q4_quantize_row(const uint16_t *w, size_t n, uint8_t *packed, uint16_t *scales);
+/* Element i of a Q4 row (exact). */
+float k3_q4_value(const uint8_t *packed_row, const uint16_t *scale_row, int64_t i);
 
 /* Canonical dot product (see the contract above). */
 float k3_dot(const float *a, const float *b, size_t n);
@@ -88,6 +117,10 @@ size_t k3_mm_ws_bytes(int threads, size_t cols, size_t tokens);
  * split the rows. It must not be called from inside a parallel region
  * (nested teams would share the slices). */
 void k3_matmul(const k3_mat *m, const float *X, size_t T, float *Y, const k3_mm_ws *ws);
+/* k3_matmul computed wholly by this process whatever partition is
+ * installed (below): for products a caller already split its own way
+ * (a process's own routed experts, model/moe_part.h). The same bits. */
+void k3_matmul_here(const k3_mat *m, const float *X, size_t T, float *Y, const k3_mm_ws *ws);
 
 /* A row partition of every k3_matmul over cooperating processes (src/mpi),
  * or none (the default: every row is computed here, and nothing below is

@@ -41,10 +41,20 @@ typedef struct k3_isa {
                       float *y, size_t ldy);
     void (*rows_mxfp4)(const uint8_t *packed, const uint8_t *scales, size_t n, size_t rows,
                        const float *x, size_t nt, float *y, size_t ldy);
+    /* Q8 (kernels.h): rows n int8 and ceil(n/32) BF16 scales apart. Q4:
+     * rows n/2 packed bytes and n/32 BF16 scales apart, n % 32 == 0. */
+    void (*rows_q8)(const int8_t *q, const uint16_t *scales, size_t n, size_t rows,
+                    const float *x, size_t nt, float *y, size_t ldy);
+    void (*rows_q4)(const uint8_t *packed, const uint16_t *scales, size_t n, size_t rows,
+                    const float *x, size_t nt, float *y, size_t ldy);
     /* Exact decoding of n elements of one row to float (MXFP4: n % 32 == 0,
      * starting at a group boundary). */
     void (*decode_bf16)(const uint16_t *w, size_t n, float *out);
     void (*decode_mxfp4)(const uint8_t *packed, const uint8_t *scales, size_t n, float *out);
+    /* Elements [k0, k0 + n) of a Q8 row as k3_q8_decode (k0 % 32 == 0). */
+    void (*decode_q8)(const int8_t *q, const uint16_t *scales, size_t k0, size_t n, float *out);
+    /* Elements [0, n) of Q4 from a group boundary (n % 32 == 0), as MXFP4. */
+    void (*decode_q4)(const uint8_t *packed, const uint16_t *scales, size_t n, float *out);
     /* Multi-token row dot over decoded rows, the core of k3_matmul for more
      * than nr tokens: continues the 16 lane accumulators of mr <= this->mr
      * rows times nr <= this->nr tokens over k elements. Row r is w + r*ldw,
@@ -112,6 +122,14 @@ static inline float k3_e8m0(uint8_t e)
 
 /* E2M1 values by nibble: bits 0-2 index the magnitude, bit 3 is the sign. */
 extern const float k3_e2m1[16];
+/* Q4 values by nibble (kernels.h), the same layout: magnitude 0-7, sign. */
+extern const float k3_q4_values[16];
+
+/* Scale g of a nibble format's row: E8M0 bytes (MXFP4) or BF16 (Q4). */
+static inline float k3_nib_scale(const void *scales, int bf16, size_t g)
+{
+    return bf16 ? k3_bf16(((const uint16_t *)scales)[g]) : k3_e8m0(((const uint8_t *)scales)[g]);
+}
 
 /* Elements i0..n-1 of a dot into their lanes i % 16, one fmaf each. The
  * scalar table runs whole rows through these; the SIMD tables run the part
@@ -129,6 +147,14 @@ static inline void k3_lanes_bf16(float acc[16], const uint16_t *w, const float *
 {
     for (size_t i = i0; i < n; i++)
         acc[i & 15] = fmaf(k3_bf16(w[i]), x[i], acc[i & 15]);
+}
+
+/* Q8 elements i0..n-1 of a row (scale of element i: s[i / 32]). */
+static inline void k3_lanes_q8(float acc[16], const int8_t *q, const uint16_t *s, const float *x,
+                               size_t i0, size_t n)
+{
+    for (size_t i = i0; i < n; i++)
+        acc[i & 15] = fmaf((float)q[i] * k3_bf16(s[i / 32]), x[i], acc[i & 15]);
 }
 
 #endif

@@ -57,7 +57,7 @@ NEON_AI float32x4x4_t bf16n(const uint16_t *p)
     return v;
 }
 
-NEON_AI float32x4x4_t mxbasen(void) { return ldn(k3_e2m1); }
+NEON_AI float32x4x4_t mxbasen(const float *values) { return ldn(values); }
 
 NEON_AI uint8x16x4_t mxtabn(float32x4x4_t base, float s)
 {
@@ -94,6 +94,19 @@ NEON_AI void mxfp4n(const uint8_t *p, uint8x16x4_t tab, float32x4x4_t *lo, float
     *hi = mxfp4x16(vzip2q_u8(low, high), tab);
 }
 
+/* 16 int8 values times s: exact (kernels.h, Q8), as the scalar product. */
+NEON_AI float32x4x4_t q8n(const int8_t *p, float s)
+{
+    int8x16_t b = vld1q_s8(p);
+    int16x8_t lo = vmovl_s8(vget_low_s8(b)), hi = vmovl_high_s8(b);
+    float32x4x4_t v;
+    v.val[0] = vmulq_n_f32(vcvtq_f32_s32(vmovl_s16(vget_low_s16(lo))), s);
+    v.val[1] = vmulq_n_f32(vcvtq_f32_s32(vmovl_high_s16(lo)), s);
+    v.val[2] = vmulq_n_f32(vcvtq_f32_s32(vmovl_s16(vget_low_s16(hi))), s);
+    v.val[3] = vmulq_n_f32(vcvtq_f32_s32(vmovl_high_s16(hi)), s);
+    return v;
+}
+
 #define SIMD_FN(name) name##_neon
 #define SIMD_TARGET
 #define SIMD_NAME "neon"
@@ -113,6 +126,7 @@ NEON_AI void mxfp4n(const uint8_t *p, uint8x16x4_t tab, float32x4x4_t *lo, float
 #define mx_table uint8x16x4_t
 #define mx_table_of mxtabn
 #define v16_mxfp4 mxfp4n
+#define v16_q8 q8n
 #include "core/kernels_simd.h"
 
 #endif

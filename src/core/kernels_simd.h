@@ -14,12 +14,13 @@
  *   v16_zero() v16_load(p) v16_store(p, v)
  *   v16_fma(a, b, c)   c + a*b per lane with one rounding (as fmaf)
  *   v16_bf16(p)        16 BF16 values -> floats (exact)
- *   mx_base            type of the 16 E2M1 values (from k3_e2m1),
- *   mx_base_load()     loaded once per call
+ *   mx_base            type of the 16 values of a nibble (k3_e2m1 for MXFP4,
+ *   mx_base_load(t)    k3_q4_values for Q4) loaded once per call from t[16]
  *   mx_table           type of those values times one group's scale,
  *   mx_table_of(b, s)  each product rounded as the scalar E2M1[nib] * s
  *   v16_mxfp4(p, tab, &lo, &hi)  the 32 elements of one group from its 16
  *                      packed bytes: lo = elements 0-15, hi = 16-31
+ *   v16_q8(p, s)       16 int8 values times the float s (exact, kernels.h)
  *
  * and it defines the table SIMD_FN(k3_isa), named SIMD_NAME.
  *
@@ -63,29 +64,36 @@ SIMD_AI float SIMD_FN(finish_bf16)(v16 acc, const uint16_t *w, const float *x, s
 
 #define SIMD_MAXR (SIMD_ROWS > SIMD_MR ? SIMD_ROWS : SIMD_MR)
 
+/* The loop the row dots of whole-element formats share: a[q][t] (R rows x
+ * N tokens, v16 each) zeroed, then over the whole 16-steps [0, nv) of x
+ * (N rows of n floats) each step loads the N token vectors once, decodes
+ * row q's 16 weights once as WV (an expression of q and i) and adds
+ * WV * x lane-wise: lane j of a[q][t] sums elements i + j in ascending i,
+ * the contract's order. The caller finishes the lanes (the tail after nv,
+ * then k3_reduce16). */
+#define SIMD_DOTS16(a, WV)                                                         \
+    do {                                                                           \
+        _Pragma("GCC unroll 8") for (int q = 0; q < R; q++)                        \
+        _Pragma("GCC unroll 8") for (int t = 0; t < N; t++)                        \
+            a[q][t] = v16_zero();                                                  \
+        for (size_t i = 0; i < nv; i += 16) {                                      \
+            v16 xv[SIMD_NR];                                                       \
+            _Pragma("GCC unroll 8") for (int t = 0; t < N; t++)                    \
+                xv[t] = v16_load(x + (size_t)t * n + i);                           \
+            _Pragma("GCC unroll 8") for (int q = 0; q < R; q++) {                  \
+                v16 wv = WV;                                                       \
+                _Pragma("GCC unroll 8") for (int t = 0; t < N; t++)                \
+                    a[q][t] = v16_fma(wv, xv[t], a[q][t]);                         \
+            }                                                                      \
+        }                                                                          \
+    } while (0)
+
 SIMD_AI void SIMD_FN(dots_f32)(const float *w, size_t n, const float *x, float *y, size_t ldy,
                                const int R, const int N)
 {
     v16 a[SIMD_MAXR][SIMD_NR];
     size_t nv = n & ~(size_t)15;
-#pragma GCC unroll 8
-    for (int q = 0; q < R; q++)
-#pragma GCC unroll 8
-        for (int t = 0; t < N; t++)
-            a[q][t] = v16_zero();
-    for (size_t i = 0; i < nv; i += 16) {
-        v16 xv[SIMD_NR];
-#pragma GCC unroll 8
-        for (int t = 0; t < N; t++)
-            xv[t] = v16_load(x + (size_t)t * n + i);
-#pragma GCC unroll 8
-        for (int q = 0; q < R; q++) {
-            v16 wv = v16_load(w + (size_t)q * n + i);
-#pragma GCC unroll 8
-            for (int t = 0; t < N; t++)
-                a[q][t] = v16_fma(wv, xv[t], a[q][t]);
-        }
-    }
+    SIMD_DOTS16(a, v16_load(w + (size_t)q * n + i));
 #pragma GCC unroll 8
     for (int q = 0; q < R; q++)
 #pragma GCC unroll 8
@@ -99,24 +107,7 @@ SIMD_AI void SIMD_FN(dots_bf16)(const uint16_t *w, size_t n, const float *x, flo
 {
     v16 a[SIMD_MAXR][SIMD_NR];
     size_t nv = n & ~(size_t)15;
-#pragma GCC unroll 8
-    for (int q = 0; q < R; q++)
-#pragma GCC unroll 8
-        for (int t = 0; t < N; t++)
-            a[q][t] = v16_zero();
-    for (size_t i = 0; i < nv; i += 16) {
-        v16 xv[SIMD_NR];
-#pragma GCC unroll 8
-        for (int t = 0; t < N; t++)
-            xv[t] = v16_load(x + (size_t)t * n + i);
-#pragma GCC unroll 8
-        for (int q = 0; q < R; q++) {
-            v16 wv = v16_bf16(w + (size_t)q * n + i);
-#pragma GCC unroll 8
-            for (int t = 0; t < N; t++)
-                a[q][t] = v16_fma(wv, xv[t], a[q][t]);
-        }
-    }
+    SIMD_DOTS16(a, v16_bf16(w + (size_t)q * n + i));
 #pragma GCC unroll 8
     for (int q = 0; q < R; q++)
 #pragma GCC unroll 8
@@ -125,18 +116,41 @@ SIMD_AI void SIMD_FN(dots_bf16)(const uint16_t *w, size_t n, const float *x, flo
                 SIMD_FN(finish_bf16)(a[q][t], w + (size_t)q * n, x + (size_t)t * n, nv, n);
 }
 
+/* Q8 rows: element i's scale is s[i / 32], so each 16-step uses the scale
+ * of its half of a 32-block; the tail after the last whole step runs the
+ * plain lanes (k3_lanes_q8), as every table. */
+SIMD_AI void SIMD_FN(dots_q8)(const int8_t *w, const uint16_t *s, size_t n, const float *x,
+                              float *y, size_t ldy, const int R, const int N)
+{
+    v16 a[SIMD_MAXR][SIMD_NR];
+    size_t nv = n & ~(size_t)15, nb = (n + 31) / 32;
+    SIMD_DOTS16(a, v16_q8(w + (size_t)q * n + i, k3_bf16(s[(size_t)q * nb + i / 32])));
+#pragma GCC unroll 8
+    for (int q = 0; q < R; q++)
+#pragma GCC unroll 8
+        for (int t = 0; t < N; t++) {
+            float lanes[16];
+            v16_store(lanes, a[q][t]);
+            k3_lanes_q8(lanes, w + (size_t)q * n, s + (size_t)q * nb, x + (size_t)t * n, nv, n);
+            y[(size_t)t * ldy + (size_t)q] = k3_reduce16(lanes);
+        }
+}
+
 /* n % 32 == 0: whole groups only, no tail. Expert rows are short (1.5-1.8
  * KB), too short for the hardware prefetcher to ramp up on each of the R
  * interleaved streams, so the same bytes of the next R rows are requested
  * while these are computed (one request per 64-byte line; a prefetch past
  * the matrix's end is harmless, and computed as an integer, not a pointer).
  * Within a group, every lane takes its element of the first 16 (lo) before
- * its element of the last 16 (hi), as the contract orders them. */
-SIMD_AI void SIMD_FN(dots_mxfp4)(const uint8_t *packed, const uint8_t *scales, size_t n,
-                                 const float *x, float *y, size_t ldy, const int R, const int N)
+ * its element of the last 16 (hi), as the contract orders them. MXFP4 and
+ * Q4 share it: a nibble's value from `values`, times the group's scale
+ * (E8M0 bytes, or BF16 with bf16_scales); both products are exact. */
+SIMD_AI void SIMD_FN(dots_nib)(const uint8_t *packed, const void *scales, const int bf16_scales,
+                               const float *values, size_t n, const float *x, float *y,
+                               size_t ldy, const int R, const int N)
 {
     v16 a[SIMD_MAXR][SIMD_NR];
-    mx_base base = mx_base_load();
+    mx_base base = mx_base_load(values);
 #pragma GCC unroll 8
     for (int q = 0; q < R; q++)
 #pragma GCC unroll 8
@@ -152,7 +166,8 @@ SIMD_AI void SIMD_FN(dots_mxfp4)(const uint8_t *packed, const uint8_t *scales, s
 #pragma GCC unroll 8
         for (int q = 0; q < R; q++) {
             v16 lo, hi;
-            mx_table tab = mx_table_of(base, k3_e8m0(scales[(size_t)q * (n / 32) + g]));
+            mx_table tab = mx_table_of(base, k3_nib_scale(scales, bf16_scales,
+                                                          (size_t)q * (n / 32) + g));
             v16_mxfp4(packed + (size_t)q * (n / 2) + 16 * g, tab, &lo, &hi);
 #pragma GCC unroll 8
             for (int t = 0; t < N; t++)
@@ -170,6 +185,18 @@ SIMD_AI void SIMD_FN(dots_mxfp4)(const uint8_t *packed, const uint8_t *scales, s
             v16_store(lanes, a[q][t]);
             y[(size_t)t * ldy + (size_t)q] = k3_reduce16(lanes);
         }
+}
+
+SIMD_AI void SIMD_FN(dots_mxfp4)(const uint8_t *packed, const uint8_t *scales, size_t n,
+                                 const float *x, float *y, size_t ldy, const int R, const int N)
+{
+    SIMD_FN(dots_nib)(packed, scales, 0, k3_e2m1, n, x, y, ldy, R, N);
+}
+
+SIMD_AI void SIMD_FN(dots_q4)(const uint8_t *packed, const uint16_t *scales, size_t n,
+                              const float *x, float *y, size_t ldy, const int R, const int N)
+{
+    SIMD_FN(dots_nib)(packed, scales, 1, k3_q4_values, n, x, y, ldy, R, N);
 }
 
 /* All rows for N tokens: blocks of SIMD_ROWS_FOR(N) rows, then one by one;
@@ -235,6 +262,41 @@ SIMD_TARGET static void SIMD_FN(rows_mxfp4)(const uint8_t *packed, const uint8_t
 #undef SIMD_CALL
 }
 
+SIMD_TARGET static void SIMD_FN(rows_q4)(const uint8_t *packed, const uint16_t *scales, size_t n,
+                                         size_t rows, const float *x, size_t nt, float *y,
+                                         size_t ldy)
+{
+#define SIMD_CALL(N) SIMD_ROWS_N(q4, N, packed + r * (n / 2), scales + r * (n / 32), n, x)
+    switch (nt) {
+        SIMD_CASES_N(SIMD_CALL)
+    default: break;
+    }
+#undef SIMD_CALL
+}
+
+SIMD_TARGET static void SIMD_FN(rows_q8)(const int8_t *q, const uint16_t *scales, size_t n,
+                                         size_t rows, const float *x, size_t nt, float *y,
+                                         size_t ldy)
+{
+    size_t nb = (n + 31) / 32;
+#define SIMD_CALL(N) SIMD_ROWS_N(q8, N, q + r * n, scales + r * nb, n, x)
+    switch (nt) {
+        SIMD_CASES_N(SIMD_CALL)
+    default: break;
+    }
+#undef SIMD_CALL
+}
+
+SIMD_TARGET static void SIMD_FN(decode_q8)(const int8_t *q, const uint16_t *scales, size_t k0,
+                                           size_t n, float *out)
+{
+    size_t i = 0;
+    for (; i + 16 <= n; i += 16)
+        v16_store(out + i, v16_q8(q + k0 + i, k3_bf16(scales[(k0 + i) / 32])));
+    for (; i < n; i++)
+        out[i] = (float)q[k0 + i] * k3_bf16(scales[(k0 + i) / 32]);
+}
+
 /* --- Decoding (k3_matmul's weight panels). ------------------------------- */
 
 SIMD_TARGET static void SIMD_FN(decode_bf16)(const uint16_t *w, size_t n, float *out)
@@ -246,16 +308,29 @@ SIMD_TARGET static void SIMD_FN(decode_bf16)(const uint16_t *w, size_t n, float 
         out[i] = k3_bf16(w[i]);
 }
 
-SIMD_TARGET static void SIMD_FN(decode_mxfp4)(const uint8_t *packed, const uint8_t *scales,
-                                              size_t n, float *out)
+SIMD_AI void SIMD_FN(decode_nib)(const uint8_t *packed, const void *scales, const int bf16_scales,
+                                 const float *values, size_t n, float *out)
 {
-    mx_base base = mx_base_load();
+    mx_base base = mx_base_load(values);
     for (size_t g = 0; g < n / 32; g++) {
         v16 lo, hi;
-        v16_mxfp4(packed + 16 * g, mx_table_of(base, k3_e8m0(scales[g])), &lo, &hi);
+        v16_mxfp4(packed + 16 * g, mx_table_of(base, k3_nib_scale(scales, bf16_scales, g)), &lo,
+                  &hi);
         v16_store(out + 32 * g, lo);
         v16_store(out + 32 * g + 16, hi);
     }
+}
+
+SIMD_TARGET static void SIMD_FN(decode_mxfp4)(const uint8_t *packed, const uint8_t *scales,
+                                              size_t n, float *out)
+{
+    SIMD_FN(decode_nib)(packed, scales, 0, k3_e2m1, n, out);
+}
+
+SIMD_TARGET static void SIMD_FN(decode_q4)(const uint8_t *packed, const uint16_t *scales,
+                                           size_t n, float *out)
+{
+    SIMD_FN(decode_nib)(packed, scales, 1, k3_q4_values, n, out);
 }
 
 /* --- Multi-token row dot (k3_matmul). ------------------------------------ */
@@ -337,8 +412,10 @@ SIMD_TARGET static void SIMD_FN(axpy)(float *y, float a, const float *x, size_t 
 const k3_isa SIMD_FN(k3_isa) = {
     .name = SIMD_NAME, .mr = SIMD_MR, .nr = SIMD_NR, .row_tokens = SIMD_ROW_TOKENS,
     .rows_f32 = SIMD_FN(rows_f32), .rows_bf16 = SIMD_FN(rows_bf16),
-    .rows_mxfp4 = SIMD_FN(rows_mxfp4), .decode_bf16 = SIMD_FN(decode_bf16),
-    .decode_mxfp4 = SIMD_FN(decode_mxfp4), .tile = SIMD_FN(tile), .axpy = SIMD_FN(axpy),
+    .rows_mxfp4 = SIMD_FN(rows_mxfp4), .rows_q8 = SIMD_FN(rows_q8), .rows_q4 = SIMD_FN(rows_q4),
+    .decode_bf16 = SIMD_FN(decode_bf16), .decode_mxfp4 = SIMD_FN(decode_mxfp4),
+    .decode_q8 = SIMD_FN(decode_q8), .decode_q4 = SIMD_FN(decode_q4), .tile = SIMD_FN(tile),
+    .axpy = SIMD_FN(axpy),
 };
 
 #undef SIMD_AI

@@ -35,7 +35,7 @@ A512_AI __m512 bf16_512(const uint16_t *p)
     return _mm512_castsi512_ps(_mm512_slli_epi32(u, 16));
 }
 
-A512_AI __m512 mxbase512(void) { return _mm512_loadu_ps(k3_e2m1); }
+A512_AI __m512 mxbase512(const float *values) { return _mm512_loadu_ps(values); }
 A512_AI __m512 mxtab512(__m512 base, float s) { return _mm512_mul_ps(base, _mm512_set1_ps(s)); }
 
 A512_AI void mxfp4_512(const uint8_t *p, __m512 tab, __m512 *lo, __m512 *hi)
@@ -48,6 +48,13 @@ A512_AI void mxfp4_512(const uint8_t *p, __m512 tab, __m512 *lo, __m512 *hi)
     /* vpermps reads only bits 0-3 of each index: the element's nibble. */
     *lo = _mm512_permutexvar_ps(ilo, tab);
     *hi = _mm512_permutexvar_ps(ihi, tab);
+}
+
+/* 16 int8 values times s: exact (kernels.h, Q8), as the scalar product. */
+A512_AI __m512 q8_512(const int8_t *p, float s)
+{
+    __m512i v = _mm512_cvtepi8_epi32(_mm_loadu_si128((const __m128i *)(const void *)p));
+    return _mm512_mul_ps(_mm512_cvtepi32_ps(v), _mm512_set1_ps(s));
 }
 
 #define SIMD_FN(name) name##_avx512
@@ -69,6 +76,7 @@ A512_AI void mxfp4_512(const uint8_t *p, __m512 tab, __m512 *lo, __m512 *hi)
 #define mx_table __m512
 #define mx_table_of mxtab512
 #define v16_mxfp4 mxfp4_512
+#define v16_q8 q8_512
 #include "core/kernels_simd.h"
 #undef SIMD_FN
 #undef SIMD_TARGET
@@ -87,6 +95,7 @@ A512_AI void mxfp4_512(const uint8_t *p, __m512 tab, __m512 *lo, __m512 *hi)
 #undef mx_table
 #undef mx_table_of
 #undef v16_mxfp4
+#undef v16_q8
 
 /* ------------------------------------------------------------------- AVX2 */
 
@@ -137,7 +146,7 @@ A256_AI v16x2 bf16_256(const uint16_t *p)
  * times the scale, and bit 3 of the nibble flips the sign afterwards:
  * -(m * s) is exactly (-m) * s, the scalar E2M1[8 + m] * s, signed zero
  * included. */
-A256_AI __m256 mxbase256(void) { return _mm256_loadu_ps(k3_e2m1); }
+A256_AI __m256 mxbase256(const float *values) { return _mm256_loadu_ps(values); }
 A256_AI __m256 mxtab256(__m256 base, float s) { return _mm256_mul_ps(base, _mm256_set1_ps(s)); }
 
 /* Eight elements from the low 8 bytes of nib, one nibble in bits 0-3 of
@@ -163,6 +172,19 @@ A256_AI void mxfp4_256(const uint8_t *p, __m256 tab, v16x2 *lo, v16x2 *hi)
     hi->hi = mxfp4x8(_mm_srli_si128(n1, 8), tab);
 }
 
+A256_AI __m256 q8x8(const int8_t *p, __m256 s)
+{
+    __m256i v = _mm256_cvtepi8_epi32(_mm_loadl_epi64((const __m128i *)(const void *)p));
+    return _mm256_mul_ps(_mm256_cvtepi32_ps(v), s);
+}
+
+A256_AI v16x2 q8_256(const int8_t *p, float s)
+{
+    __m256 sv = _mm256_set1_ps(s);
+    v16x2 v = { q8x8(p, sv), q8x8(p + 8, sv) };
+    return v;
+}
+
 #define SIMD_FN(name) name##_avx2
 #define SIMD_TARGET A256
 #define SIMD_NAME "avx2"
@@ -182,6 +204,7 @@ A256_AI void mxfp4_256(const uint8_t *p, __m256 tab, v16x2 *lo, v16x2 *hi)
 #define mx_table __m256
 #define mx_table_of mxtab256
 #define v16_mxfp4 mxfp4_256
+#define v16_q8 q8_256
 #include "core/kernels_simd.h"
 
 #endif

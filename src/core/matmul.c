@@ -46,6 +46,12 @@ float k3_dot(const float *a, const float *b, size_t n)
 
 void k3_axpy(float *y, float a, const float *x, size_t n) { k3_isa_active()->axpy(y, a, x, n); }
 
+/* A Q8 or Q4 matrix's scales (kernels.h: BF16 bits). */
+static const uint16_t *q8_scales(const k3_mat *m)
+{
+    return (const uint16_t *)(const void *)m->scales;
+}
+
 /* Y[t*ldy + r - r0] = row r of m . X[t] for rows r0..r0+nrows and nt <=
  * isa->nr tokens: the row dots read each weight once for all nt tokens. */
 static void row_dots(const k3_isa *isa, const k3_mat *m, int64_t r0, size_t nrows, const float *X,
@@ -59,6 +65,14 @@ static void row_dots(const k3_isa *isa, const k3_mat *m, int64_t r0, size_t nrow
     case K3_MAT_MXFP4:
         isa->rows_mxfp4((const uint8_t *)m->w + r * (n / 2), m->scales + r * (n / 32), n, nrows,
                         X, nt, Y, ldy);
+        break;
+    case K3_MAT_Q4:
+        isa->rows_q4((const uint8_t *)m->w + r * (n / 2), q8_scales(m) + r * (n / 32), n, nrows, X,
+                     nt, Y, ldy);
+        break;
+    case K3_MAT_Q8:
+        isa->rows_q8((const int8_t *)m->w + r * n, q8_scales(m) + r * (size_t)k3_q8_blocks(m->cols),
+                     n, nrows, X, nt, Y, ldy);
         break;
     case K3_MAT_F32:
     default:
@@ -97,6 +111,33 @@ void k3_matvec(const k3_mat *m, const float *x, float *y)
     row_dots_all(k3_isa_active(), m, x, 1, y);
 }
 
+/* Columns [k0, k0+len) of row `row` of m, a kind other than F32, decoded
+ * into out (exact for every kind: kernels.h). k0 is a multiple of 32 for
+ * the block formats. */
+static void decode_row(const k3_isa *isa, const k3_mat *m, size_t row, size_t k0, size_t len,
+                       float *out)
+{
+    size_t n = (size_t)m->cols;
+    switch (m->kind) {
+    case K3_MAT_BF16:
+        isa->decode_bf16((const uint16_t *)m->w + row * n + k0, len, out);
+        break;
+    case K3_MAT_Q4:
+        isa->decode_q4((const uint8_t *)m->w + row * (n / 2) + k0 / 2,
+                       q8_scales(m) + row * (n / 32) + k0 / 32, len, out);
+        break;
+    case K3_MAT_Q8:
+        isa->decode_q8((const int8_t *)m->w + row * n,
+                       q8_scales(m) + row * (size_t)k3_q8_blocks(m->cols), k0, len, out);
+        break;
+    case K3_MAT_MXFP4:
+    default:
+        isa->decode_mxfp4((const uint8_t *)m->w + row * (n / 2) + k0 / 2,
+                          m->scales + row * (n / 32) + k0 / 32, len, out);
+        break;
+    }
+}
+
 /* Columns [k0, k0+kc) of rows r0..r0+rb as floats: F32 in place, other
  * kinds decoded into panel. Returns the rows' start; *ld their stride. */
 static const float *panel_of(const k3_isa *isa, const k3_mat *m, size_t r0, size_t rb, size_t k0,
@@ -107,14 +148,8 @@ static const float *panel_of(const k3_isa *isa, const k3_mat *m, size_t r0, size
         *ld = n;
         return (const float *)m->w + r0 * n + k0;
     }
-    for (size_t r = 0; r < rb; r++) {
-        size_t row = r0 + r;
-        if (m->kind == K3_MAT_BF16)
-            isa->decode_bf16((const uint16_t *)m->w + row * n + k0, kc, panel + r * pcols);
-        else
-            isa->decode_mxfp4((const uint8_t *)m->w + row * (n / 2) + k0 / 2,
-                              m->scales + row * (n / 32) + k0 / 32, kc, panel + r * pcols);
-    }
+    for (size_t r = 0; r < rb; r++)
+        decode_row(isa, m, r0 + r, k0, kc, panel + r * pcols);
     *ld = pcols;
     return panel;
 }
@@ -188,8 +223,8 @@ int k3_mm_share(int64_t rows, int64_t cols, int64_t *lo, int64_t *hi)
     return 1;
 }
 
-/* k3_matmul over all rows of m, here. */
-static void matmul_here(const k3_mat *m, const float *X, size_t T, float *Y, const k3_mm_ws *ws)
+/* k3_matmul over all rows of m, here (kernels.h). */
+void k3_matmul_here(const k3_mat *m, const float *X, size_t T, float *Y, const k3_mm_ws *ws)
 {
     const k3_isa *isa = k3_isa_active();
     if (m->share)
@@ -221,7 +256,7 @@ void k3_matmul(const k3_mat *m, const float *X, size_t T, float *Y, const k3_mm_
 {
     const k3_mm_part *p = mm_part;
     if (!p) {
-        matmul_here(m, X, T, Y, ws);
+        k3_matmul_here(m, X, T, Y, ws);
         return;
     }
     /* Token chunks of at most K3_MM_PART_MAX_FLOATS output floats: each
@@ -237,11 +272,11 @@ void k3_matmul(const k3_mat *m, const float *X, size_t T, float *Y, const k3_mm_
         int64_t lo = 0, hi = 0;
         float *mine = p->begin(p->ctx, m->rows, m->cols, n, y, &lo, &hi);
         if (!mine) {
-            matmul_here(m, x, n, y, ws);
+            k3_matmul_here(m, x, n, y, ws);
             continue;
         }
         k3_mat v = k3_mat_rows(m, lo, hi - lo); /* rows lo..hi: the same dots, packed */
-        matmul_here(&v, x, n, mine, ws);
+        k3_matmul_here(&v, x, n, mine, ws);
         p->end(p->ctx, y, m->rows, n);
     }
 }
@@ -265,6 +300,14 @@ k3_mat k3_mat_rows(const k3_mat *m, int64_t r0, int64_t n)
         v.w = (const uint8_t *)m->w + (size_t)r0 * (cols / 2);
         v.scales = m->scales + (size_t)r0 * (cols / 32);
         break;
+    case K3_MAT_Q4:
+        v.w = (const uint8_t *)m->w + (size_t)r0 * (cols / 2);
+        v.scales = (const uint8_t *)(q8_scales(m) + (size_t)r0 * (cols / 32));
+        break;
+    case K3_MAT_Q8:
+        v.w = (const int8_t *)m->w + (size_t)r0 * cols;
+        v.scales = (const uint8_t *)(q8_scales(m) + (size_t)r0 * (size_t)k3_q8_blocks(m->cols));
+        break;
     }
     return v;
 }
@@ -285,15 +328,11 @@ void k3_matvec_t(const k3_mat *m, const float *x, float *y)
     for (size_t c0 = 0; c0 < n; c0 += MT_COLS) {
         size_t len = n - c0 < MT_COLS ? n - c0 : MT_COLS;
         for (int64_t r = 0; r < m->rows; r++) {
-            size_t k = (size_t)r;
             const float *w = row;
-            if (m->kind == K3_MAT_BF16)
-                isa->decode_bf16((const uint16_t *)m->w + k * n + c0, len, row);
-            else if (m->kind == K3_MAT_MXFP4)
-                isa->decode_mxfp4((const uint8_t *)m->w + k * (n / 2) + c0 / 2,
-                                  m->scales + k * (n / 32) + c0 / 32, len, row);
+            if (m->kind == K3_MAT_F32)
+                w = (const float *)m->w + (size_t)r * n + c0;
             else
-                w = (const float *)m->w + k * n + c0;
+                decode_row(isa, m, (size_t)r, c0, len, row);
             isa->axpy(y + c0, x[r], w, len);
         }
     }

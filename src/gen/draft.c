@@ -110,3 +110,15 @@ size_t k3_spec_choose(const k3_spec_stats *st, const k3_spec_cost *cost, size_t 
     }
     return best_rate > base * (1.0 + margin) ? best : 0;
 }
+
+static const k3_spec_agree *agree;
+
+void k3_spec_set_agree(const k3_spec_agree *a)
+{
+    agree = a;
+}
+
+size_t k3_spec_agreed(size_t n)
+{
+    return agree ? agree->fn(agree->ctx, n) : n;
+}

@@ -53,7 +53,9 @@ int k3_drafter_ngram(k3_drafter *d, size_t min_n, size_t max_n, k3_err *e);
  * of its own with route_k routed experts per token (k3_state_set_route_k;
  * 0 = all of them), proposing up to max (1..16) greedy ids a step. Its
  * forwards share m's working memory, so it runs between m's forwards on
- * the same thread. It pays where a token's cost is mostly its experts. */
+ * the same thread. It pays where a token's cost is mostly its experts, or,
+ * when m has a draft trunk (k3_model_has_draft_trunk: its state then uses
+ * the quantized matrices in memory), where the exact trunk streams. */
 int k3_drafter_self(k3_drafter *d, k3_model *m, int route_k, size_t max, k3_err *e);
 
 /* The drafter called name: "ngram" (or NULL) or "self" (on m, with
@@ -93,5 +95,23 @@ typedef struct k3_spec_stats {
  * chosen on an estimate that it pays less than 3%). Pure. */
 size_t k3_spec_choose(const k3_spec_stats *st, const k3_spec_cost *cost, size_t max,
                       double margin);
+
+/* Agreement on a step's draft count between processes that must issue the
+ * same forward calls (bin/k3-mpi's ranks, each running the same decode
+ * loop): the cost gate's choice depends on the process's own measured
+ * timings, so each process's choice is passed through `fn`, which returns
+ * the one every process uses (rank 0's, broadcast). NULL (the default, and
+ * bin/k3): a process's own choice. The drafters are pure functions of the
+ * ids (ngram) or of forwards every process runs alike (self), so an agreed
+ * count gives every process the same drafts. Set before any turn runs;
+ * fn is called once per step that may draft, in the same order on every
+ * process, and must not fail (it ends the job itself). */
+typedef struct k3_spec_agree {
+    size_t (*fn)(void *ctx, size_t n);
+    void *ctx;
+} k3_spec_agree;
+void k3_spec_set_agree(const k3_spec_agree *a);
+/* n passed through the installed agreement (n itself without one). */
+size_t k3_spec_agreed(size_t n);
 
 #endif

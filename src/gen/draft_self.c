@@ -17,7 +17,13 @@
  * drafter's state. Each draft is picked from the drafter's logits by the
  * verifier's own sampler (k3_draft_pick: penalties, temperature, the
  * position's draw), so it is the exact model's id wherever the two rows
- * agree, greedy or sampled; without a pick, greedy (ties to the lower id). */
+ * agree, greedy or sampled; without a pick, greedy (ties to the lower id).
+ *
+ * With a draft trunk (the model opened with one, k3_model_opts.draft_trunk)
+ * the drafter's state multiplies by its quantized matrices, held in memory
+ * (k3_state_set_draft_trunk): a draft then reads no byte of the exact
+ * trunk, which is what lets speculation pay when that trunk streams from
+ * disk (N drafts from memory, one streamed pass verifies N + 1 rows). */
 #include <stdlib.h>
 #include <string.h>
 
@@ -140,7 +146,8 @@ int k3_drafter_self(k3_drafter *dr, k3_model *m, int route_k, size_t max, k3_err
     d->V = k3_model_vocab(m);
     d->max = max;
     if (!(d->rows = k3_malloc(e, max * d->V * sizeof *d->rows, "drafter logits")) ||
-        k3_state_new(&d->s, m, e) || k3_state_set_route_k(d->s, route_k, e)) {
+        k3_state_new(&d->s, m, e) || k3_state_set_route_k(d->s, route_k, e) ||
+        k3_state_set_draft_trunk(d->s, k3_model_has_draft_trunk(m), e)) {
         self_free(d);
         return e->code;
     }

@@ -68,7 +68,10 @@ static int up_to_date(const k3_trunk_manifest *want, const char *dir, const path
     snprintf(why_other, sizeof why_other, "it was packed from other weights: the source "
                                           "fingerprints of %zu of %zu runs differ",
              other, want->nruns);
-    const char *why = have->version != want->version ? "it is of an older format (version 2)"
+    char why_format[64];
+    snprintf(why_format, sizeof why_format, "it is of an older format (version %d)",
+             have->version);
+    const char *why = have->version != want->version ? why_format
                       : have->codec != want->codec ? (want->codec ? "it is not compressed and "
                                                                     "--compress was given"
                                                                   : "it is compressed and "

@@ -8,9 +8,10 @@
  *
  * Promises checked on an accepted manifest: runs are aligned, in order,
  * disjoint and inside file_size; every tensor lies inside its run, in
- * order, with the byte count of its shape; run names are unique; the
- * version is the one this k3 writes; and writing the manifest and reading
- * it back gives the same runs, checksums and source fingerprints. */
+ * order, with the byte count of its shape (of its rows, for a row block);
+ * run names are unique; the version is one this k3 reads (2 to 4); and
+ * writing the manifest and reading it back gives the same runs, checksums
+ * and source fingerprints. */
 #include <stdio.h>
 #include <string.h>
 
@@ -27,7 +28,8 @@ int LLVMFuzzerInitialize(int *argc, char ***argv)
 
 static void check_manifest(const k3_trunk_manifest *m)
 {
-    FZ_ASSERT(m->version == K3_TRUNK_VERSION, "version %d accepted", m->version);
+    FZ_ASSERT(m->version >= 2 && m->version <= K3_TRUNK_VERSION, "version %d accepted",
+              m->version);
     uint64_t end = 0;
     for (size_t r = 0; r < m->nruns; r++) {
         const k3_trunk_run *run = &m->runs[r];
@@ -43,6 +45,15 @@ static void check_manifest(const k3_trunk_manifest *m)
             uint64_t bytes = k3_dtype_size(t->dtype);
             for (uint32_t d = 0; d < t->ndim; d++)
                 bytes *= (uint64_t)t->shape[d];
+            if (t->split) { /* rows [row_lo, row_hi) of a 2-D tensor only */
+                FZ_ASSERT(t->ndim == 2 && t->row_lo >= 0 && t->row_lo <= t->row_hi &&
+                              t->row_hi <= t->shape[0],
+                          "%s: rows %lld..%lld", t->name, (long long)t->row_lo,
+                          (long long)t->row_hi);
+                bytes = t->shape[0] > 0 ? bytes / (uint64_t)t->shape[0] *
+                                              (uint64_t)(t->row_hi - t->row_lo)
+                                        : 0;
+            }
             FZ_ASSERT(t->ndim <= K3_MAX_DIMS && bytes == t->nbytes, "%s: size", t->name);
             FZ_ASSERT(t->offset >= tend && t->offset <= run->length &&
                           t->nbytes <= run->length - t->offset,

@@ -276,11 +276,18 @@ static k3_spec_cost fitted(const k3_turn_costs *c)
  * acceptance and costs, with a probe every SPEC_PROBE_EVERY plain steps. */
 static size_t choose_drafts(k3_turn *t, size_t max)
 {
-    if (t->spec_always)
-        return max;
-    k3_spec_stats st = { t->res.drafted, t->res.accepted };
-    k3_spec_cost k = fitted(&t->costs);
-    size_t n = k3_spec_choose(&st, &k, max, 0.03);
+    size_t n = max;
+    if (!t->spec_always) {
+        k3_spec_stats st = { t->res.drafted, t->res.accepted };
+        k3_spec_cost k = fitted(&t->costs);
+        n = k3_spec_choose(&st, &k, max, 0.03);
+    }
+    /* The gate reads this process's own timings: processes that must issue
+     * the same forward calls (k3-mpi's ranks) use one choice (gen/draft.h).
+     * The probe below then depends on agreed counts only. */
+    n = k3_spec_agreed(n);
+    if (n > max)
+        n = max;
     if (n == 0 && ++t->costs.plain_run >= SPEC_PROBE_EVERY)
         n = 1;
     if (n)
@@ -373,10 +380,11 @@ int k3_turn_decode_want(k3_turn *t, k3_model *m, k3_state *s, k3_seq *seq, k3_er
     seq->n = nd + 1;
     seq->logits = t->logits;
     seq->all_positions = nd > 0;
+    seq->embeds = NULL;
     if (t->sink->forward)
         t->sink->forward(t->sink->ctx);
     t->res.forwards++;
-    if (nd && k3_state_spec_begin(s, nd + 1, e))
+    if (nd && (t->p->spec_begin ? t->p->spec_begin : k3_state_spec_begin)(s, nd + 1, e))
         return e->code;
     t->call_t0 = k3_seconds(); /* proposing excluded: a plain step does not propose */
     return K3_OK;
@@ -416,7 +424,9 @@ static int took_drafts(k3_turn *t, k3_model *m, k3_state *s, int *done, k3_err *
     }
     if (t->p->drafter->observe)
         t->p->drafter->observe(t->p->drafter->ctx, nd, keep - 1);
-    if (k3_state_spec_end(s, keep, t->logits + (keep - 1) * V, e))
+    int (*end)(k3_state *, size_t, const float *, k3_err *) =
+        t->p->spec_end ? t->p->spec_end : k3_state_spec_end;
+    if (end(s, keep, t->logits + (keep - 1) * V, e))
         return e->code;
     t->feed[0] = z;
     t->costs.many_s += k3_seconds() - t->call_t0; /* the replay and the rows' sampling too */

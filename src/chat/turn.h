@@ -94,6 +94,11 @@ typedef struct k3_turn_params {
      * position), so the ids, logits and state are those of spec 0. */
     size_t spec;              /* 0: off */
     const k3_drafter *drafter;
+    /* A speculative step's state operations: NULL for k3_state_spec_begin
+     * and k3_state_spec_end (k3/k3.h); a server whose model operations are
+     * relayed to replicas (server/engine.h) passes its own. */
+    int (*spec_begin)(k3_state *s, size_t max_tokens, k3_err *e);
+    int (*spec_end)(k3_state *s, size_t keep, const float *last_row, k3_err *e);
 } k3_turn_params;
 
 typedef struct k3_turn_result {

@@ -16,6 +16,7 @@
  * run on its own state (kda.c, mla.c), so its bits are those of a call of
  * its ids alone. */
 #include <math.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -181,55 +182,151 @@ static void final_row(work *w, const k3_weights *W, size_t t, size_t r, size_t n
     k3_rmsnorm(w->x + r * H, w->h + t * H, W->final_norm, H, eps);
 }
 
-/* The output head of a piece (§4.9) and the states' commits: a segment
- * that asked for all rows gets one product into its caller's buffer; the
- * others' last rows are gathered, K3_HEAD_ROWS at a time, into one product
- * into w->head, then copied to their callers' buffers (if any). */
+/* Acquires run r (model/weights.h) and asks the reader for the
+ * ring_slots - 1 runs after it, in the pass's order (the last run of
+ * lm_head is followed by layer 0's first: the next token's). */
+static const uint8_t *take_run(k3_model *m, size_t r, k3_err *e)
+{
+    const uint8_t *image = k3_trunk_acquire(m->trunk, r, e);
+    for (int ahead = 1; image && ahead <= m->plan.ring_slots - 1; ahead++)
+        k3_trunk_prefetch(m->trunk, (r + (size_t)ahead) % m->w.nruns);
+    return image;
+}
+
+/* The runs of one layer as its blocks consume them: in order, one held at
+ * a time (a run's matrices are used before the next run's), each pointed
+ * into `view` when it arrives. */
+typedef struct {
+    k3_model *m;
+    k3_layer_weights *view;
+    size_t next, end;   /* the layer's next run to acquire; its last + 1 */
+    size_t held;        /* the run held, or SIZE_MAX */
+} layer_runs;
+
+static void layer_release(layer_runs *lr)
+{
+    if (lr->held != SIZE_MAX)
+        k3_trunk_release(lr->m->trunk, lr->held);
+    lr->held = SIZE_MAX;
+}
+
+/* Releases the run held and waits for the layer's next one. */
+static int layer_next(layer_runs *lr, k3_err *e)
+{
+    if (lr->next >= lr->end)
+        return k3_fail(e, K3_ERUNTIME, "internal: a matrix of a layer lies in none of its runs");
+    layer_release(lr);
+    const uint8_t *image = take_run(lr->m, lr->next, e);
+    if (!image)
+        return e->code;
+    lr->held = lr->next++;
+    k3_weights_run_view(&lr->m->w, lr->held, image, lr->view);
+    return K3_OK;
+}
+
+/* k3_mat_wait (model.h): the layer's next runs until mat is resident. */
+static int layer_wait(void *ctx, const k3_mat *mat, k3_err *e)
+{
+    layer_runs *lr = ctx;
+    while (!mat->w)
+        if (layer_next(lr, e) != K3_OK)
+            return e->code;
+    return K3_OK;
+}
+
+/* The head's input rows, in w->x: for each segment in order, all its rows
+ * when it wants all, else its last. Row r's logits go to the returned row
+ * (the caller's buffer, or the state's last row, which k3_state_commit
+ * keeps); *span: how many rows from r are consecutive rows of that buffer
+ * (the rest of a segment that wants all), 1 for a last row. */
+static float *head_dest(const piece *p, size_t r, size_t V, size_t *span)
+{
+    for (size_t g = 0; g < p->nseg; g++) {
+        size_t n = p->all[g] ? p->seg[g].n : 1;
+        if (r < n) {
+            *span = n - r;
+            if (p->all[g])
+                return p->logits[g] + r * V;
+            return p->logits[g] ? p->logits[g] : p->seg[g].s->last;
+        }
+        r -= n;
+    }
+    *span = 0;
+    return NULL;
+}
+
+/* One lm_head block (rows [c0, c0 + head.rows) of the logits) over the nr
+ * input rows: each row's product goes straight into its logits when the
+ * block is the whole head and the rows are consecutive there, else through
+ * w->head ([hrows][V] floats: up to hrows * V / block rows a product) into
+ * its columns of each row. Each logit is one k3_matvec dot of its row and
+ * head row either way. */
+static void head_block(const piece *p, work *w, const k3_mat *head, size_t c0, size_t nr,
+                       size_t hrows, size_t H, size_t V, const k3_mm_ws *mm)
+{
+    size_t nb = (size_t)head->rows, cap = hrows * V / (nb ? nb : 1), span, n;
+    for (size_t r = 0; r < nr; r += n) {
+        float *d = head_dest(p, r, V, &span);
+        if (nb == V && span > 1) {
+            n = span;
+            k3_matmul(head, w->x + r * H, n, d, mm);
+            continue;
+        }
+        for (n = 1; r + n < nr && n < cap; n++)
+            if (head_dest(p, r + n, V, &span) && nb == V && span > 1)
+                break;
+        k3_matmul(head, w->x + r * H, n, w->head, mm);
+        for (size_t i = 0; i < n; i++)
+            memcpy(head_dest(p, r + i, V, &span) + c0, w->head + i * nb, nb * sizeof(float));
+    }
+}
+
+/* The output head of a piece (§4.9) and the states' commits: the final
+ * mix and norm of every row that needs logits (head_dest's order), then
+ * lm_head's runs (model/weights.h: one, or row blocks) in order, each
+ * applied to all those rows while it is held; then each segment's logits
+ * are checked and committed, the segments that want all rows first. */
 static int head_and_commit(k3_model *m, const piece *p, work *w, size_t nbank,
                            const k3_mm_ws *mm, k3_err *e)
 {
     const k3_weights *W = &m->w;
     size_t H = (size_t)m->cfg.hidden_size, V = (size_t)m->cfg.vocab_size;
-    size_t L = (size_t)W->n_layers;
     float eps = (float)m->cfg.rms_norm_eps;
-    const uint8_t *image = k3_trunk_acquire(m->trunk, L, e);
-    if (!image)
-        return e->code;
-    k3_mat head = k3_weights_lm_head(W, image);
-    int rc = K3_OK;
-    for (size_t g = 0; g < p->nseg && rc == K3_OK; g++) {
+    size_t nr = 0;
+    for (size_t g = 0; g < p->nseg; g++) {
         const k3_seg *sg = &p->seg[g];
-        if (!p->all[g])
-            continue;
-        for (size_t i = 0; i < sg->n; i++)
-            final_row(w, W, sg->t0 + i, i, nbank, H, eps);
-        k3_matmul(&head, w->x, sg->n, p->logits[g], mm);
-        rc = check_finite(p->logits[g], sg->n, V, sg->s, 0, e);
-        if (rc == K3_OK)
-            k3_state_commit(sg->s, p->ids[g], sg->n, p->logits[g] + (sg->n - 1) * V);
+        for (size_t i = p->all[g] ? 0 : sg->n - 1; i < sg->n; i++)
+            final_row(w, W, sg->t0 + i, nr++, nbank, H, eps);
     }
-    for (size_t g0 = 0; g0 < p->nseg && rc == K3_OK;) {
-        size_t grp[K3_HEAD_ROWS], r = 0, g = g0;
-        for (; g < p->nseg && r < K3_HEAD_ROWS; g++)
-            if (!p->all[g]) {
-                final_row(w, W, p->seg[g].t0 + p->seg[g].n - 1, r, nbank, H, eps);
-                grp[r++] = g;
-            }
-        g0 = g;
-        if (r == 0)
-            break;
-        k3_matmul(&head, w->x, r, w->head, mm);
-        for (size_t i = 0; i < r && rc == K3_OK; i++) {
-            const k3_seg *sg = &p->seg[grp[i]];
-            const float *row = w->head + i * V;
-            rc = check_finite(row, 1, V, sg->s, sg->n - 1, e);
-            if (rc == K3_OK && p->logits[grp[i]])
-                memcpy(p->logits[grp[i]], row, V * sizeof *row);
-            if (rc == K3_OK)
-                k3_state_commit(sg->s, p->ids[grp[i]], sg->n, row);
+    size_t first = W->layer_run[W->n_layers], hrows = p->T < K3_HEAD_ROWS ? p->T : K3_HEAD_ROWS;
+    if (p->seg[0].s->draft_trunk) {
+        /* A drafter state's head: the draft trunk's lm_head, whole and in
+         * memory (nothing to acquire). */
+        k3_mat head = k3_draft_lm_head(m->draft);
+        head_block(p, w, &head, 0, nr, hrows, H, V, mm);
+    } else {
+        for (size_t j = 0; j < k3_weights_head_runs(W); j++) {
+            const uint8_t *image = take_run(m, first + j, e);
+            if (!image)
+                return e->code;
+            k3_mat head = k3_weights_lm_head(W, j, image);
+            head_block(p, w, &head, (size_t)W->head_rows[j], nr, hrows, H, V, mm);
+            k3_trunk_release(m->trunk, first + j);
         }
     }
-    k3_trunk_release(m->trunk, L);
+    int rc = K3_OK;
+    for (int pass = 0; pass < 2; pass++)
+        for (size_t g = 0, r = 0; g < p->nseg && rc == K3_OK; g++) {
+            const k3_seg *sg = &p->seg[g];
+            size_t span, n = p->all[g] ? sg->n : 1;
+            const float *row = head_dest(p, r, V, &span);
+            r += n;
+            if (p->all[g] != (pass == 0))
+                continue;
+            rc = check_finite(row, n, V, sg->s, sg->n - n, e);
+            if (rc == K3_OK)
+                k3_state_commit(sg->s, p->ids[g], sg->n, row + (n - 1) * V);
+        }
     return rc;
 }
 
@@ -258,6 +355,11 @@ static int forward_piece(k3_model *m, const piece *p, k3_err *e)
         route = &fewer;
     }
 
+    /* The matrices: the trunk's, or a drafter state's draft trunk
+     * (k3_state_set_draft_trunk; the same for every sequence of a call,
+     * checked by k3_forward_multi), which is in memory: nothing to acquire. */
+    int draft = p->seg[0].s->draft_trunk;
+
     int rc = K3_OK;
     for (size_t g = 0; g < p->nseg && rc == K3_OK; g++)
         for (size_t i = 0; i < p->seg[g].n && rc == K3_OK; i++) {
@@ -272,16 +374,17 @@ static int forward_piece(k3_model *m, const piece *p, k3_err *e)
     for (size_t li = 0; li < L && rc == K3_OK; li++) {
         if (m->on_layer)
             m->on_layer(m->on_layer_ctx, li, L);
-        /* The layer's matrices; the reader loads the next ones meanwhile. */
-        const uint8_t *image = k3_trunk_acquire(m->trunk, li, e);
-        if (!image) {
-            rc = e->code;
+        /* The layer's first run (its attention); the reader loads the next
+         * runs meanwhile. A dense layer's MLP matrices may be runs of
+         * their own: k3_dense_mlp_forward waits for each (layer_wait). A
+         * drafter's view is the draft trunk's, whole: nothing to wait for
+         * (lr holds no run, layer_release does nothing). */
+        k3_layer_weights view = W->layers[li];
+        layer_runs lr = { m, &view, W->layer_run[li], W->layer_run[li + 1], SIZE_MAX };
+        if (draft)
+            k3_draft_layer_view(m->draft, W, (int)li, &view);
+        else if ((rc = layer_next(&lr, e)) != K3_OK)
             break;
-        }
-        for (int ahead = 1; ahead <= m->plan.ring_slots - 1; ahead++)
-            k3_trunk_prefetch(m->trunk, (li + (size_t)ahead) % (L + 1));
-        k3_layer_weights view;
-        k3_weights_layer_view(W, (int)li, image, &view);
         const k3_layer_weights *lw = &view;
         /* §4.3 steps 1-2: mix for attention; at a block boundary the incoming sum is banked. */
         int boundary = li % block == 0;
@@ -304,7 +407,7 @@ static int forward_piece(k3_model *m, const piece *p, k3_err *e)
                  ? k3_kda_forward(c, lw, p->seg, p->nseg, (int)li, w.x, T, w.a, &wk, e)
                  : k3_mla_forward(c, lw, p->seg, p->nseg, (int)li, w.x, T, w.a, &wk, e);
         if (rc != K3_OK) {
-            k3_trunk_release(m->trunk, li);
+            layer_release(&lr);
             break;
         }
         for (size_t i = 0; i < T * H; i++)
@@ -315,9 +418,9 @@ static int forward_piece(k3_model *m, const piece *p, k3_err *e)
             k3_rmsnorm(w.x + t * H, w.h + t * H, lw->post_norm, H, eps);
         }
         k3_expert_source src = { NULL, m->experts, (int)li };
-        rc = lw->dense ? k3_dense_mlp_forward(c, lw, w.x, T, w.a, &wk, e)
+        rc = lw->dense ? k3_dense_mlp_forward(c, lw, w.x, T, w.a, &wk, layer_wait, &lr, e)
                        : k3_moe_block(route, &lw->moe, &src, w.x, T, w.a, &wk, e);
-        k3_trunk_release(m->trunk, li);
+        layer_release(&lr);
         /* §4.3 step 7: the next layer's input. */
         for (size_t i = 0; i < T * H; i++)
             w.hin[i] = w.prefix[i] + w.a[i];
@@ -350,7 +453,7 @@ static int arena_fit(k3_model *m, int64_t kv_cap, size_t chunk, uint64_t end, k3
 }
 
 /* The checks of one sequence of a call, before anything runs; embeds: its
- * row overrides or NULL (k3_forward_embeds). */
+ * row overrides or NULL (k3_seq). */
 static int check_seq(const k3_model *m, const k3_seq *q, const float *const *embeds, size_t i,
                      size_t nseq, k3_err *e)
 {
@@ -385,10 +488,8 @@ static int check_seq(const k3_model *m, const k3_seq *q, const float *const *emb
     return K3_OK;
 }
 
-/* k3_forward_multi, with per-sequence row overrides (embeds[i] for
- * sequence i, or embeds NULL for none). */
-static int forward_multi(k3_model *m, const k3_seq *seqs, const float *const *const *embeds,
-                         size_t nseq, k3_err *e)
+/* k3_forward_multi: each sequence's row overrides are its embeds (k3_seq). */
+static int forward_multi(k3_model *m, const k3_seq *seqs, size_t nseq, k3_err *e)
 {
     size_t V = (size_t)m->cfg.vocab_size;
     if (nseq == 0)
@@ -397,7 +498,7 @@ static int forward_multi(k3_model *m, const k3_seq *seqs, const float *const *co
         return k3_fail(e, K3_EINPUT, "the model was opened to plan only: it cannot run");
     uint64_t total = 0;
     for (size_t i = 0; i < nseq; i++) {
-        if (check_seq(m, &seqs[i], embeds ? embeds[i] : NULL, i, nseq, e) != K3_OK)
+        if (check_seq(m, &seqs[i], seqs[i].embeds, i, nseq, e) != K3_OK)
             return e->code;
         for (size_t j = 0; j < i; j++)
             if (seqs[j].state == seqs[i].state)
@@ -405,6 +506,9 @@ static int forward_multi(k3_model *m, const k3_seq *seqs, const float *const *co
         if (seqs[i].state->route_k != seqs[0].state->route_k)
             return k3_fail(e, K3_EINPUT, "sequences 0 and %zu route to different numbers of "
                                          "experts (k3_state_set_route_k): not in one call", i);
+        if (seqs[i].state->draft_trunk != seqs[0].state->draft_trunk)
+            return k3_fail(e, K3_EINPUT, "sequences 0 and %zu use different trunks "
+                                         "(k3_state_set_draft_trunk): not in one call", i);
         total = k3_sat_add(total, seqs[i].n);
     }
     size_t chunk = (size_t)m->plan.max_batch;
@@ -437,7 +541,7 @@ static int forward_multi(k3_model *m, const k3_seq *seqs, const float *const *co
             p.seg[g].t0 = p.T;
             p.seg[g].n = n;
             p.ids[g] = q->ids + off;
-            p.embeds[g] = embeds && embeds[i] ? embeds[i] + off : NULL;
+            p.embeds[g] = q->embeds ? q->embeds + off : NULL;
             p.all[g] = q->logits && q->all_positions;
             /* A sequence's last row goes to the caller; earlier pieces' to w->head. */
             p.logits[g] = p.all[g] ? q->logits + off * V : off + n == q->n ? q->logits : NULL;
@@ -458,19 +562,19 @@ static int forward_multi(k3_model *m, const k3_seq *seqs, const float *const *co
 int k3_forward(k3_model *m, k3_state *s, const uint32_t *ids, size_t T, float *logits,
                int all_positions, k3_err *e)
 {
-    k3_seq q = { s, ids, T, logits, all_positions };
-    return forward_multi(m, &q, NULL, 1, e);
+    k3_seq q = { s, ids, T, logits, all_positions, NULL };
+    return forward_multi(m, &q, 1, e);
 }
 
 int k3_forward_multi(k3_model *m, const k3_seq *seqs, size_t nseq, k3_err *e)
 {
-    return forward_multi(m, seqs, NULL, nseq, e);
+    return forward_multi(m, seqs, nseq, e);
 }
 
 int k3_forward_embeds(k3_model *m, k3_state *s, const uint32_t *ids,
                       const float *const *embeds, size_t n, float *logits, int all_positions,
                       k3_err *e)
 {
-    k3_seq q = { s, ids, n, logits, all_positions };
-    return forward_multi(m, &q, &embeds, 1, e);
+    k3_seq q = { s, ids, n, logits, all_positions, embeds };
+    return forward_multi(m, &q, 1, e);
 }

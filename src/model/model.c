@@ -6,6 +6,8 @@
 #include <string.h>
 
 #include "core/kernels.h"
+#include "io/read_queue.h"
+#include "io/trunk_format.h"
 #include "model/model.h"
 #include "util/error.h"
 #include "util/os.h"
@@ -32,6 +34,20 @@ static int part_rank(void)
     return part_ranks() ? k3_mm_get_part()->rank : 0;
 }
 
+/* Whether to bind the large runs cut into sub-runs (model/weights.h): not
+ * under a split that keeps shares (a rank's rows of lm_head are not its
+ * row blocks), not for a trunk of format 2 or 3 (packed whole: read as
+ * such), and not with K3_SUBRUNS=0 (diagnostics, and the gates that make
+ * such trunks). */
+static int use_subruns(const k3_model_opts *o)
+{
+    const char *env = getenv("K3_SUBRUNS");
+    if (part_ranks() || (env && !strcmp(env, "0")))
+        return 0;
+    int version = o->trunk_dir ? k3_trunk_file_version(o->trunk_dir) : K3_TRUNK_VERSION;
+    return version == 0 || version >= 4;
+}
+
 int k3_model_open(k3_model **out, const char *dir, const k3_model_opts *opts, k3_err *e)
 {
     *out = NULL;
@@ -40,6 +56,8 @@ int k3_model_open(k3_model **out, const char *dir, const k3_model_opts *opts, k3
         k3_model_opts_default(&def);
         opts = &def;
     }
+    if (k3_read_queue_check(e) != K3_OK)
+        return e->code;
     k3_model *m = k3_calloc(e, 1, sizeof *m, "model");
     if (!m)
         return e->code;
@@ -53,8 +71,13 @@ int k3_model_open(k3_model **out, const char *dir, const k3_model_opts *opts, k3
         }
         n = opts->n_layers;
     }
+    /* The draft trunk's fingerprint is taken while the runs still name the
+     * shards (a packed trunk's open points them into trunk.bin). */
+    uint64_t draft_fp = 0;
     if (k3_st_open(&m->ix, dir, e) != K3_OK ||
-        k3_weights_bind(&m->w, &m->cfg, m->ix, n, e) != K3_OK ||
+        k3_weights_bind(&m->w, &m->cfg, m->ix, n, use_subruns(opts), e) != K3_OK ||
+        (opts->draft_trunk && !opts->plan_only &&
+         k3_draft_fingerprint(dir, &m->w, m->ix, &draft_fp, e) != K3_OK) ||
         (opts->trunk_dir &&
          k3_trunk_file_open(&m->trunk_file, opts->trunk_dir, dir, m->w.runs, m->w.nruns, m->ix,
                             m->w.embed_info, part_rank(), part_ranks(), e) != K3_OK) ||
@@ -74,7 +97,9 @@ int k3_model_open(k3_model **out, const char *dir, const k3_model_opts *opts, k3
         goto fail;
     if (k3_trunk_new(&m->trunk, m->w.runs, m->w.nruns, m->plan.pinned,
                      (size_t)m->plan.ring_slots, e) != K3_OK ||
-        !(m->arena = k3_arena_alloc(m->plan.scratch, e)))
+        !(m->arena = k3_arena_alloc(m->plan.scratch, e)) ||
+        (opts->draft_trunk &&
+         k3_draft_trunk_open(&m->draft, opts->draft_trunk, &m->w, draft_fp, e) != K3_OK))
         goto fail;
     m->arena_bytes = (size_t)m->plan.scratch;
     *out = m;
@@ -100,6 +125,7 @@ void k3_model_close(k3_model *m)
     if (!m)
         return;
     k3_os_aligned_free(m->arena);
+    k3_draft_trunk_close(m->draft);
     k3_ec_free(m->experts);
     k3_trunk_free(m->trunk);
     k3_trunk_file_close(m->trunk_file);
@@ -120,8 +146,9 @@ void k3_model_set_trace(k3_model *m, FILE *trace)
 
 void k3_model_pass_bytes(const k3_model *m, uint64_t *trunk, uint64_t *expert)
 {
-    int L = m->w.n_layers;
-    *trunk = m->plan.trunk_total + m->w.runs[L].bytes; /* both sum file sizes: no overflow */
+    *trunk = m->plan.trunk_total; /* sums of file sizes: no overflow */
+    for (size_t r = m->w.layer_run[m->w.n_layers]; r < m->w.nruns; r++)
+        *trunk += m->w.runs[r].bytes;
     *expert = m->plan.expert_slot_bytes;
 }
 
@@ -159,6 +186,16 @@ void k3_model_print_io(const k3_model *m, FILE *f)
             ts.bytes_read / 1e9, ts.read_seconds,
             ts.read_seconds > 0 ? ts.bytes_read / 1e6 / ts.read_seconds : 0.0,
             ts.verify_seconds, 100 * share, ts.wait_seconds);
+    int depth;
+    const char *why, *reader = k3_read_queue_reader(&depth, &why);
+    if (strcmp(reader, "none")) {
+        fprintf(f, "io: the %s reader", reader);
+        if (depth)
+            fprintf(f, ", %d reads in flight", depth);
+        if (*why)
+            fprintf(f, " (io_uring unavailable: %s)", why);
+        fputc('\n', f);
+    }
     if (ts.image_bytes != ts.bytes_read)
         fprintf(f, "trunk: compressed: %.3f GB read decoded to %.3f GB (%.1f%%); decoding %.3f s "
                    "of CPU (%.2f GB/s a core)\n",
@@ -202,6 +239,14 @@ void k3_model_print_json(const k3_model *m, FILE *f, const char *in)
             (unsigned long long)ts.runs_read, ts.read_seconds, ts.verify_seconds,
             ts.read_seconds > 0 ? ts.verify_seconds / ts.read_seconds : 0.0, ts.decode_seconds,
             ts.wait_seconds);
+    int depth;
+    const char *why, *reader = k3_read_queue_reader(&depth, &why);
+    fprintf(f, ",\n%s\"io\": {\"reader\": \"%s\", \"depth\": %d, \"why\": ", in, reader,
+            depth);
+    fputc('"', f);
+    for (; *why; why++) /* a system's message: kept printable, no JSON escapes needed */
+        fputc(*why == '"' || *why == '\\' || (unsigned char)*why < 0x20 ? '?' : *why, f);
+    fputs("\"}", f);
     if (m->experts) {
         k3_ec_stats es;
         k3_ec_stats_get(m->experts, &es);
@@ -218,6 +263,8 @@ void k3_model_print_json(const k3_model *m, FILE *f, const char *in)
 uint32_t k3_model_vocab(const k3_model *m) { return (uint32_t)m->cfg.vocab_size; }
 size_t k3_model_tensor_count(const k3_model *m) { return k3_st_count(m->ix); }
 int k3_model_n_layers(const k3_model *m) { return m->w.n_layers; }
+
+int k3_model_has_draft_trunk(const k3_model *m) { return m->draft != NULL; }
 
 int k3_model_experts_per_token(const k3_model *m) { return (int)m->cfg.num_experts_per_token; }
 

@@ -7,6 +7,7 @@
 #include "io/trunk_file.h"
 #include "k3/k3.h"
 #include "model/config.h"
+#include "model/draft_trunk.h"
 #include "model/plan.h"
 #include "model/weights.h"
 #include "resid/expert_cache.h"
@@ -20,6 +21,7 @@ struct k3_model {
     k3_trunk *trunk;          /* layer and lm_head runs */
     k3_trunk_file *trunk_file;/* --trunk: the runs come from its trunk.bin */
     k3_expert_cache *experts; /* NULL when the model has no MoE layer */
+    k3_draft_trunk *draft;    /* --draft-trunk: the drafter's quantized trunk, or NULL */
     /* The scratch arena: all of k3_forward's working memory (forward.c,
      * k3_forward_scratch), allocated at open with plan.scratch bytes for
      * plan.max_batch tokens at plan.context positions, and carved anew by
@@ -90,14 +92,13 @@ struct k3_state {
     struct k3_spec_journal *spec; /* a speculative step's journal (state.c), or NULL */
     int route_k;      /* routed experts per token in this state's forwards: 0 = the
                        * config's (exact); fewer = a self-drafter's approximation */
+    int draft_trunk;  /* forwards use the model's draft trunk (a self-drafter's) */
     k3_image_span *img; /* [nimg] the image spans of ids, ascending start; only those
                          * with start < pos count (kept lazily: a reset or rewind
                          * just lowers pos), see k3_state_images */
     size_t nimg, img_cap;
 };
 
-/* Replaces s's image spans by img[0..n) (K3_ERUNTIME out of memory). */
-int k3_state_set_images(k3_state *s, const k3_image_span *img, size_t n, k3_err *e);
 
 /* A speculative step (verifying drafts, include/k3/k3.h k3_state_spec_*):
  * the KDA states at its start and, per KDA layer and token fed since, the
@@ -120,7 +121,8 @@ size_t k3_spec_record_floats(const k3_config *c);
 int k3_state_reserve(k3_state *s, int64_t need, k3_err *e);
 
 /* Records a completed k3_forward of ids[0..T): appends the ids, keeps the
- * last position's logits row and advances pos. Room was reserved. */
+ * last position's logits row (last_row may be s->last itself) and
+ * advances pos. Room was reserved. */
 void k3_state_commit(k3_state *s, const uint32_t *ids, size_t T, const float *last_row);
 
 /* Floats of one KDA layer's conv and recurrent state, and of one MLA cache
@@ -182,7 +184,15 @@ int k3_kda_forward(const k3_config *c, const k3_layer_weights *lw, const k3_seg 
 int k3_mla_forward(const k3_config *c, const k3_layer_weights *lw, const k3_seg *seg,
                    size_t nseg, int layer, const float *x, size_t T, float *out,
                    const k3_work *wk, k3_err *e);
+/* Called before each matrix of a block is used (gate, up, down in turn),
+ * with that matrix of the caller's view: when its w is NULL (its sub-run,
+ * model/weights.h, is not here yet) it must make the view's matrix
+ * resident and set it, else return an error code (the block stops). */
+typedef int (*k3_mat_wait)(void *ctx, const k3_mat *m, k3_err *e);
+/* The dense SiTU MLP; wait (NULL: every matrix is resident) is called
+ * before each of lw's gate, up and down. */
 int k3_dense_mlp_forward(const k3_config *c, const k3_layer_weights *lw, const float *x,
-                         size_t T, float *out, const k3_work *wk, k3_err *e);
+                         size_t T, float *out, const k3_work *wk, k3_mat_wait wait, void *ctx,
+                         k3_err *e);
 
 #endif

@@ -12,6 +12,7 @@
  * Summation order: the weighted expert outputs are added in ascending
  * expert index, whatever order they were chosen or arrived in, so the sum
  * does not depend on scores' ties, caches or I/O timing. */
+#include <limits.h>
 #include <pthread.h>
 #include <stddef.h>
 #include <string.h>
@@ -63,15 +64,31 @@ void k3_route(const k3_config *c, const float *logit, const float *bias, int32_t
         weights[j] = renormalize ? sig[ids[j]] / (sum + 1e-20f) * scaling : sig[ids[j]] * scaling;
 }
 
-/* SiTU MLP: out = down(SiTU(gate x, up x)) for T rows; tmp holds 2*T*width. */
-static void situ_mlp(const k3_mat *gate, const k3_mat *up, const k3_mat *down, const float *x,
-                     size_t T, float *out, float *tmp, float b1, float b2, const k3_mm_ws *mm)
+/* Runs wait (if any) for m: 0 when m may be used. */
+static int ready(k3_mat_wait wait, void *ctx, const k3_mat *m, k3_err *e)
+{
+    return wait ? wait(ctx, m, e) : K3_OK;
+}
+
+/* SiTU MLP: out = down(SiTU(gate x, up x)) for T rows; tmp holds 2*T*width.
+ * wait (model.h) before each matrix: the products and their order are the
+ * same with or without it. */
+static int situ_mlp(const k3_mat *gate, const k3_mat *up, const k3_mat *down, const float *x,
+                    size_t T, float *out, float *tmp, float b1, float b2, const k3_mm_ws *mm,
+                    k3_mat_wait wait, void *ctx, k3_err *e)
 {
     size_t F = (size_t)gate->rows;
+    if (ready(wait, ctx, gate, e) != K3_OK)
+        return e->code;
     k3_matmul(gate, x, T, tmp, mm);
+    if (ready(wait, ctx, up, e) != K3_OK)
+        return e->code;
     k3_matmul(up, x, T, tmp + T * F, mm);
     k3_situ(tmp, tmp + T * F, T * F, b1, b2);
+    if (ready(wait, ctx, down, e) != K3_OK)
+        return e->code;
     k3_matmul(down, tmp, T, out, mm);
+    return K3_OK;
 }
 
 static uint64_t u64(int64_t v) { return v > 0 ? (uint64_t)v : 0; }
@@ -86,15 +103,15 @@ uint64_t k3_dense_mlp_scratch(const k3_config *c, uint64_t T)
 }
 
 int k3_dense_mlp_forward(const k3_config *c, const k3_layer_weights *L, const float *x,
-                         size_t T, float *out, const k3_work *wk, k3_err *e)
+                         size_t T, float *out, const k3_work *wk, k3_mat_wait wait, void *ctx,
+                         k3_err *e)
 {
     if ((uint64_t)L->gate.rows != u64(c->intermediate_size) ||
         k3_dense_mlp_scratch(c, T) > wk->bytes)
         return k3_fail(e, K3_ERUNTIME, "MLP scratch: %llu bytes needed, %zu given",
                        (unsigned long long)k3_dense_mlp_scratch(c, T), wk->bytes);
-    situ_mlp(&L->gate, &L->up, &L->down, x, T, out, (float *)(void *)wk->buf,
-             (float)c->situ_beta, (float)c->situ_linear_beta, wk->mm);
-    return K3_OK;
+    return situ_mlp(&L->gate, &L->up, &L->down, x, T, out, (float *)(void *)wk->buf,
+                    (float)c->situ_beta, (float)c->situ_linear_beta, wk->mm, wait, ctx, e);
 }
 
 /* Up to n experts' views: from the resident array or pinned in the cache. */
@@ -264,6 +281,65 @@ static int routed_split(const k3_config *c, const k3_expert_source *src, const f
     return K3_OK;
 }
 
+/* T > 1 tokens' routed experts under a k3_moe_part: this process computes
+ * the experts of the union it owns, own[0..nown) (ascending), in chunks of
+ * at most cap, the first already fetched (views): each is applied to every
+ * token that chose it by products on this process alone (k3_matmul_here:
+ * the same bits as the row-split k3_matmul and as k3_matvec), its output
+ * for token t's pick j into o + (t k + j) Z. The gather fills the other
+ * picks' outputs; then each token adds its k outputs in pick order, which
+ * is ascending expert id: the axpys routed() makes, in its order. Scratch:
+ * g [T][Z] (the tokens' inputs, then the outputs), hu 2 x T x F, tok [T]. */
+static int routed_split_many(const k3_config *c, const k3_expert_source *src,
+                             const int32_t *ids, const float *wts, const float *z, size_t T,
+                             const int32_t *own, size_t nown, size_t cap,
+                             const k3_expert **views, float *y, float *g, float *o, float *hu,
+                             size_t *tok, const k3_mm_ws *mm, k3_err *e)
+{
+    size_t k = (size_t)c->num_experts_per_token;
+    size_t Z = (size_t)c->routed_expert_hidden_size, F = (size_t)c->moe_intermediate_size;
+    float b1 = (float)c->situ_beta, b2 = (float)c->situ_linear_beta;
+    float *h = hu, *u = hu + T * F;
+    int rc = K3_OK;
+    for (size_t c0 = 0; c0 < nown && rc == K3_OK; c0 += cap) {
+        size_t n = nown - c0 < cap ? nown - c0 : cap;
+        if (c0 > 0 && (rc = fetch(src, own + c0, n, views, e)) != K3_OK)
+            break;
+        for (size_t q = 0; q < n; q++) {
+            const k3_expert *ex = views[q];
+            size_t m = 0;
+            for (size_t p = 0; p < T * k; p++)
+                if (ids[p] == own[c0 + q]) {
+                    memcpy(g + m * Z, z + (p / k) * Z, Z * sizeof *g);
+                    tok[m++] = p;
+                }
+            k3_matmul_here(&ex->w1, g, m, h, mm);
+            k3_matmul_here(&ex->w3, g, m, u, mm);
+            k3_situ(h, u, m * F, b1, b2);
+            k3_matmul_here(&ex->w2, h, m, g, mm);
+            for (size_t r = 0; r < m; r++)
+                memcpy(o + tok[r] * Z, g + r * Z, Z * sizeof *o);
+        }
+        release(src, own + c0, n);
+    }
+    if (rc != K3_OK) /* the failure ends the job (src/mpi) */
+        return rc;
+    moe_part->gather(moe_part->ctx, ids, T * k, o, Z);
+    for (size_t p = 0; p < T * k; p++)
+        k3_axpy(y + (p / k) * Z, wts[p], o + p * Z, Z);
+    return K3_OK;
+}
+
+/* Whether T tokens' routed experts are split by expert (the installed
+ * k3_moe_part's): one token always; more when their T x k outputs fit one
+ * gather (an int count of floats). Shape only: the same on every process. */
+static const k3_moe_part *split_of(const k3_config *c, uint64_t T)
+{
+    uint64_t outs = k3_sat_mul(k3_sat_mul(T, u64(c->num_experts_per_token)),
+                               u64(c->routed_expert_hidden_size));
+    return moe_part && (T == 1 || outs <= (uint64_t)INT_MAX) ? moe_part : NULL;
+}
+
 /* k3_moe_block's working memory for T tokens (E experts, k picked per
  * token, latent width Z, expert width F, shared width S = F x shared
  * experts, wide = max(S, F)). */
@@ -276,11 +352,12 @@ typedef struct {
     float *tmp;       /* [2][T][wide] the shared experts' gate and up, then routed()'s hu */
     float *shared;    /* [T][H] the shared experts' output */
     float *g;         /* [T][Z] routed(): one expert's tokens, gathered */
-    float *o;         /* [T][Z], or [k][Z + 2F] when T == 1: routed()'s outputs */
+    float *o;         /* [T][Z], or [k][Z + 2F] when T == 1: routed()'s outputs;
+                       * [T][k][Z] when T > 1 tokens' experts are split (split_of) */
     int32_t *ids;     /* [T][k] the picks, ascending per token */
     int32_t *uni;     /* [E] the union of the picks, ascending */
-    int32_t *own;     /* [k] one token under a k3_moe_part: the picks computed here */
-    size_t *pos;      /* [k] their indices in uni */
+    int32_t *own;     /* [E] under a k3_moe_part: the union's experts computed here */
+    size_t *pos;      /* [E] their indices in uni (both [k], unused, without one) */
     size_t *next;     /* [T] routed(): each token's next pick */
     size_t *tok;      /* [T] routed(): each gathered row's token */
     const k3_expert **views; /* [E] the fetched experts of one chunk */
@@ -294,6 +371,7 @@ static uint64_t moe_layout(const k3_config *c, uint64_t T, unsigned char *base, 
     uint64_t F = u64(c->moe_intermediate_size), S = k3_sat_mul(F, u64(c->num_shared_experts));
     uint64_t wide = S > F ? S : F, TZ = k3_sat_mul(T, Z), f = sizeof(float);
     uint64_t one = k3_sat_mul(k, k3_sat_add(Z, k3_sat_mul(2, F)));
+    uint64_t outs = T == 1 ? one : split_of(c, T) ? k3_sat_mul(TZ, k) : TZ;
     k3_carve a = { base, 0 };
     b->logits = k3_carve_take(&a, k3_sat_mul(T, E), f);
     b->sig = k3_carve_take(&a, E, f);
@@ -303,11 +381,11 @@ static uint64_t moe_layout(const k3_config *c, uint64_t T, unsigned char *base, 
     b->tmp = k3_carve_take(&a, k3_sat_mul(k3_sat_mul(2, T), wide), f);
     b->shared = k3_carve_take(&a, k3_sat_mul(T, H), f);
     b->g = k3_carve_take(&a, TZ, f);
-    b->o = k3_carve_take(&a, T == 1 ? one : TZ, f);
+    b->o = k3_carve_take(&a, outs, f);
     b->ids = k3_carve_take(&a, k3_sat_mul(T, k), sizeof(int32_t));
     b->uni = k3_carve_take(&a, E, sizeof(int32_t));
-    b->own = k3_carve_take(&a, k, sizeof(int32_t));
-    b->pos = k3_carve_take(&a, k, sizeof(size_t));
+    b->own = k3_carve_take(&a, moe_part ? E : k, sizeof(int32_t));
+    b->pos = k3_carve_take(&a, moe_part ? E : k, sizeof(size_t));
     b->next = k3_carve_take(&a, T, sizeof(size_t));
     b->tok = k3_carve_take(&a, T, sizeof(size_t));
     b->views = k3_carve_take(&a, E, sizeof(const k3_expert *));
@@ -338,9 +416,9 @@ int k3_moe_block(const k3_config *c, const k3_moe_weights *w, const k3_expert_so
         k3_route(c, b.logits + t * E, w->router_bias, b.ids + t * k, b.wts + t * k, b.sig);
     size_t nu = expert_union(c, b.ids, T, b.uni);
     size_t cap = src->resident ? E : k3_ec_capacity(src->cache);
-    /* One token under a k3_moe_part: only this process's experts are
-     * fetched and computed (moe_part.h). */
-    const k3_moe_part *mp = T == 1 ? moe_part : NULL;
+    /* Under a k3_moe_part: only this process's experts are fetched and
+     * computed (moe_part.h). */
+    const k3_moe_part *mp = split_of(c, T);
     const int32_t *want = b.uni;
     size_t nwant = nu;
     if (mp) {
@@ -363,16 +441,19 @@ int k3_moe_block(const k3_config *c, const k3_moe_weights *w, const k3_expert_so
     k3_matmul(&w->latent_down, x, T, b.z, wk->mm);
     if (S > 0)
         situ_mlp(&w->shared_gate, &w->shared_up, &w->shared_down, x, T, b.shared, b.tmp, b1, b2,
-                 wk->mm);
+                 wk->mm, NULL, NULL, e); /* no wait: cannot fail */
     if (threaded)
         pthread_join(th, NULL);
     int rc = job.rc;
     if (rc != K3_OK)
         k3_fail(e, rc, "%s", job.err.msg);
     memset(b.y, 0, T * Z * sizeof *b.y);
-    if (rc == K3_OK && mp)
+    if (rc == K3_OK && mp && T == 1)
         rc = routed_split(c, src, b.wts, b.z, b.uni, nu, b.own, b.pos, nwant, cap, b.views, b.y,
                           b.o, e);
+    else if (rc == K3_OK && mp)
+        rc = routed_split_many(c, src, b.ids, b.wts, b.z, T, b.own, nwant, cap, b.views, b.y,
+                               b.g, b.o, b.tmp, b.tok, wk->mm, e);
     else if (rc == K3_OK)
         rc = routed(c, src, b.ids, b.wts, b.z, T, b.uni, nu, cap, b.views, b.y, b.g, b.o, b.tmp,
                     b.next, b.tok, wk->mm, e);

@@ -1,17 +1,18 @@
-/* moe_part.h - one decoded token's routed experts split over cooperating
- * processes (src/mpi), by expert: the process of rank r of N computes the
- * chosen experts whose id % N == r (k3_moe_owner), and a gather gives every
- * process every chosen expert's output. The expert sum then runs on every
- * process over all outputs in the single-process order (ascending expert
- * id, moe.c), so no floating-point sum crosses processes and the bits do
- * not depend on N. A process only ever reads and caches, at decode, the
- * experts it owns: about 1/N of each layer's.
+/* moe_part.h - the routed experts split over cooperating processes
+ * (src/mpi), by expert: the process of rank r of N computes the chosen
+ * experts whose id % N == r (k3_moe_owner), for every token of the call
+ * that chose them, and a gather gives every process every chosen expert's
+ * output for every token. The expert sum then runs on every process over
+ * all outputs in the single-process order (per token, ascending expert id,
+ * moe.c), so no floating-point sum crosses processes and the bits do not
+ * depend on N. A process only ever reads and caches the experts it owns:
+ * about 1/N of each layer's, at decode and in prompts alike.
  *
- * Only one-token calls split this way (their experts are matvecs inside
- * moe.c's own parallel loop, where no collective may run); multi-token
- * calls apply each expert through k3_matmul, split by rows
- * (core/kernels.h, k3_mm_part). None installed (the default): every
- * process computes every expert. */
+ * A call of T tokens gathers T x k outputs (k picks a token); a call whose
+ * T x k x Z floats exceed an int count applies its experts through
+ * k3_matmul, split by rows instead (core/kernels.h, k3_mm_part): the same
+ * bits. None installed (the default): every process computes every
+ * expert. */
 #ifndef K3_MODEL_MOE_PART_H
 #define K3_MODEL_MOE_PART_H
 
@@ -20,8 +21,9 @@
 
 typedef struct k3_moe_part {
     int rank, size; /* this process, how many (size >= 2) */
-    /* ids[0..n) the token's chosen experts (ascending), o [n][Z] their
-     * outputs, row q filled here iff k3_moe_owner(ids[q], size) == rank:
+    /* ids[0..n) the chosen experts (one token's k ascending, or T tokens'
+     * k each, token after token), o [n][Z] their outputs, row q filled
+     * here iff k3_moe_owner(ids[q], size) == rank:
      * fills the other rows from the processes that own them. Called by
      * the forward thread outside parallel regions; every process makes the
      * same calls with the same ids. */
@@ -29,7 +31,7 @@ typedef struct k3_moe_part {
     void *ctx;
 } k3_moe_part;
 
-/* The rank that computes expert `id` of a one-token call. */
+/* The rank that computes expert `id`. */
 static inline int k3_moe_owner(int32_t id, int size) { return (int)(id % size); }
 
 /* Installs p (NULL: none) for every later MoE block; p must outlive them.

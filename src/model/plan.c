@@ -176,35 +176,49 @@ static int plan_layout(k3_plan *p, const k3_config *c, const k3_weights *w,
     p->pinned = k3_calloc(e, w->nruns, 1, "plan");
     if (!p->pinned)
         return e->code;
-    /* Layers pinned in order while they fit the trunk budget. */
+    /* Layers pinned in order (all of a layer's runs) while they fit the
+     * trunk budget. */
     uint64_t budget = o->trunk_gb < 0 ? UINT64_MAX : (uint64_t)(o->trunk_gb * GIB);
     uint64_t used = 0;
     for (int i = 0; i < L; i++) {
-        p->trunk_total += w->runs[i].bytes;
+        uint64_t bytes = 0;
+        for (size_t r = w->layer_run[i]; r < w->layer_run[i + 1]; r++)
+            bytes += w->runs[r].bytes;
+        p->trunk_total += bytes;
         int pin = o->trunk_layers >= 0
                       ? i < o->trunk_layers
-                      : p->streamed_layers == 0 && used + w->runs[i].bytes <= budget;
+                      : p->streamed_layers == 0 && used + bytes <= budget;
+        for (size_t r = w->layer_run[i]; r < w->layer_run[i + 1]; r++)
+            p->pinned[r] = (uint8_t)pin;
         if (pin) {
-            p->pinned[i] = 1;
-            used += w->runs[i].bytes;
+            used += bytes;
             p->pinned_layers++;
         } else {
             p->streamed_layers++;
         }
     }
     p->lm_head_streamed = o->stream_lm_head;
-    p->pinned[L] = !o->stream_lm_head;
     p->embed_streamed = o->stream_embed;
+    uint64_t head = 0;
+    for (size_t r = w->layer_run[L]; r < w->nruns; r++) {
+        p->pinned[r] = !o->stream_lm_head;
+        head += w->runs[r].bytes;
+    }
     p->ring_slots = p->streamed_layers || p->lm_head_streamed
                         ? (o->trunk_ring > 0 ? o->trunk_ring : 2)
                         : 0;
     uint64_t with_ring = k3_trunk_plan_bytes(w->runs, w->nruns, p->pinned, (size_t)p->ring_slots);
-    for (size_t i = 0; i < w->nruns; i++)
+    for (size_t i = 0; i < w->nruns; i++) {
         if (!p->pinned[i] && w->runs[i].codec) {
             p->stream_stored += w->runs[i].stored;
             p->stream_image += w->runs[i].bytes;
         }
-    p->lm_head = p->lm_head_streamed ? 0 : w->runs[L].bytes;
+        if (!p->pinned[i] && w->runs[i].bytes > p->slot_bytes) { /* k3_trunk's slot size */
+            p->slot_bytes = w->runs[i].bytes;
+            p->slot_run = w->runs[i].name;
+        }
+    }
+    p->lm_head = p->lm_head_streamed ? 0 : head;
     p->pinned_trunk = used;
     p->ring = with_ring - used - p->lm_head;
     p->embed = p->embed_streamed ? 0 : (uint64_t)c->vocab_size * (uint64_t)c->hidden_size * 2;
@@ -276,6 +290,8 @@ static int plan_layout(k3_plan *p, const k3_config *c, const k3_weights *w,
     p->draft = o->self_draft && p->spec_drafts
                    ? k3_sat_add(k3_sat_add(p->kda_state, p->kv_cache), p->spec)
                    : 0;
+    /* The draft trunk (model/draft_trunk.h): the whole file, resident. */
+    p->draft_trunk = o->draft_trunk ? k3_draft_trunk_bytes(o->draft_trunk, w) : 0;
     /* Marks a sequence keeps beside its state (k3_state_mark_take: a copy
      * of the KDA states and one logits row each; a server slot keeps two,
      * at the end of its last prompt and where that prompt departed). */
@@ -295,7 +311,7 @@ static int plan_layout(k3_plan *p, const k3_config *c, const k3_weights *w,
     p->mark = k3_sat_mul(p->mark, (uint64_t)p->sequences);
     const uint64_t parts[] = { p->pinned_trunk, p->ring, p->lm_head, p->embed, p->small,
                                p->expert_cache, p->kda_state, p->kv_cache, p->scratch, p->spec,
-                               p->mark, p->draft, p->held };
+                               p->mark, p->draft, p->draft_trunk, p->held };
     p->total = 0;
     for (size_t i = 0; i < sizeof parts / sizeof *parts; i++)
         p->total = k3_sat_add(p->total, parts[i]);
@@ -343,8 +359,12 @@ void k3_plan_print(const k3_plan *p, FILE *f)
     else
         fprintf(f, "memory plan (GB = 2^30 bytes):\n");
     fprintf(f, "  trunk pinned     %9.3f GB  %d layers\n", p->pinned_trunk / GIB, p->pinned_layers);
-    fprintf(f, "  trunk ring       %9.3f GB  %d slots for %d streamed layers%s\n", p->ring / GIB,
+    fprintf(f, "  trunk ring       %9.3f GB  %d slots for %d streamed layers%s", p->ring / GIB,
             p->ring_slots, p->streamed_layers, p->lm_head_streamed ? " and lm_head" : "");
+    if (p->ring_slots)
+        fprintf(f, ", %.3f GB each (the largest streamed run: %s)", p->slot_bytes / GIB,
+                p->slot_run);
+    fprintf(f, "\n");
     if (p->stream_image)
         fprintf(f, "  trunk streamed   %9.3f GB  read per pass: compressed runs, %.3f GB decoded "
                    "(%.1f%%; the ring holds decoded runs)\n",
@@ -379,6 +399,9 @@ void k3_plan_print(const k3_plan *p, FILE *f)
     if (p->draft)
         fprintf(f, "  self drafter     %9.3f GB  its own state, cache and journal\n",
                 p->draft / GIB);
+    if (p->draft_trunk)
+        fprintf(f, "  draft trunk      %9.3f GB  quantized copy of the trunk for the self "
+                   "drafter, resident\n", p->draft_trunk / GIB);
     fprintf(f, "  scratch          %9.3f GB  %d tokens a call, %d threads\n", p->scratch / GIB,
             p->max_batch, p->threads);
     if (p->held)
@@ -400,6 +423,8 @@ void k3_plan_print_json(const k3_plan *p, FILE *f, const char *in)
 {
     fprintf(f, "%s\"pinned_layers\": %d,\n%s\"streamed_layers\": %d,\n%s\"ring_slots\": %d,\n", in,
             p->pinned_layers, in, p->streamed_layers, in, p->ring_slots);
+    fprintf(f, "%s\"ring_slot_bytes\": %llu,\n", in,
+            (unsigned long long)(p->ring_slots ? p->slot_bytes : 0));
     fprintf(f, "%s\"expert_slots\": %llu,\n%s\"experts_total\": %llu,\n", in,
             (unsigned long long)p->expert_slots, in, (unsigned long long)p->experts_total);
     if (p->experts_here != p->experts_total)
@@ -407,14 +432,14 @@ void k3_plan_print_json(const k3_plan *p, FILE *f, const char *in)
     fprintf(f, "%s\"bytes\": {\"pinned_trunk\": %llu, \"ring\": %llu, \"lm_head\": %llu, "
                "\"embedding\": %llu, \"small\": %llu, \"expert_cache\": %llu, \"kda_state\": %llu, "
                "\"kv_cache\": %llu, \"scratch\": %llu, \"speculation\": %llu, \"marks\": %llu, "
-               "\"self_drafter\": %llu, \"total\": %llu},\n",
+               "\"self_drafter\": %llu, \"draft_trunk\": %llu, \"total\": %llu},\n",
             in, (unsigned long long)p->pinned_trunk, (unsigned long long)p->ring,
             (unsigned long long)p->lm_head, (unsigned long long)p->embed,
             (unsigned long long)p->small, (unsigned long long)p->expert_cache,
             (unsigned long long)p->kda_state, (unsigned long long)p->kv_cache,
             (unsigned long long)p->scratch, (unsigned long long)p->spec,
             (unsigned long long)p->mark, (unsigned long long)p->draft,
-            (unsigned long long)p->total);
+            (unsigned long long)p->draft_trunk, (unsigned long long)p->total);
     fprintf(f, "%s\"sequences\": %d,\n%s\"sequence_bytes\": %llu,\n", in, p->sequences, in,
             (unsigned long long)p->sequence_bytes);
     const k3_mm_part *mp = k3_mm_get_part();

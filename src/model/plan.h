@@ -7,8 +7,10 @@
  * tries every number of pinned layers with the expert slots that fit beside
  * it and keeps the split that reads the fewest bytes per token (plan.c,
  * split_budget; a budget below the smallest plan is K3_EBUDGET). Layers
- * are pinned in order while they fit the trunk budget; the rest stream
- * through the ring. The expert cache gets budget / slot size slots (at
+ * are pinned in order while they fit the trunk budget (all of a layer's
+ * runs together: model/weights.h cuts large ones into sub-runs); the rest
+ * stream through the ring, whose slots are each the size of the largest
+ * streamed run. The expert cache gets budget / slot size slots (at
  * least one). Everything else is counted as it will be allocated:
  * embedding and lm_head (each resident or streamed), the small vectors,
  * KDA state, the MLA KV cache for the requested context, and the forward
@@ -45,10 +47,13 @@ typedef struct k3_plan {
     int marks;                  /* marks one sequence keeps (k3_model_opts.marks) */
     int spec_drafts;            /* the drafts it is planned for (0: none) */
     uint64_t draft;             /* the self drafter's state + cache + journal (0: none) */
+    uint64_t draft_trunk;       /* its quantized trunk, resident (--draft-trunk; 0: none) */
     int sequences;              /* states planned (kda_state and kv_cache count each) */
     uint64_t sequence_bytes;    /* one sequence: its KDA state + MLA cache for the
                                  * context + speculative step + marks */
     uint64_t trunk_total;       /* all layer runs, pinned or not */
+    uint64_t slot_bytes;        /* the largest streamed run (a ring slot's size), 0: none */
+    const char *slot_run;       /* ... its name (model/weights.h) */
     uint64_t stream_stored;     /* streamed compressed runs: bytes read from disk a pass */
     uint64_t stream_image;      /* ... and their decoded bytes (0: none compressed) */
     int64_t context;            /* positions the KV cache is sized for */

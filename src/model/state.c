@@ -21,6 +21,14 @@ size_t k3_state_kv_width(const k3_config *c)
     return (size_t)(c->kv_lora_rank + c->qk_rope_head_dim);
 }
 
+int k3_state_set_draft_trunk(k3_state *s, int on, k3_err *e)
+{
+    if (on && !s->m->draft)
+        return k3_fail(e, K3_EINPUT, "the model was opened without a draft trunk (--draft-trunk)");
+    s->draft_trunk = on != 0;
+    return K3_OK;
+}
+
 int k3_state_set_route_k(k3_state *s, int k, k3_err *e)
 {
     if (k < 0 || k > s->m->cfg.num_experts_per_token)
@@ -103,7 +111,8 @@ void k3_state_reset(k3_state *s)
 void k3_state_commit(k3_state *s, const uint32_t *ids, size_t T, const float *last_row)
 {
     memcpy(s->ids + s->pos, ids, T * sizeof *ids);
-    memcpy(s->last, last_row, (size_t)s->m->cfg.vocab_size * sizeof *s->last);
+    if (last_row != s->last) /* the head may write there itself (forward.c) */
+        memcpy(s->last, last_row, (size_t)s->m->cfg.vocab_size * sizeof *s->last);
     s->pos += (int64_t)T;
 }
 

@@ -121,19 +121,11 @@ static void set_name(binder *b, int layer, const char *suffix)
         snprintf(b->name, sizeof b->name, "language_model.%s", suffix);
 }
 
-/* Describes a BF16 matrix as the next piece of the current run, to be
- * found at byte `field` of the view structure. Under a row partition that
- * keeps shares (k3_mm_share, src/mpi), a matrix used only through
- * k3_matmul (may_share) is described as this process's rows only: rows
- * are contiguous, so the share is one byte range of the tensor. */
-static k3_mat bf16_mat_part(binder *b, int layer, const char *suffix, size_t field,
-                            int64_t rows, int64_t cols, int may_share)
+/* Appends rows [lo, hi) of the 2-D BF16 tensor t as the next piece of the
+ * current run, for the k3_mat at byte `field` of the view structure (rows
+ * are contiguous, so they are one byte range of the tensor). */
+static void add_piece(binder *b, const k3_tensor_info *t, int64_t lo, int64_t hi, size_t field)
 {
-    k3_mat m = { K3_MAT_BF16, rows, cols, NULL, NULL, 0, 0, 0 };
-    set_name(b, layer, suffix);
-    const k3_tensor_info *t = check(b, K3_DT_BF16, rows, cols, -1);
-    if (!t)
-        return m;
     k3_weights *w = b->w;
     k3_run *r = &w->runs[b->run];
     if (r->npieces == b->cappieces || w->nslots[b->run] == b->capslots) {
@@ -145,32 +137,45 @@ static k3_mat bf16_mat_part(binder *b, int layer, const char *suffix, size_t fie
             r->pieces = np;
         if (!np || !ns) {
             k3_fail(b->e, K3_ERUNTIME, "out of memory binding weights");
-            return m;
+            return;
         }
         w->slots[b->run] = ns;
     }
+    uint64_t row_bytes = (uint64_t)t->shape[1] * 2; /* BF16 */
     uint64_t off = (r->bytes + IMAGE_ALIGN - 1) / IMAGE_ALIGN * IMAGE_ALIGN;
     k3_run_piece *p = &r->pieces[r->npieces++];
     memset(p, 0, sizeof *p);
     p->fd = k3_st_shard_fd(b->ix, t->shard);
     p->path = k3_st_shard_path(b->ix, t->shard);
     p->tensor = t->name;
-    p->src_off = t->offset;
-    p->len = t->nbytes;
+    p->src_off = t->offset + (uint64_t)lo * row_bytes;
+    p->len = (uint64_t)(hi - lo) * row_bytes;
     p->dst_off = off;
-    int64_t lo, hi;
-    if (may_share && k3_mm_share(rows, cols, &lo, &hi)) {
-        uint64_t row_bytes = (uint64_t)cols * 2; /* BF16 */
-        m.share = 1;
-        m.held_lo = lo;
-        m.held_hi = hi;
-        p->src_off = t->offset + (uint64_t)lo * row_bytes;
-        p->len = (uint64_t)(hi - lo) * row_bytes;
-    }
     k3_mat_slot *s = &w->slots[b->run][w->nslots[b->run]++];
     s->field = field;
     s->image_off = off;
     r->bytes = off + p->len;
+}
+
+/* Describes a BF16 matrix as the next piece of the current run, to be
+ * found at byte `field` of the view structure. Under a row partition that
+ * keeps shares (k3_mm_share, src/mpi), a matrix used only through
+ * k3_matmul (may_share) is described as this process's rows only. */
+static k3_mat bf16_mat_part(binder *b, int layer, const char *suffix, size_t field,
+                            int64_t rows, int64_t cols, int may_share)
+{
+    k3_mat m = { K3_MAT_BF16, rows, cols, NULL, NULL, 0, 0, 0 };
+    set_name(b, layer, suffix);
+    const k3_tensor_info *t = check(b, K3_DT_BF16, rows, cols, -1);
+    if (!t)
+        return m;
+    int64_t lo = 0, hi = rows;
+    if (may_share && k3_mm_share(rows, cols, &lo, &hi)) {
+        m.share = 1;
+        m.held_lo = lo;
+        m.held_hi = hi;
+    }
+    add_piece(b, t, lo, hi, field);
     return m;
 }
 
@@ -180,12 +185,36 @@ static k3_mat bf16_mat(binder *b, int layer, const char *suffix, size_t field, i
     return bf16_mat_part(b, layer, suffix, field, rows, cols, 1);
 }
 
-/* Starts describing run `run`. */
+/* Starts describing run `run`, called name (kept with the weights). */
 static void begin_run(binder *b, size_t run, const char *name)
 {
+    char *kept = keep(b, k3_malloc(b->e, strlen(name) + 1, "run name"));
     b->run = run;
     b->cappieces = b->capslots = 0;
-    b->w->runs[run].name = name;
+    if (kept)
+        b->w->runs[run].name = strcpy(kept, name);
+}
+
+/* Starts run `run`, the part of layer i called "layer I/PART". */
+static void begin_part(binder *b, size_t run, int i, const char *part)
+{
+    char name[48];
+    snprintf(name, sizeof name, "layer %d/%s", i, part);
+    begin_run(b, run, name);
+}
+
+/* Runs layer i is cut into (weights.h): a dense layer's MLP matrices are a
+ * run each. */
+static size_t layer_runs(const k3_config *c, int i, int subruns)
+{
+    return subruns && i < c->first_k_dense_replace ? 4 : 1;
+}
+
+/* Row blocks lm_head is cut into (weights.h). */
+static size_t head_runs(const k3_config *c, int subruns)
+{
+    int64_t V = c->vocab_size, I = c->intermediate_size;
+    return subruns && I > 0 && V > I ? (size_t)((V + I - 1) / I) : 1;
 }
 
 /* A BF16 or F32 vector of n (or [1,n] when row) read and converted to float. */
@@ -272,12 +301,11 @@ static void bind_moe(binder *b, const k3_config *c, int i, k3_moe_weights *m)
 
 static void bind_layer(binder *b, const k3_config *c, int i, k3_layer_weights *L)
 {
-    int64_t H = c->hidden_size;
-    char *name = keep(b, k3_malloc(b->e, 32, "run name"));
-    if (!name)
-        return;
-    snprintf(name, 32, "layer %d", i);
-    begin_run(b, (size_t)i, name);
+    int64_t H = c->hidden_size, I = c->intermediate_size;
+    size_t run = b->w->layer_run[i];
+    char name[48];
+    snprintf(name, sizeof name, "layer %d", i);
+    begin_run(b, run, name);
     L->kind = c->layer_kind[i];
     L->dense = i < c->first_k_dense_replace;
     L->input_norm = vec(b, i, "input_layernorm.weight", K3_DT_BF16, H, 0);
@@ -291,16 +319,53 @@ static void bind_layer(binder *b, const k3_config *c, int i, k3_layer_weights *L
     else
         bind_mla(b, c, i, &L->mla);
     if (L->dense) {
-        L->gate = bf16_mat(b, i, "mlp.gate_proj.weight", FIELD(gate), c->intermediate_size, H);
-        L->up = bf16_mat(b, i, "mlp.up_proj.weight", FIELD(up), c->intermediate_size, H);
-        L->down = bf16_mat(b, i, "mlp.down_proj.weight", FIELD(down), H, c->intermediate_size);
+        /* In use order (gate, up, down: moe.c), a run each when cut. */
+        int cut = b->w->layer_run[i + 1] - run > 1;
+        if (cut)
+            begin_part(b, ++run, i, "gate");
+        L->gate = bf16_mat(b, i, "mlp.gate_proj.weight", FIELD(gate), I, H);
+        if (cut)
+            begin_part(b, ++run, i, "up");
+        L->up = bf16_mat(b, i, "mlp.up_proj.weight", FIELD(up), I, H);
+        if (cut)
+            begin_part(b, ++run, i, "down");
+        L->down = bf16_mat(b, i, "mlp.down_proj.weight", FIELD(down), H, I);
     } else {
         bind_moe(b, c, i, &L->moe);
     }
 }
 
+/* lm_head: one run, or (cut) a run per row block (weights.h). */
+static void bind_head(binder *b, const k3_config *c, size_t first, size_t blocks)
+{
+    k3_weights *w = b->w;
+    int64_t V = c->vocab_size, H = c->hidden_size;
+    const char *name = c->tie_word_embeddings ? "model.embed_tokens.weight" : "lm_head.weight";
+    w->head_rows = keep(b, k3_calloc(b->e, blocks + 1, sizeof *w->head_rows, "runs"));
+    if (!w->head_rows)
+        return;
+    if (blocks == 1) {
+        begin_run(b, first, "lm_head");
+        w->lm_head = bf16_mat(b, -1, name, 0, V, H);
+        w->head_rows[1] = V;
+        return;
+    }
+    set_name(b, -1, name);
+    const k3_tensor_info *t = check(b, K3_DT_BF16, V, H, -1);
+    w->lm_head = (k3_mat){ K3_MAT_BF16, V, H, NULL, NULL, 0, 0, 0 };
+    int64_t rows = (V + (int64_t)blocks - 1) / (int64_t)blocks;
+    for (size_t j = 0; j < blocks && t && !b->e->code; j++) {
+        char run[48];
+        int64_t lo = (int64_t)j * rows, hi = lo + rows < V ? lo + rows : V;
+        snprintf(run, sizeof run, "lm_head/%zu", j);
+        begin_run(b, first + j, run);
+        add_piece(b, t, lo, hi, 0);
+        w->head_rows[j + 1] = hi;
+    }
+}
+
 int k3_weights_bind(k3_weights *w, const k3_config *c, const k3_st_index *ix, int n_layers,
-                    k3_err *e)
+                    int subruns, k3_err *e)
 {
     memset(w, 0, sizeof *w);
     binder b;
@@ -310,7 +375,12 @@ int k3_weights_bind(k3_weights *w, const k3_config *c, const k3_st_index *ix, in
     b.e = e;
     int64_t V = c->vocab_size, H = c->hidden_size;
     w->n_layers = n_layers;
-    w->nruns = (size_t)n_layers + 1;
+    w->subruns = subruns;
+    w->layer_run = keep(&b, k3_calloc(e, (size_t)n_layers + 1, sizeof *w->layer_run, "runs"));
+    for (int i = 0; i < n_layers && w->layer_run; i++)
+        w->layer_run[i + 1] = w->layer_run[i] + layer_runs(c, i, subruns);
+    size_t blocks = head_runs(c, subruns);
+    w->nruns = w->layer_run ? w->layer_run[n_layers] + blocks : 0;
     w->runs = keep(&b, k3_calloc(e, w->nruns, sizeof *w->runs, "runs"));
     w->slots = keep(&b, k3_calloc(e, w->nruns, sizeof *w->slots, "runs"));
     w->nslots = keep(&b, k3_calloc(e, w->nruns, sizeof *w->nslots, "runs"));
@@ -321,9 +391,7 @@ int k3_weights_bind(k3_weights *w, const k3_config *c, const k3_st_index *ix, in
     set_name(&b, -1, "model.embed_tokens.weight");
     w->embed_info = check(&b, K3_DT_BF16, V, H, -1);
     w->embed = (k3_mat){ K3_MAT_BF16, V, H, NULL, NULL, 0, 0, 0 };
-    begin_run(&b, (size_t)n_layers, "lm_head");
-    w->lm_head = bf16_mat(&b, -1, c->tie_word_embeddings ? "model.embed_tokens.weight"
-                                                         : "lm_head.weight", 0, V, H);
+    bind_head(&b, c, w->layer_run[n_layers], blocks);
     w->final_norm = vec(&b, -1, "model.norm.weight", K3_DT_BF16, H, 0);
     w->out_res_norm = vec(&b, -1, "model.output_attn_res_norm.weight", K3_DT_BF16, H, 0);
     w->out_res_proj = vec(&b, -1, "model.output_attn_res_proj.weight", K3_DT_BF16, H, 1);
@@ -361,22 +429,24 @@ void k3_weights_free(k3_weights *w)
     memset(w, 0, sizeof *w);
 }
 
-void k3_weights_layer_view(const k3_weights *w, int i, const uint8_t *image,
-                           k3_layer_weights *view)
+void k3_weights_run_view(const k3_weights *w, size_t r, const uint8_t *image,
+                         k3_layer_weights *view)
 {
-    *view = w->layers[i];
-    for (size_t s = 0; s < w->nslots[i]; s++) {
-        k3_mat *m = (k3_mat *)((char *)view + w->slots[i][s].field);
-        m->w = image + w->slots[i][s].image_off;
+    for (size_t s = 0; s < w->nslots[r]; s++) {
+        k3_mat *m = (k3_mat *)((char *)view + w->slots[r][s].field);
+        m->w = image + w->slots[r][s].image_off;
     }
 }
 
-k3_mat k3_weights_lm_head(const k3_weights *w, const uint8_t *image)
+k3_mat k3_weights_lm_head(const k3_weights *w, size_t j, const uint8_t *image)
 {
-    k3_mat m = w->lm_head;
-    m.w = image + w->slots[w->n_layers][0].image_off;
+    k3_mat m = w->lm_head; /* a share (src/mpi) only when lm_head is one run */
+    m.rows = w->head_rows[j + 1] - w->head_rows[j];
+    m.w = image + w->slots[w->layer_run[w->n_layers] + j][0].image_off;
     return m;
 }
+
+size_t k3_weights_head_runs(const k3_weights *w) { return w->nruns - w->layer_run[w->n_layers]; }
 
 int k3_weights_embed_row(const k3_weights *w, const k3_st_index *ix, uint32_t id, float *out,
                          uint16_t *raw, k3_err *e)

@@ -1,7 +1,8 @@
 /* trunk.h - the dense trunk's residency: pinned runs plus a ring of slots.
  *
- * A run is one unit of residency (one layer's matrices, in practice): a
- * byte image assembled from pieces of files (io/run.h). The first
+ * A run is one unit of residency (one layer's matrices, or a part of a
+ * large layer or of lm_head: the sub-runs of model/weights.h): a byte
+ * image assembled from pieces of files (io/run.h). The first
  * `npinned` runs are loaded once and stay; the others take turns in `nring`
  * slots, each sized for the largest of them. While the engine computes with run L, a reader
  * thread loads the runs it was asked to prefetch, so I/O overlaps compute.

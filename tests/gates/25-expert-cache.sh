@@ -93,6 +93,15 @@ for m in "$moe" "$tiny"; do
     done
 done
 belady_ge_lru "$work/trace-moe64-2k-1.txt" 8,16,32,64,128
+# Those ran on the default reader (io_uring where the kernel gives one: the
+# report says which); the other reader must give the same bytes.
+reader=$(sed -n 's/^verify: read by the \([a-z+]*\) reader.*/\1/p' "$work/verify.out")
+echo "the default reader: $reader"
+for slots in 3 2k; do
+    run "$work/verify.out" env K3_IO=threads "$prog" "$moe" verify --slots "$slots" --direct 1 \
+        --seed "7$slots" $fallbacks
+    grep -q '^verify: read by the threads reader' "$work/verify.out" || die "K3_IO=threads ignored"
+done
 
 echo "== LRU order and pinning"
 "$prog" "$moe" lru
@@ -133,28 +142,35 @@ run_fault() { # SPEC ARGS...: the run must succeed
     shift
     env K3_FAULT="$spec" "$fprog" "$@" >"$work/fault.out" 2>&1 || {
         cat "$work/fault.out"
-        die "K3_FAULT=$spec $*"
+        die "K3_IO=${K3_IO:-} K3_FAULT=$spec $*"
     }
     printf 'K3_FAULT=%-18s %s\n' "$spec" "$(tail -n 2 "$work/fault.out" | tr '\n' ' ')"
 }
-# One read of one expert fails or comes back short all 3 attempts: RUN
-# INVALID, no view, and the expert is read whole on the next fetch.
-run_fault read:1:fail:3 "$moe" fault --expect-code 4 \
-    --expect-msg "failed after 3 attempts (Input/output error) [layer"
-run_fault read:1:short:3 "$moe" fault --expect-code 4 --expect-msg "short read"
-# A single bad attempt is retried, invisibly.
-run_fault read:5:fail "$moe" verify --slots k --steps 4
-run_fault read:3:short "$moe" verify --slots 3 --steps 4
-# EINVAL from a direct read: the file falls back to buffered reads.
-run_fault read:1:einval "$moe" verify --slots k --steps 4 --direct 1 --expect-fallbacks +
-run_fault read:2:einval "$moe" io --direct 1 --expect-fallbacks +
-# Silent corruption is what the byte comparison catches (the check is live).
-printf 'K3_FAULT=%-18s ' read:2:corrupt
-expect_exit 9 'differs from the shard' env K3_FAULT=read:2:corrupt "$fprog" "$moe" verify --steps 4
-# A slot allocation fails: a clean error, nothing leaked (under ASan).
-printf 'K3_FAULT=%-18s ' alloc:3
-expect_exit 1 'out of memory allocating .* for an expert slot' \
-    env K3_FAULT=alloc:3 "$fprog" "$moe" verify --slots 2k --steps 1
+# The faults once with each reader (io/read_queue.h): both run the same
+# retry policy (io/direct.h k3_read_op).
+for K3_IO in threads uring; do
+    export K3_IO
+    echo "-- K3_IO=$K3_IO"
+    # One read of one expert fails or comes back short all 3 attempts: RUN
+    # INVALID, no view, and the expert is read whole on the next fetch.
+    run_fault read:1:fail:3 "$moe" fault --expect-code 4 \
+        --expect-msg "failed after 3 attempts (Input/output error) [layer"
+    run_fault read:1:short:3 "$moe" fault --expect-code 4 --expect-msg "short read"
+    # A single bad attempt is retried, invisibly.
+    run_fault read:5:fail "$moe" verify --slots k --steps 4
+    run_fault read:3:short "$moe" verify --slots 3 --steps 4
+    # EINVAL from a direct read: the file falls back to buffered reads.
+    run_fault read:1:einval "$moe" verify --slots k --steps 4 --direct 1 --expect-fallbacks +
+    run_fault read:2:einval "$moe" io --direct 1 --expect-fallbacks +
+    # Silent corruption is what the byte comparison catches (the check is live).
+    printf 'K3_FAULT=%-18s ' read:2:corrupt
+    expect_exit 9 'differs from the shard' env K3_FAULT=read:2:corrupt "$fprog" "$moe" verify --steps 4
+    # A slot allocation fails: a clean error, nothing leaked (under ASan).
+    printf 'K3_FAULT=%-18s ' alloc:3
+    expect_exit 1 'out of memory allocating .* for an expert slot' \
+        env K3_FAULT=alloc:3 "$fprog" "$moe" verify --slots 2k --steps 1
+done
+unset K3_IO
 
 echo "== read pattern and lookup cost (moe64; numbers for the record)"
 "$prog" "$moe" bench --slots k --steps 16

@@ -4,12 +4,14 @@
 #    trunk_check.py, which reads the shards itself) and a rerun does nothing;
 #  - generation from the trunk, pinned or everything streamed through one
 #    slot (or two, with the reader thread), gives the same ids and
-#    bit-identical logits as from the shards;
+#    bit-identical logits as from the shards, on the default reader
+#    (io_uring where the kernel gives one) and on threads (K3_IO=threads);
 #  - another model's trunk, or one packed before config.json was edited, is
 #    refused (exit 2, naming what differs); a run the trunk lacks (packed
 #    with --layers) is refused too;
 #  - a flipped byte in trunk.bin is caught by the run's checksum (exit 4,
-#    RUN INVALID, no token printed);
+#    RUN INVALID, no token printed), under either reader; the --verbose
+#    report names the reader; a bad K3_IO or K3_IO_DEPTH is exit 2;
 #  - a pack killed midway leaves no trunk.json claiming completeness (and a
 #    killed repack leaves the previous trunk intact); the next pack finishes
 #    and removes the killed one's temporary files;
@@ -75,12 +77,17 @@ for m in "a:$A" "b:$B"; do
 
     gen "$dir" "$T/$name-shards"
     for t in "$trunk" "$trunk-c"; do
-        for opts in "" "--trunk-layers 0 --trunk-ring 1" "--trunk-layers 1 --trunk-ring 2 --stream-lm-head"; do
+        for opts in "" "--trunk-layers 0 --trunk-ring 1" "--trunk-layers 1 --trunk-ring 2 --stream-lm-head" \
+            "io=threads --trunk-layers 0 --trunk-ring 2 --stream-lm-head"; do
+            # io=threads: the reader thread in place of the default (io_uring
+            # where the kernel gives one), io/read_queue.h
+            io=""
+            case $opts in io=*) io=${opts%% *} opts=${opts#* } io=${io#io=} ;; esac
             # shellcheck disable=SC2086
-            gen "$dir" "$T/$name-trunk" --trunk "$t" $opts
+            K3_IO=$io gen "$dir" "$T/$name-trunk" --trunk "$t" $opts
             cmp -s "$T/$name-shards.ids" "$T/$name-trunk.ids" || die "$name --trunk $t $opts: other ids"
             cmp -s "$T/$name-shards.logits" "$T/$name-trunk.logits" ||
-                die "$name --trunk $t $opts: logits not bit-identical"
+                die "$name --trunk $t $opts ${io:+(K3_IO=$io)}: logits not bit-identical"
         done
     done
     echo "ok: $name packed plain and compressed, reruns no-ops, --trunk bit-identical ($(cat "$T/$name-shards.ids"))"
@@ -112,12 +119,23 @@ at = run["offset"] + run["tensors"][0]["offset"] + 5
 with open(d + "/trunk.bin", "r+b") as f:
     f.seek(at); b = f.read(1); f.seek(at); f.write(bytes([b[0] ^ 0x10]))
 ' "$T/a-flipped"
-for opts in "" "--trunk-layers 0 --trunk-ring 1" "--trunk-layers 2 --trunk-ring 2"; do
-    # shellcheck disable=SC2086
-    expect_exit 4 "RUN INVALID: layer 3 of trunk.bin fails its checksum" \
-        "$K3_BIN" "$A" --ids "$ids" --gen 4 --quiet --trunk "$T/a-flipped" $opts
-    [ ! -s "$K3_BUILD/expect.out" ] || die "tokens were printed from a corrupt trunk ($opts)"
+for io in threads uring; do
+    for opts in "" "--trunk-layers 0 --trunk-ring 1" "--trunk-layers 2 --trunk-ring 2"; do
+        # shellcheck disable=SC2086
+        expect_exit 4 "RUN INVALID: layer 3 of trunk.bin fails its checksum" \
+            env K3_IO=$io "$K3_BIN" "$A" --ids "$ids" --gen 4 --quiet --trunk "$T/a-flipped" $opts
+        [ ! -s "$K3_BUILD/expect.out" ] || die "tokens were printed from a corrupt trunk ($opts)"
+    done
 done
+# Which reader the default is here, and that K3_IO=threads is obeyed.
+for io in "" threads; do
+    K3_IO=$io "$K3_BIN" "$A" --ids "$ids" --gen 1 --trunk "$T/a" --trunk-layers 0 --verbose \
+        2>"$T/io.err" >/dev/null || die "verbose run"
+    grep '^io: the ' "$T/io.err" || die "the report names no reader"
+done
+grep -q '^io: the threads reader$' "$T/io.err" || die "K3_IO=threads: $(grep '^io:' "$T/io.err")"
+expect_exit 2 "K3_IO=fast: expected uring or threads" env K3_IO=fast "$K3_BIN" "$A" --ids "$ids"
+expect_exit 2 "K3_IO_DEPTH=0: expected" env K3_IO_DEPTH=0 "$K3_BIN" "$A" --ids "$ids"
 expect_exit 1 "damaged" "$K3_BIN" pack-trunk "$A" "$T/a-flipped" --verify
 
 # Interrupted packs (the test hook kills the packer after N runs).
@@ -153,7 +171,8 @@ echo "ok: killed packs leave no false trunk.json"
 A1=$(model tiny-a-seed1 tiny-a --seed 1)
 "$K3_BIN" pack-trunk "$A1" "$T/s1" --quiet || die "pack tiny-a --seed 1"
 cp -R "$T/s1" "$T/s1-verify"
-other="it was packed from other weights than $A's: 8 of 8 runs differ, the first \"layer 0\""
+# 16 runs: 6 layers, layer 0's MLP matrices (3), lm_head's 6 row blocks, the embedding.
+other="it was packed from other weights than $A's: 16 of 16 runs differ, the first \"layer 0\""
 expect_exit 2 "--trunk $T/s1 is stale or another model's: $other" \
     "$K3_BIN" "$A" --ids "$ids" --gen 4 --quiet --trunk "$T/s1"
 [ ! -s "$K3_BUILD/expect.out" ] || die "tokens were printed from another checkpoint's trunk"
@@ -204,15 +223,35 @@ for r in m["runs"]:
     del r["source"]
 json.dump(m, open(p, "w"))
 ' "$T/a-v1"
-expect_exit 2 "format version 1, but this k3 reads versions 2 and 3: repack it" \
+expect_exit 2 "format version 1, but this k3 reads versions 2 to 4: repack it" \
     "$K3_BIN" "$A" --ids "$ids" --gen 2 --trunk "$T/a-v1"
 "$K3_BIN" pack-trunk "$A" "$T/a-v1" --quiet || die "pack over a version 1 trunk"
 gen "$A" "$T/a-v1-trunk" --trunk "$T/a-v1"
 echo "ok: a version 1 trunk is refused with a repack hint, and repacked"
 
+# Format 3 (the runs whole: what k3 packed before runs were cut into
+# sub-runs, model/weights.h) is still read, bit-identically, streamed
+# through one slot or two, and repacked to format 4. K3_SUBRUNS=0 binds
+# (and so packs) the runs whole.
+K3_SUBRUNS=0 "$K3_BIN" pack-trunk "$A" "$T/a-v3" --quiet || die "pack a whole-run trunk"
+"$PYTHON" tests/gates/trunk_check.py "$A" "$T/a-v3" | grep -q "format 3" || die "the whole-run trunk is not format 3"
+grep -q '"layer 0/gate"' "$T/a/trunk.json" || die "the format 4 trunk does not cut layer 0"
+grep -q '"lm_head/1"' "$T/a/trunk.json" || die "the format 4 trunk does not cut lm_head"
+! grep -q '"lm_head/1"' "$T/a-v3/trunk.json" || die "the format 3 trunk cuts lm_head"
+for opts in "--trunk-layers 0 --trunk-ring 1 --stream-lm-head" "--trunk-layers 0 --trunk-ring 2"; do
+    # shellcheck disable=SC2086
+    gen "$A" "$T/a-v3-trunk" --trunk "$T/a-v3" $opts
+    cmp -s "$T/a-shards.logits" "$T/a-v3-trunk.logits" || die "version 3 trunk ($opts): logits differ"
+done
+cp -R "$T/a-v3" "$T/a-v3b"
+"$K3_BIN" pack-trunk "$A" "$T/a-v3b" 2>"$T/repack.err" || die "pack over a version 3 trunk"
+grep -q "older format (version 3)" "$T/repack.err" || die "a version 3 trunk was not repacked"
+grep -q '"version": 4' "$T/a-v3b/trunk.json" || die "a version 3 trunk was not repacked to 4"
+echo "ok: a version 3 trunk (whole runs) is read bit-identically, and repacked to version 4"
+
 # Format 2 (XXH64 of each run image, no codec) is still read: made here
-# from the plain format-3 trunk with trunk_check.py's own XXH64.
-cp -R "$T/a" "$T/a-v2"
+# from the whole-run format-3 trunk with trunk_check.py's own XXH64.
+cp -R "$T/a-v3" "$T/a-v2"
 "$PYTHON" - "$T/a-v2" <<'EOF_V2' || die "could not make a version 2 trunk"
 import json, sys
 sys.path.insert(0, "tests/gates")
@@ -246,7 +285,7 @@ grep -q "older format" "$T/repack.err" || die "a version 2 trunk was not repacke
 grep -q "it is compressed and --compress was not given" "$T/repack.err" ||
     die "a plain pack over a compressed trunk did not repack"
 "$K3_BIN" pack-trunk "$A" "$T/a-c" --compress --quiet || die "pack --compress over a plain trunk"
-echo "ok: a version 2 trunk is read bit-identically and checked, and repacked to version 3"
+echo "ok: a version 2 trunk is read bit-identically and checked, and repacked to version 4"
 
 # A compressed trunk that lies. corrupt.py-like edits of layer 3's stored
 # form (its blocks, then the block table of K u32 at its end):

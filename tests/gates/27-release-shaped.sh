@@ -8,8 +8,11 @@
 #    KDA state of 69 layers, a KV cache of 24 MLA layers; pinned layers grow
 #    with the budget and every budgeted plan fits its budget. The index/bind
 #    time is printed (the CLI's "indexed and bound N tensors in X s").
+#    A ring slot is a MoE layer's run (~1.17 GB): layer 0 and lm_head
+#    (~2.2 GB each) are cut into sub-runs (model/weights.h).
 #  - pack-trunk --layers 2 packs real-sized runs (~7.9 GB of images) and the
-#    holes stay holes; the engine accepts the trunk.
+#    holes stay holes, layer 0 and lm_head cut (format 4); the engine
+#    accepts the trunk.
 . tests/gates/lib.sh
 
 REL=../shared/k3-release
@@ -43,6 +46,10 @@ for p in ultra laptop desktop workstation server max auto; do
     fi
     grep "indexed and bound" "$T/plan-$p.txt" | sed "s/^/$p: /"
 done
+# Everything streamed, layer 0 and lm_head included: the ring is still two
+# slots of a MoE layer's run (their sub-runs are smaller).
+"$K3_BIN" "$D" --plan --trunk-layers 0 --stream-lm-head --cache-experts 16 --max-context 4096 \
+    --no-mem-check >"$T/plan-streamed.txt" 2>&1 || die "--plan with everything streamed failed"
 
 "$PYTHON" - "$T" <<'EOF'
 import re, sys
@@ -56,7 +63,7 @@ def want(ok, what):
     if not ok:
         bad.append(what)
 plans = {}
-for p in ["ultra", "laptop", "desktop", "workstation", "server", "max", "auto"]:
+for p in ["ultra", "laptop", "desktop", "workstation", "server", "max", "auto", "streamed"]:
     text = open(f"{T}/plan-{p}.txt").read()
     g = lambda pat: re.search(pat, text)
     n = int(g(r"indexed and bound (\d+) tensors")[1])
@@ -78,6 +85,18 @@ for p in ["ultra", "laptop", "desktop", "workstation", "server", "max", "auto"]:
         want(r[k] == 0 or abs(r[k] * GIB - V * H * 2) < 0.0006 * GIB, f"{p}: {k} {r[k]} GB")
     if p in BUDGET:
         want(r["total"] <= BUDGET[p], f"{p}: plan {r['total']} GB over its {BUDGET[p]} GB budget")
+    # Sub-runs (model/weights.h): a ring slot is the largest streamed run, a
+    # MoE layer's (~1.17 GB), never layer 0 or lm_head whole (~2.2 GB).
+    s = g(r"(\d+) slots for .*, ([\d.]+) GB each \(the largest streamed run: ([^)]*)\)")
+    if s:
+        r["slot"], r["slot_run"] = float(s[2]), s[3]
+        want(re.fullmatch(r"layer [1-9]\d*", s[3]) is not None and r["slot"] < 1.25,
+             f"{p}: ring slots of {s[2]} GB for {s[3]}, not a MoE layer's")
+        want(abs(int(s[1]) * r["slot"] - r["trunk ring"]) < 0.002,
+             f"{p}: ring {r['trunk ring']} GB is not {s[1]} slots of {s[2]} GB")
+    if p == "streamed":
+        want(r["layers"] == 0 and r["lm_head"] == 0 and "slot" in r,
+             f"streamed: {r['layers']} layers pinned, lm_head {r['lm_head']} GB")
 mx = plans["max"]
 want(mx["layers"] == L and mx["slots"] == 92 * E, "max: not everything resident")
 trunk = mx["trunk pinned"] * GIB
@@ -90,7 +109,8 @@ want(layers == sorted(layers), f"pinned layers do not grow with the budget: {lay
 want(plans["server"]["layers"] == L, "server (256 GB) does not pin the whole trunk")
 for p in order:
     r = plans[p]
-    print(f"{p:12s} pinned {r['layers']:2d} layers {r['trunk pinned']:8.3f} GB, ring {r['trunk ring']:.3f} GB, "
+    print(f"{p:12s} pinned {r['layers']:2d} layers {r['trunk pinned']:8.3f} GB, ring {r['trunk ring']:.3f} GB"
+          f"{' (slots for ' + r['slot_run'] + ')' if 'slot_run' in r else ''}, lm_head {r['lm_head']:.3f} GB, "
           f"experts {r['slots']}/{r['experts']}, total {r['total']:.3f} GB")
 print(f"trunk {trunk / 1e9:.2f} GB, expert slot ~{slot:.0f} bytes")
 if bad:
@@ -103,5 +123,11 @@ kb=$(du -sk "$T/trunk/trunk.bin" | cut -f1)
 [ "$kb" -lt 1024 ] || die "trunk.bin of a sparse checkpoint takes $kb KB: holes were written"
 "$K3_BIN" "$D" --plan --layers 2 --trunk "$T/trunk" --no-mem-check >/dev/null ||
     die "the engine refused the trunk it was packed for"
+# Format 4's sub-runs at real size: layer 0's MLP matrices (33,792 x 7,168) a
+# run each, lm_head in 5 row blocks of 32,768 rows (the last a run of its own).
+for run in "layer 0/gate" "layer 0/up" "layer 0/down" "lm_head/0" "lm_head/4"; do
+    grep -q "\"$run\"" "$T/trunk/trunk.json" || die "the release-sized trunk has no run \"$run\""
+done
+grep -q '"rows": \[131072, 163840\]' "$T/trunk/trunk.json" || die "lm_head/4 does not hold rows 131072-163840"
 expect_exit 2 "no run \"layer 2\"" "$K3_BIN" "$D" --plan --layers 3 --trunk "$T/trunk" --no-mem-check
 echo "ok: packed 2 release-sized layers, trunk.bin $(ls -l "$T/trunk/trunk.bin" | awk '{print $5}') bytes in $kb KB of disk"

@@ -3,7 +3,8 @@
 # moe64, packed with k3 pack-trunk --compress, every preset, a grid of
 # pinned layers x ring slots x expert slots and a range of total budgets
 # must give the same ids and bit-identical logits as the all-in-memory run
-# from the shards: decoding (io/read_coded.h) rebuilds every run image
+# from the shards (with sub-runs: layer 0's MLP and lm_head's row blocks
+# streamed through slots smaller than them): decoding (io/read_coded.h) rebuilds every run image
 # exactly, whether it is pinned (decoded once) or streamed (decoded at every
 # read). Checks that the streamed runs really read compressed bytes (the
 # report's bytes_read below image_bytes) and that the plan says so.
@@ -49,6 +50,16 @@ for pin in 0 1 4; do
         done
     done
 done
+# Sub-runs (format 4): layer 0's MLP matrices and lm_head's row blocks are
+# compressed runs of their own, streamed through slots smaller than them.
+for ring in 1 2; do
+    name="subruns-ring$ring"
+    run "$name" --trunk "$work/trunk" --trunk-layers 0 --trunk-ring "$ring" --cache-experts 8 \
+        --stream-lm-head
+    same "$name"
+    n=$((n + 1))
+done
+grep -q '"lm_head/10"' "$work/trunk/trunk.json" || die "the compressed trunk does not cut lm_head"
 run streamed-ends --trunk "$work/trunk" --trunk-layers 0 --trunk-ring 1 --cache-experts 1 \
     --stream-embed --stream-lm-head
 same streamed-ends

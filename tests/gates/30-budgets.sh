@@ -2,8 +2,9 @@
 # experts per layer (moe64: 64 experts, top 8, 8 layers), every preset and a
 # grid of trunk/cache splits -- zero pinned layers, a one-slot ring, a cache
 # of one expert (smaller than a layer's top-k), streamed embedding and
-# lm_head -- must generate the same ids with bit-identical logits as the
-# all-in-memory run. Also checks that the splits really stream (the report's
+# lm_head, sub-runs (layer 0's MLP and lm_head's row blocks streamed through
+# slots smaller than them) and runs bound whole -- must generate the same
+# ids with bit-identical logits as the all-in-memory run. Also checks that the splits really stream (the report's
 # pinned layers, slots and bytes read) so the grid is not vacuous.
 . tests/gates/lib.sh
 dir=$(model moe64 moe64)
@@ -54,6 +55,29 @@ run streamed-ends --trunk-layers 0 --trunk-ring 1 --cache-experts 1 --stream-emb
 same streamed-ends
 [ "$(field streamed-ends trunk.bytes_read)" -gt "$(field all trunk.bytes_read)" ] ||
     die "streaming read no more than the resident run: the grid is not streaming"
+# Sub-runs (model/weights.h): layer 0's MLP matrices and lm_head's 11 row
+# blocks are runs of their own, so the ring's slot is a MoE layer's, not
+# lm_head's; streamed through 1-3 slots, with and without the layer
+# pinned, and bound whole (K3_SUBRUNS=0) for comparison.
+for ring in 1 2 3; do
+    for pin in 0 1; do
+        name="subruns-pin$pin-ring$ring"
+        run "$name" --trunk-layers "$pin" --trunk-ring "$ring" --cache-experts 8 --stream-lm-head
+        same "$name"
+        n=$((n + 1))
+    done
+done
+K3_SUBRUNS=0 run whole-runs --trunk-layers 0 --trunk-ring 2 --cache-experts 8 --stream-lm-head
+same whole-runs
+cut=$(field subruns-pin0-ring2 plan.ring_slot_bytes)
+whole=$(field whole-runs plan.ring_slot_bytes)
+[ "$cut" -lt "$whole" ] || die "sub-runs: a ring slot of $cut bytes, not below whole runs' $whole"
+# Through one slot every pass reads every run: 8 layers, layer 0's 3 MLP
+# runs and the 11 lm_head blocks.
+reads=$(field subruns-pin0-ring1 trunk.runs_read)
+[ "$reads" -ge 22 ] && [ $((reads % 22)) -eq 0 ] || die "sub-runs: $reads runs read, not 22 a pass"
+n=$((n + 1))
+echo "sub-runs: a ring slot of $cut bytes (whole runs: $whole), $reads runs read through one slot"
 run gb-split --trunk-gb 0.0001 --cache-gb 0.0005
 same gb-split
 # Total budgets from the smallest plan that fits up to everything: the

@@ -11,7 +11,9 @@
 # compressed trunk (pack-trunk --compress: a corrupted, short or failed
 # read of its blocks or block table must end in RUN INVALID too, never in
 # a decoded wrong token); and the streamed one again in text mode (a --merges 0 tokenizer of tiny-a's 512 ids), where tokens
-# print as they are made. For each, the reads (R) and allocations (Q) of a
+# print as they are made. All on the default reader (io_uring where the
+# kernel gives one, io/read_queue.h), then the streamed one on the threads
+# reader (K3_IO=threads), 12 reads sampled. For each, the reads (R) and allocations (Q) of a
 # clean run are counted (bisection on K3_FAULT), then for N over 1..R (all
 # when R <= K3_SWEEP_MAX, default 48, else an even sample of that many with
 # both ends; K3_SWEEP_MAX=0 sweeps all):
@@ -188,6 +190,19 @@ sweep streamed-codec ids "$A" --ids "$ids" --gen 4 --ignore-eos --quiet \
     --trunk "$W/ctrunk" --trunk-layers 0 --trunk-ring 1 --cache-experts 1
 # shellcheck disable=SC2086
 sweep text text "$A" --tok "$W/tok" --prompt "Hello, fault sweep" --gen 6 --ignore-eos --quiet $stream
+# Those ran on the default reader (io_uring where the kernel gives one:
+# io/read_queue.h); the streamed configuration again on the threads reader,
+# sampled (both run io/direct.h's retry policy, k3_read_op).
+# shellcheck disable=SC2086
+"$F" "$A" --ids "$ids" --gen 1 --verbose $stream 2>&1 >/dev/null | grep '^io: ' ||
+    die "the report names no reader"
+MAX0=$MAX
+MAX=$((MAX < 12 && MAX > 0 ? MAX : 12))
+export K3_IO=threads
+# shellcheck disable=SC2086
+sweep streamed-thr ids "$A" --ids "$ids" --gen 4 --ignore-eos --quiet $stream
+unset K3_IO
+MAX=$MAX0
 
 # The pinned trunk is read while opening the model, before the prompt is
 # checked (an id beyond the vocabulary stops the run there, exit 2). Each

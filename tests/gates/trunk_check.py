@@ -6,8 +6,9 @@
 Reads trunk.json, the model's shard headers and trunk.bin (stdlib only) and checks
 that every run starts 4096-aligned, the file size is the padded sum, every tensor's
 bytes equal its bytes in the shards, every other byte (alignment gaps, padding)
-is zero, every run's checksum is XXH64 of its image (format 2) or the folded
-XXH3-64 block hashes of src/io/codec.h (format 3, XXH3 from Debian's libxxhash
+is zero (a tensor entry with "rows" holds only those rows: a format 4 lm_head block or a
+per-rank share), every run's checksum is XXH64 of its image (format 2) or the folded
+XXH3-64 block hashes of src/io/codec.h (formats 3 and 4, XXH3 from Debian's libxxhash
 through ctypes, not k3's), and its source fingerprint is the one
 src/io/trunk_source.h describes (computed here from that text alone). A
 compressed trunk (codec bf16-huffman) is decoded here from the description in
@@ -63,11 +64,22 @@ def xxh64(data, seed=0):
     return h ^ (h >> 32)
 
 
+def tensor_bytes(t, src):
+    """(path, absolute offset, nbytes, dtype, shape) of the bytes tensor entry t holds:
+    the whole tensor, or with "rows": [LO, HI] only those rows of it."""
+    path, soff, n, dtype, shape = src[t["name"]]
+    if "rows" in t:
+        lo, hi = t["rows"]
+        row = n // shape[0]
+        soff, n = soff + lo * row, (hi - lo) * row
+    return path, soff, n, dtype, shape
+
+
 def source_fingerprint(run, src):
     """The run's "source" by the recipe of src/io/trunk_source.h."""
     text = b""
     for k, t in enumerate(run["tensors"]):
-        path, soff, n, dtype, shape = src[t["name"]]
+        path, soff, n, dtype, shape = tensor_bytes(t, src)
         dims = "x".join(str(d) for d in shape)
         text += f"source {t['name']} {dtype} {dims} {os.path.basename(path)} {soff} {n}\n".encode()
         with open(path, "rb") as f:
@@ -181,8 +193,8 @@ def run_image(data, run, codec):
 
 def main(model_dir, trunk_dir):
     m = json.load(open(os.path.join(trunk_dir, "trunk.json")))
-    if m["version"] not in (2, 3):
-        sys.exit(f"trunk.json is version {m['version']}, this check reads versions 2 and 3")
+    if m["version"] not in (2, 3, 4):
+        sys.exit(f"trunk.json is version {m['version']}, this check reads versions 2 to 4")
     codec = m.get("codec", "none")
     src = shard_index(model_dir)
     data = open(os.path.join(trunk_dir, "trunk.bin"), "rb").read()
@@ -198,12 +210,12 @@ def main(model_dir, trunk_dir):
         end = off + (stored + 4095) // 4096 * 4096
         if m["version"] == 2 and int(run["checksum"], 16) != xxh64(img):
             sys.exit(f"run {run['name']}: checksum {run['checksum']} is not XXH64 of its image")
-        if m["version"] == 3 and int(run["checksum"], 16) != block_hashes(img):
+        if m["version"] >= 3 and int(run["checksum"], 16) != block_hashes(img):
             sys.exit(f"run {run['name']}: checksum {run['checksum']} is not its block hashes")
         if int(run["source"], 16) != source_fingerprint(run, src):
             sys.exit(f"run {run['name']}: source {run['source']} is not its tensors' fingerprint")
         for t in run["tensors"]:
-            path, soff, n, dtype, shape = src[t["name"]]
+            path, soff, n, dtype, shape = tensor_bytes(t, src)
             if (dtype, shape) != (t["dtype"], t["shape"]):
                 sys.exit(f"{t['name']}: {t['dtype']} {t['shape']} in trunk.json, "
                          f"{dtype} {shape} in the model")
@@ -217,7 +229,7 @@ def main(model_dir, trunk_dir):
                 sys.exit(f"{t['name']} in run {run['name']}: bytes differ from the shard")
         covered = bytearray(img)
         for t in run["tensors"]:
-            n = src[t["name"]][2]
+            n = tensor_bytes(t, src)[2]
             covered[t["offset"]:t["offset"] + n] = bytes(n)
         if covered.count(0) != len(covered):
             sys.exit(f"run {run['name']}: non-zero image bytes outside every tensor")

@@ -49,6 +49,7 @@
 
 #include "io/direct.h"
 #include "io/pread_all.h"
+#include "io/read_queue.h"
 #include "io/safetensors.h"
 #include "model/config.h"
 #include "resid/expert_cache.h"
@@ -334,6 +335,9 @@ static int mode_verify(ctx *c)
            cap, c->k, c->steps, (unsigned long long)st.requests, (unsigned long long)st.hits,
            (unsigned long long)st.misses, (unsigned long long)st.evictions,
            (double)st.bytes_read / 1e6, st.read_seconds);
+    int depth;
+    const char *why, *reader = k3_read_queue_reader(&depth, &why);
+    printf("verify: read by the %s reader%s%s\n", reader, *why ? ": " : "", why);
     CHECK(st.requests == requests, "requests %llu, made %llu", (unsigned long long)st.requests,
           (unsigned long long)requests);
     CHECK(st.hits + st.misses == st.requests, "hits + misses != requests");

@@ -136,7 +136,7 @@ int main(int argc, char **argv)
                     int how = spec ? 0 : (int)(q % 3); /* 0 all rows, 1 last, 2 none */
                     float *lg = how == 0 ? out[q] + at[q] * V
                                 : how == 1 ? out[q] + (at[q] + n - 1) * V : NULL;
-                    k3_seq one = { st[q], src, n, lg, how == 0 };
+                    k3_seq one = { st[q], src, n, lg, how == 0, NULL };
                     seq[ns] = one;
                     who[ns++] = q;
                 }
@@ -184,9 +184,9 @@ int main(int argc, char **argv)
             nmixed += mixed_here;
         }
         if (mode == 0) { /* refusals: nothing moves */
-            k3_seq bad[3] = { { st[0], ids[0], 2, NULL, 0 },
-                              { st[1], ids[1], 1, NULL, 0 },
-                              { st[0], ids[2], 1, NULL, 0 } };
+            k3_seq bad[3] = { { st[0], ids[0], 2, NULL, 0, NULL },
+                              { st[1], ids[1], 1, NULL, 0, NULL },
+                              { st[0], ids[2], 1, NULL, 0, NULL } };
             int64_t p0 = k3_state_pos(st[0]), p1 = k3_state_pos(st[1]);
             check(k3_forward_multi(m, bad, 3, &e) == K3_EINPUT && strstr(e.msg, "share"),
                   "a shared state is refused", mode, 3, 2);

@@ -5,7 +5,8 @@
 # compared; each must match the model exactly (exit 1 otherwise).
 #   K3_BIN=bin/k3 K3_MPI_BIN=bin/k3-mpi K3_BUILD=build sh benchmarks/mpi.sh
 # Per token = (run with --gen 9) - (run with --gen 5), over 4 tokens: the
-# prompt's share cancels.
+# prompt's share cancels. --spec 0: one one-row forward per decoded token,
+# what the model counts (a verify call would carry several rows).
 set -eu
 K3_BUILD=${K3_BUILD:-build}
 K3_MPI_BIN=${K3_MPI_BIN:-bin/k3-mpi}
@@ -19,7 +20,7 @@ out="$K3_BUILD/bench-mpi"
 mkdir -p "$out"
 stats() { # NP SMIN MODEL GEN -> "rank products split tokens own in wait gathers here ebytes"
     K3_MPI_SPLIT_MIN=$2 $MPIRUN -np "$1" "$K3_MPI_BIN" "$3" --ids 1,2,3,4 --gen "$4" \
-        --ignore-eos --quiet 2>&1 >/dev/null | sed -n 's/^k3-mpi: \([0-9]\)/\1/p'
+        --ignore-eos --quiet --spec 0 2>&1 >/dev/null | sed -n 's/^k3-mpi: \([0-9]\)/\1/p'
 }
 echo "| model | ranks | split min | k3_matmul/token | collectives/token |" \
     "bytes in/token/rank (measured) | (model) | expert gathers/token |" \
@@ -82,7 +83,7 @@ for np in 1 2; do
             --out "$out/t1.json" >/dev/null 2>&1
     else
         $MPIRUN -np "$np" "$K3_MPI_BIN" "$dir" --ids 1,2,3,4 --gen 32 --ignore-eos --quiet \
-            --out "$out/t$np.json" >/dev/null 2>&1
+            --spec 0 --out "$out/t$np.json" >/dev/null 2>&1
     fi
     "$PYTHON" - "$out/t$np.json" "$np" <<'PY'
 import json, sys

@@ -1,5 +1,6 @@
-/* experts.c - one decoded token's routed experts split by expert over the
- * ranks (model/moe_part.h): the gather. Each rank packs the outputs of the
+/* experts.c - the routed experts split by expert over the ranks
+ * (model/moe_part.h): the gather of their outputs, one token's k or a
+ * multi-token call's T x k. Each rank packs the outputs of the
  * chosen experts it owns (ascending position), one MPI_Allgatherv brings
  * every rank's block, and each block is unpacked to the positions of its
  * owner's experts: rank r's block holds, in order, the outputs of the
@@ -34,7 +35,7 @@ static void gather(void *ctx, const int32_t *ids, size_t n, float *o, size_t Z)
         for (size_t q = 0; q < n; q++)
             if (k3_moe_owner(ids[q], p->size) == r)
                 cnt++;
-        p->counts[r] = (int)(cnt * Z); /* n <= experts per token: small */
+        p->counts[r] = (int)(cnt * Z); /* n Z <= INT_MAX (model/moe.c split_of) */
         p->displs[r] = (int)off;
         off += cnt * Z;
     }
@@ -48,6 +49,7 @@ static void gather(void *ctx, const int32_t *ids, size_t n, float *o, size_t Z)
     k3_mpi_wait(p, &rq, "the routed experts' gather");
     p->st.wait_s += MPI_Wtime() - t0;
     p->st.expert_gathers++;
+    p->st.expert_rows += n;
     p->st.experts_here += nmine;
     p->st.expert_floats_in += (n - nmine) * Z;
     for (int r = 0; r < p->size; r++) {

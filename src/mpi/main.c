@@ -8,8 +8,9 @@
  * by output rows over the ranks (src/mpi/part.h), so every rank holds the
  * same activations and the same logits, bit for bit those of one process.
  * Sampling is computed on every rank from those identical logits with the
- * same seed, so every rank picks the same ids. Rank 0 is the front end
- * (src/mpi/front.h).
+ * same seed, so every rank picks the same ids; speculation's draft count,
+ * which the cost gate takes from each process's own timings, is rank 0's
+ * (src/mpi/spec.c). Rank 0 is the front end (src/mpi/front.h).
  *
  * Ending: when the command succeeds on every rank, each finalizes and the
  * job exits 0. When it fails on a rank, that rank ends the whole job with
@@ -41,12 +42,12 @@ static void print_stats(const k3_mpi_part *p)
     const char *s = getenv("K3_MPI_STATS");
     if (!s || strcmp(s, "1"))
         return;
-    enum { NF = 9 };
+    enum { NF = 10 };
     double mine[NF] = { (double)p->st.products,       (double)p->st.split,
                         (double)p->st.tokens,         (double)p->st.bytes_own,
                         (double)p->st.bytes_in,       p->st.wait_s,
                         (double)p->st.expert_gathers, (double)p->st.experts_here,
-                        4.0 * (double)p->st.expert_floats_in };
+                        4.0 * (double)p->st.expert_floats_in, (double)p->st.expert_rows };
     double *all = p->rank == 0 ? calloc((size_t)p->size * NF, sizeof *all) : NULL;
     MPI_Request rq;
     MPI_Igather(mine, NF, MPI_DOUBLE, all, NF, MPI_DOUBLE, 0, p->comm, &rq);
@@ -56,11 +57,11 @@ static void print_stats(const k3_mpi_part *p)
     fprintf(stderr, "k3-mpi: ranks %d, split threshold %lld elements\n", p->size,
             (long long)p->split_min);
     fprintf(stderr, "k3-mpi: rank products split tokens bytes_own bytes_in wait_s "
-            "expert_gathers experts_here expert_bytes_in\n");
+            "expert_gathers experts_here expert_bytes_in expert_rows\n");
     for (int r = 0; r < p->size; r++) {
         const double *v = all + (size_t)r * NF;
-        fprintf(stderr, "k3-mpi: %d %.0f %.0f %.0f %.0f %.0f %.3f %.0f %.0f %.0f\n", r, v[0],
-                v[1], v[2], v[3], v[4], v[5], v[6], v[7], v[8]);
+        fprintf(stderr, "k3-mpi: %d %.0f %.0f %.0f %.0f %.0f %.3f %.0f %.0f %.0f %.0f\n", r,
+                v[0], v[1], v[2], v[3], v[4], v[5], v[6], v[7], v[8], v[9]);
     }
     free(all);
 }
@@ -218,39 +219,25 @@ int main(int argc, char **argv)
             part.hook.keep_shares = per_rank_trunk(dir);
     }
     int plan = 0;
-    const char *spec = NULL;
+    const char *draft = NULL;
     for (int i = 1; i < argc; i++) {
         plan = plan || !strcmp(argv[i], "--plan");
-        if (!strcmp(argv[i], "--spec"))
-            spec = i + 1 < argc ? argv[i + 1] : "";
-        else if (!strncmp(argv[i], "--spec=", 7))
-            spec = argv[i] + 7;
+        if (!strcmp(argv[i], "--draft"))
+            draft = i + 1 < argc ? argv[i + 1] : "";
+        else if (!strncmp(argv[i], "--draft=", 8))
+            draft = argv[i] + 8;
     }
-    /* Speculation chooses its drafts per step from each process's own
-     * measured call times (chat/turn.c), so ranks would choose differently
-     * and issue different forward calls: over MPI it is off (--spec 0
-     * first, before the user's options), and asking for it is refused. */
-    if (spec && strcmp(spec, "0")) {
+    /* serve: the followers replay the leader's model operations, and a
+     * self drafter's passes run on a state of the leader's own, outside
+     * them (server/engine.h): the other ranks would not enter their
+     * collectives. */
+    if (serving && draft && !strcmp(draft, "self")) {
         if (part.rank == 0)
-            fprintf(stderr, "k3-mpi: error: --spec %s is not available over MPI (each rank "
-                    "would choose its drafts from its own timing); use --spec 0 or bin/k3\n",
-                    spec);
+            fprintf(stderr, "k3-mpi: error: serve --draft self is not available over MPI (its "
+                    "drafting passes would run on rank 0 alone); use --draft ngram\n");
         MPI_Finalize();
         return K3_EINPUT;
     }
-    char **spec_av = malloc(((size_t)argc + 3) * sizeof *spec_av);
-    if (!spec_av)
-        MPI_Abort(MPI_COMM_WORLD, K3_ERUNTIME);
-    /* (serve takes its own options after the word serve) */
-    int at = serving ? 2 : 1;
-    for (int i = 0; i < at; i++)
-        spec_av[i] = argv[i];
-    spec_av[at] = "--spec";
-    spec_av[at + 1] = "0";
-    for (int i = at; i <= argc; i++)
-        spec_av[i + 2] = argv[i];
-    argc += 2;
-    argv = spec_av;
     char **av = argv;
     if (k3_mpi_front_begin(MPI_COMM_WORLD, argc, argv, plan, &av) != 0)
         MPI_Abort(MPI_COMM_WORLD, K3_ERUNTIME);
@@ -261,8 +248,15 @@ int main(int argc, char **argv)
     k3_mpi_experts_init(&part);
     if (part.size > 1 && !(ex && !strcmp(ex, "0")))
         k3_moe_set_part(&part.moe_hook);
+    /* Speculation: every rank runs the decode loop, rank 0's cost gate
+     * decides each step's drafts (spec.c). Serving, the followers run no
+     * loop: the op stream carries the leader's steps (server/engine.h). */
+    k3_mpi_spec_init(&part);
+    if (!serving)
+        k3_spec_set_agree(&part.spec_hook);
     int rc = k3_cli_main(argc, av);
     fflush(stdout);
+    k3_spec_set_agree(NULL);
     k3_moe_set_part(NULL);
     k3_mm_set_part(NULL);
     if (serving)

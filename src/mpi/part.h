@@ -29,6 +29,7 @@
 
 #include "core/kernels.h"
 #include "core/row_split.h"
+#include "gen/draft.h"
 #include "model/moe_part.h"
 
 #define K3_MPI_ROW_UNIT  K3_ROW_UNIT
@@ -44,8 +45,9 @@ typedef struct k3_mpi_stats {
     uint64_t bytes_in;  /* bytes of the other ranks' slices it received */
     /* (these four: k3_matmul's gathers only; the experts' below) */
     double wait_s;      /* seconds spent in collectives (waiting included) */
-    uint64_t expert_gathers; /* one-token expert gathers (src/mpi/experts.c) */
-    uint64_t experts_here;   /* experts of those this rank computed */
+    uint64_t expert_gathers; /* expert gathers, one per MoE layer a call (experts.c) */
+    uint64_t expert_rows;    /* expert outputs they gathered (k a token) */
+    uint64_t experts_here;   /* of those, the ones this rank computed */
     uint64_t expert_floats_in; /* floats of the other ranks' expert outputs received */
 } k3_mpi_stats;
 
@@ -65,6 +67,7 @@ typedef struct k3_mpi_part {
     k3_moe_part moe_hook; /* what k3_moe_set_part gets (experts.c); ctx = this */
     float *ebuf;          /* experts.c: this rank's outputs, then everyone's */
     size_t ebuf_floats;
+    k3_spec_agree spec_hook; /* what k3_spec_set_agree gets (spec.c); ctx = this */
 } k3_mpi_part;
 
 /* Sets p up over comm (reads the environment); 0 or K3_ERUNTIME with a
@@ -74,6 +77,9 @@ void k3_mpi_part_free(k3_mpi_part *p);
 /* Sets p->moe_hook up: one token's routed experts split by expert id
  * (model/moe_part.h), outputs gathered with one MPI_Allgatherv (experts.c). */
 void k3_mpi_experts_init(k3_mpi_part *p);
+/* Sets p->spec_hook up: each speculative step's draft count is rank 0's,
+ * broadcast over p's communicator (spec.c). */
+void k3_mpi_spec_init(k3_mpi_part *p);
 /* Rows [*lo, *hi) of `rows` that rank r of n computes. */
 void k3_mpi_rows_of(int64_t rows, int r, int n, int64_t *lo, int64_t *hi);
 /* Completes *rq, polling; past the timeout, ends the job naming what

@@ -8,6 +8,12 @@
 #     rows), every product split (K3_MPI_SPLIT_MIN=0) and at the default
 #     threshold: the ids, prompt and generation logits (cmp) equal bin/k3's
 #     at every rank count; so does a seeded sampled run;
+#  1b. speculation: --spec 3 greedy and sampled on random shape 2 (every
+#     rank drafting every step), and with the ranks' own choices differing
+#     (K3_SPEC_ALWAYS=1 on rank 0 only, or on all but rank 0) at --spec
+#     auto and 3: the ids and logits of bin/k3 --spec 0 at every rank count
+#     (the draft count is rank 0's, src/mpi/spec.c); the self drafter and
+#     --batch-file with drafts at 3 ranks;
 #  2. streamed budgets per rank (moe64, nothing pinned, a one-slot ring, a
 #     one-expert cache on every rank): the same ids and logits, and the
 #     report says it streamed;
@@ -15,16 +21,17 @@
 #     split): bin/k3's ids and logits at every rank count and 3 budgets,
 #     rank 0's planned trunk bytes about 1/N; a packed trunk read whole;
 #     --plan prints every rank's plan and the total;
-#  2c. one token's routed experts split by expert id (moe64): bin/k3's ids
-#     and logits at 2-4 ranks, each expert computed by one rank, the
-#     rank's cache capped at its own experts;
-#  3. chat through rank 0 (piped stdin): the same replies as bin/k3 --chat;
+#  2c. the routed experts split by expert id, a prompt's and one token's
+#     (moe64): bin/k3's ids and logits at 2-4 ranks, each expert computed
+#     by one rank, the rank's cache capped at its own experts;
+#  3. chat through rank 0 (piped stdin): the same replies as bin/k3 --chat,
+#     also with --spec 4 and the ranks' own draft choices differing;
 #  4. faults: a read failing on rank 1 only (at open), or an expert read on
 #     rank 2 of 3 mid-forward -> exit 4 with that rank's message;
 #     a rank killed with SIGKILL mid-run -> the job ends within 30 s,
 #     nonzero; a rank stopped (SIGSTOP) mid-run -> the others time out
 #     (K3_MPI_TIMEOUT=3) and end the job naming the collective;
-#     --spec 2 is refused (exit 2);
+#     serve --draft self is refused (exit 2);
 #  2d. per-rank trunks (pack-trunk --rank-of): bin/k3's ids and logits at 2
 #     and 3 ranks, streamed; refused for another rank, rank count or split
 #     threshold, and by bin/k3;
@@ -85,6 +92,106 @@ same_run random-2 "$dir" --ids "$(prompt_ids "$(vocab_of "$dir")" 20)" --gen 12 
     --quiet
 same_run random-2-sampled "$dir" --ids "$(prompt_ids "$(vocab_of "$dir")" 20)" --gen 12 \
     --ignore-eos --quiet --temperature 0.9 --top-p 0.95 --seed 7
+
+# 1b. speculation over MPI. Negative penalties make the model repeat itself,
+# so the ngram drafter's drafts are kept and cut. --spec 3 greedy and
+# sampled (K3_SPEC_ALWAYS=1: drafts every step on every rank) on random
+# shape 2: the ids and logits of bin/k3 --spec 0 at every rank count.
+pen="--frequency-penalty -1 --presence-penalty -1"
+rid=$(prompt_ids "$(vocab_of "$dir")" 20)
+# shellcheck disable=SC2086
+"$K3_BIN" "$dir" --ids "$rid" --gen 40 --ignore-eos --quiet $pen --spec 0 \
+    --dump-logits "$work/spec0.f32" >"$work/spec0.ids" 2>/dev/null || die "spec: bin/k3 failed"
+export K3_SPEC_ALWAYS=1
+# shellcheck disable=SC2086
+same_run random-2-spec3 "$dir" --ids "$rid" --gen 40 --ignore-eos --quiet $pen --spec 3
+cmp -s "$work/spec0.ids" "$work/random-2-spec3.ids" || die "spec: --spec 3 ids differ from --spec 0"
+cmp -s "$work/spec0.f32" "$work/random-2-spec3.f32" || die "spec: --spec 3 logits differ"
+# shellcheck disable=SC2086
+same_run random-2-spec3-sampled "$dir" --ids "$rid" --gen 40 --ignore-eos --quiet $pen --spec 3 \
+    --temperature 0.9 --seed 7
+unset K3_SPEC_ALWAYS
+# The cost gate's choice is rank 0's (src/mpi/spec.c): with each rank
+# choosing by its own rule, rank 0 by the gate and the others drafting
+# every step (K3_SPEC_ALWAYS=1), or the reverse, the ranks would verify
+# different rows and the job would end in a mismatched collective; so the
+# ids and logits of bin/k3 --spec 0, at 2-4 ranks, --spec auto (the
+# default) and --spec 3, and the report (rank 0's) drafts all it could when
+# rank 0 drafts every step. K3_MPI_TIMEOUT: a divergence fails fast.
+# mixed NP WHO ARGS...: WHO (first or rest) ranks run with K3_SPEC_ALWAYS=1.
+mixed() {
+    np=$1
+    who=$2
+    shift 2
+    a=env
+    b="env K3_SPEC_ALWAYS=1"
+    [ "$who" = rest ] || { a=$b; b=env; }
+    # shellcheck disable=SC2086
+    K3_MPI_TIMEOUT=20 $MPIRUN -np 1 $a "$K3_MPI_BIN" "$@" : -np $((np - 1)) $b "$K3_MPI_BIN" "$@"
+}
+drafted() { "$PYTHON" -c 'import json,sys; s=json.load(open(sys.argv[1]))["spec"]
+print(s["drafted"], s["accepted"], s["forwards"])' "$1"; }
+shown=none
+for np in $NP; do
+    [ "$np" -gt 1 ] || continue
+    for who in first rest; do
+        for sp in auto 3; do
+            tag="mixed-np$np-$who-$sp"
+            # shellcheck disable=SC2086
+            K3_MPI_SPLIT_MIN=0 mixed "$np" "$who" "$dir" --ids "$rid" --gen 40 --ignore-eos \
+                --quiet $pen --spec $sp --dump-logits "$work/$tag.f32" --out "$work/$tag.json" \
+                >"$work/$tag.ids" 2>"$work/$tag.err" ||
+                { tail -5 "$work/$tag.err"; die "$tag: k3-mpi failed"; }
+            cmp -s "$work/spec0.ids" "$work/$tag.ids" || die "$tag: ids differ from bin/k3"
+            cmp -s "$work/spec0.f32" "$work/$tag.f32" || die "$tag: logits differ from bin/k3"
+            [ "$who" = rest ] && continue
+            # shellcheck disable=SC2046
+            set -- $(drafted "$work/$tag.json")
+            [ "$2" -gt 0 ] && [ "$1" -gt "$2" ] ||
+                die "$tag: rank 0 drafted $1 and kept $2: wanted drafts kept and cut"
+            shown="$tag: $1 drafted, $2 kept, $3 forwards"
+        done
+    done
+done
+echo "ok: speculation, the draft count rank 0's: ids and logits of bin/k3 --spec 0 at ranks" \
+    "$NP, the others' own choice differing either way ($shown)"
+# The self drafter (its passes run on every rank), greedy and sampled, and
+# --batch-file (several sequences a step, each its own gate), 3 ranks.
+tiny=$(model tiny-a tiny-a)
+rep="5,9,17,5,9,17,5,9,17,5,9"
+for smp in "" "--temperature 0.8 --seed 7"; do
+    # shellcheck disable=SC2086
+    "$K3_BIN" "$tiny" --ids "$rep" --gen 40 --ignore-eos --quiet $pen $smp --spec 0 \
+        --dump-logits "$work/self0.f32" >"$work/self0.ids" 2>/dev/null || die "self: bin/k3 failed"
+    # shellcheck disable=SC2086
+    K3_MPI_SPLIT_MIN=0 mixed 3 rest "$tiny" --ids "$rep" --gen 40 --ignore-eos --quiet $pen $smp \
+        --spec 4 --draft self --dump-logits "$work/self3.f32" --out "$work/self3.json" \
+        >"$work/self3.ids" 2>"$work/self3.err" || { tail -5 "$work/self3.err"; die "self failed"; }
+    cmp -s "$work/self0.ids" "$work/self3.ids" || die "self ($smp): ids differ from bin/k3"
+    cmp -s "$work/self0.f32" "$work/self3.f32" || die "self ($smp): logits differ from bin/k3"
+done
+cat >"$work/batch.jsonl" <<JSONL
+{"ids": [$rep], "gen": 40}
+{"ids": [$rep], "gen": 30, "temperature": 0.8, "seed": 7}
+{"ids": [3, 4, 5, 6, 7, 8], "gen": 10}
+JSONL
+# shellcheck disable=SC2086
+"$K3_BIN" "$tiny" --batch-file "$work/batch.jsonl" --ignore-eos --quiet $pen --spec 0 \
+    --out "$work/batch1.json" >"$work/batch1.txt" 2>/dev/null || die "batch: bin/k3 failed"
+for who in first rest; do
+    # shellcheck disable=SC2086
+    K3_MPI_SPLIT_MIN=0 mixed 3 "$who" "$tiny" --batch-file "$work/batch.jsonl" --ignore-eos \
+        --quiet $pen --spec 4 --out "$work/batch3.json" >"$work/batch3.txt" \
+        2>"$work/batch3.err" || { tail -5 "$work/batch3.err"; die "batch ($who) failed"; }
+    cmp -s "$work/batch1.txt" "$work/batch3.txt" || die "batch ($who): output differs from bin/k3"
+    "$PYTHON" - "$work/batch1.json" "$work/batch3.json" <<'PY' || die "batch ($who): ids differ"
+import json, sys
+a, b = (json.load(open(f))["results"] for f in sys.argv[1:])
+assert [r["generated_ids"] for r in a] == [r["generated_ids"] for r in b]
+assert sum(r["drafted"] for r in b) > 0
+PY
+done
+echo "ok: --draft self (greedy, sampled) and --batch-file with drafts over 3 ranks: bin/k3's"
 
 # 2. streamed budgets, the same on every rank.
 dir=$(model moe64 moe64)
@@ -216,38 +323,45 @@ done
 grep -q "^all 3 ranks: total" "$work/plan3.txt" || die "--plan: no total over ranks"
 echo "ok: --plan over 3 ranks: $(grep '^all 3 ranks' "$work/plan3.txt")"
 
-# 2c. one token's routed experts split by expert id (id % N): the same ids
-# and logits as bin/k3 at 2-4 ranks, with a cache that streams and one that
-# holds every expert of the rank (the plan's experts_here: about 1/N of
-# them, and no more slots); K3_MPI_STATS counts one gather per MoE layer a token,
-# each rank computes only its experts (none of another rank's), all of
-# them are computed once: sum over ranks = experts per token x gathers.
+# 2c. the routed experts split by expert id (id % N), the prompt's (one
+# 12-token call) and each decoded token's: the same ids, prompt and
+# generation logits as bin/k3 at 2-4 ranks, with a cache that streams and
+# one that holds every expert of the rank (the plan's experts_here: about
+# 1/N of them, and no more slots); K3_MPI_STATS counts one gather per MoE
+# layer a call, each rank computes only its experts (none of another
+# rank's), every output is computed once: sum over ranks = the outputs
+# gathered, more than k a gather (the prompt's T x k).
 dir=$(model moe64 moe64)
 kpt=$("$PYTHON" -c 'import json,sys; c=json.load(open(sys.argv[1]+"/config.json"));
 print(c.get("text_config",c)["num_experts_per_token"])' "$dir")
 for budget in "--preset max" "--cache-experts 1 --trunk-layers 0 --trunk-ring 1"; do
     # shellcheck disable=SC2086
     "$K3_BIN" "$dir" --ids "$ids" --gen 8 --ignore-eos $budget --dump-logits "$work/e1.f32" \
-        --out "$work/e1.json" >"$work/e1.ids" 2>/dev/null || die "experts: bin/k3 failed"
+        --dump-prompt-logits "$work/e1.p.f32" --out "$work/e1.json" >"$work/e1.ids" \
+        2>/dev/null || die "experts: bin/k3 failed"
     for np in $NP; do
         [ "$np" -gt 1 ] || continue
         # shellcheck disable=SC2086
         K3_MPI_STATS=1 mpi "$np" "$K3_MPI_BIN" "$dir" --ids "$ids" --gen 8 --ignore-eos $budget \
-            --dump-logits "$work/e$np.f32" --out "$work/e$np.json" >"$work/e$np.ids" \
-            2>"$work/e$np.err" || { cat "$work/e$np.err"; die "experts np $np failed"; }
+            --dump-logits "$work/e$np.f32" --dump-prompt-logits "$work/e$np.p.f32" \
+            --out "$work/e$np.json" >"$work/e$np.ids" 2>"$work/e$np.err" ||
+            { cat "$work/e$np.err"; die "experts np $np failed"; }
         cmp -s "$work/e1.ids" "$work/e$np.ids" || die "experts np $np ($budget): ids differ"
         cmp -s "$work/e1.f32" "$work/e$np.f32" || die "experts np $np ($budget): logits differ"
+        cmp -s "$work/e1.p.f32" "$work/e$np.p.f32" ||
+            die "experts np $np ($budget): prompt logits differ"
         sed -n 's/^k3-mpi: \([0-9]\)/\1/p' "$work/e$np.err" >"$work/e$np.stats"
         "$PYTHON" - "$work/e$np.stats" "$np" "$kpt" "$work/e1.json" "$work/e$np.json" <<'PY' ||
 import json, sys
 rows = [list(map(float, l.split())) for l in open(sys.argv[1]) if l.strip()]
 n, k = int(sys.argv[2]), int(sys.argv[3])
 assert len(rows) == n, rows
-g = rows[0][7]
-assert g > 0 and all(r[7] == g for r in rows), "gathers differ or none"
+g, outs = rows[0][7], rows[0][10]
+assert g > 0 and all(r[7] == g and r[10] == outs for r in rows), "gathers differ or none"
+assert outs > k * g, ("the prompt's experts were not split by id", outs, k, g)
 here = [r[8] for r in rows]
-assert sum(here) == k * g, (here, k, g)
-assert all(h < k * g for h in here), here
+assert sum(here) == outs, (here, outs)
+assert all(h < outs for h in here), here
 one = json.load(open(sys.argv[4]))["experts"]["requests"]
 r0 = json.load(open(sys.argv[5]))["experts"]["requests"]
 assert r0 < one, ("rank 0 asked its cache for no fewer experts", r0, one)
@@ -255,13 +369,14 @@ plan = json.load(open(sys.argv[5]))["plan"]
 E = plan["experts_total"]
 assert plan["experts_here"] * n <= E + n * 8, plan  # its ids, per MoE layer at most one more
 assert plan["expert_slots"] <= plan["experts_here"], plan
-print("gathers %d, experts computed per rank %s, rank 0's cache requests %d of %d"
-      % (g, "/".join("%d" % h for h in here), r0, one))
+print("gathers %d of %d outputs, computed per rank %s, rank 0's cache requests %d of %d"
+      % (g, outs, "/".join("%d" % h for h in here), r0, one))
 PY
             die "experts np $np ($budget): the split by expert is not what it should be"
     done
 done
-echo "ok: one token's routed experts split by expert id: ids and logits of bin/k3 at 2-4 ranks"
+echo "ok: the routed experts split by expert id (prompt and decode): ids and logits of bin/k3" \
+    "at 2-4 ranks"
 
 # 3. chat through rank 0.
 tok=../shared/k3-release
@@ -276,7 +391,21 @@ if [ -f "$tok/tiktoken.model" ]; then
     cmp -s "$work/chat1.out" "$work/chat3.out" || die "chat: replies differ from bin/k3"
     cmp -s "$work/h1.jsonl" "$work/h3.jsonl" || die "chat: histories differ from bin/k3"
     [ "$(grep -c . "$work/h3.jsonl")" -eq 4 ] || die "chat: the history has not 4 messages"
-    echo "ok: chat through rank 0 (3 ranks): the replies and history of bin/k3"
+    # speculating (gate 39's chat: the model repeats itself), each rank's
+    # own choice differing (the others draft every step): rank 0's counts
+    printf 'say it again and again and again\nand again\n' >"$work/in2.txt"
+    chat=" --chat --gen 24 --frequency-penalty -2 --presence-penalty -2"
+    # shellcheck disable=SC2086
+    "$K3_BIN" "$dir" --tok "$tok" $chat --spec 0 --history "$work/hs1.jsonl" <"$work/in2.txt" \
+        >"$work/chats1.out" 2>/dev/null || die "chat: bin/k3 --spec 0 failed"
+    # shellcheck disable=SC2086
+    mixed 3 rest "$dir" --tok "$tok" $chat --spec 4 --history "$work/hs3.jsonl" \
+        <"$work/in2.txt" >"$work/chats3.out" 2>"$work/chats3.err" ||
+        { tail -5 "$work/chats3.err"; die "chat --spec 4: k3-mpi failed"; }
+    cmp -s "$work/chats1.out" "$work/chats3.out" || die "chat --spec 4: replies differ"
+    cmp -s "$work/hs1.jsonl" "$work/hs3.jsonl" || die "chat --spec 4: histories differ"
+    echo "ok: chat through rank 0 (3 ranks): the replies and history of bin/k3, also" \
+        "speculating with the ranks' own choices differing"
 else
     echo "skip: chat (no release tokenizer at $tok)"
 fi
@@ -297,13 +426,13 @@ if [ -n "${K3_MPI_FAULT_BIN:-}" ]; then
         { cat "$work/fault.err"; die "a failed read on rank 1: no message of rank 1"; }
     echo "ok: a failed read on rank 1 ends the job with exit 4:" \
         "$(grep -m1 'rank 1' "$work/fault.err")"
-    # Mid-forward: an expert read of rank 2 of 3 (its 400th weight read),
-    # while the other ranks wait in a collective.
+    # Mid-forward: an expert read of rank 2 of 3 (its 300th weight read: the
+    # trunk is resident, read at open, so every later read is an expert's
+    # into the one-slot cache), while the other ranks wait in a collective.
     set +e
-    # shellcheck disable=SC2086
-    $MPIRUN -np 2 "$K3_MPI_FAULT_BIN" "$dir" --ids "$ids" --gen 4 $stream : \
-        -np 1 env K3_FAULT=read:400:fail:100000 "$K3_MPI_FAULT_BIN" "$dir" --ids "$ids" \
-        --gen 4 $stream >/dev/null 2>"$work/fault2.err"
+    $MPIRUN -np 2 "$K3_MPI_FAULT_BIN" "$dir" --ids "$ids" --gen 4 --cache-experts 1 : \
+        -np 1 env K3_FAULT=read:300:fail:100000 "$K3_MPI_FAULT_BIN" "$dir" --ids "$ids" \
+        --gen 4 --cache-experts 1 >/dev/null 2>"$work/fault2.err"
     rc=$?
     set -e
     [ "$rc" -eq 4 ] || { cat "$work/fault2.err"; die "an expert read failing on rank 2: exit $rc"; }
@@ -312,16 +441,26 @@ if [ -n "${K3_MPI_FAULT_BIN:-}" ]; then
     echo "ok: an expert read failing mid-forward on rank 2 ends the job with exit 4"
 fi
 
-# Speculation picks drafts from each rank's own timing: refused over MPI.
-expect_exit 2 "--spec 2 is not available over MPI" mpi 2 "$K3_MPI_BIN" "$dir" --ids "$ids" \
-    --gen 2 --spec 2 || die "--spec 2 over MPI: not refused with exit 2"
-echo "ok: --spec 2 over MPI is refused (exit 2)"
+# serve --draft self: its passes would run on rank 0 alone.
+expect_exit 2 "serve --draft self is not available over MPI" mpi 2 "$K3_MPI_BIN" serve "$dir" \
+    --draft self || die "k3-mpi serve --draft self: not refused with exit 2"
+echo "ok: k3-mpi serve --draft self is refused (exit 2)"
 
-# pids_of_ranks MPIRUN_PID: the k3-mpi processes the job started.
+# pids_of_ranks JOB N: the k3-mpi processes of background job JOB (its
+# children and grandchildren: mpirun's ranks), once N of them run; only
+# this job's (another k3-mpi on the machine is not a victim).
 pids_of_ranks() {
     for _ in $(seq 50); do
-        p=$(pgrep -f "^$K3_MPI_BIN " || true)
-        [ "$(echo "$p" | grep -c .)" -ge "$1" ] && { echo "$p"; return; }
+        p=""
+        for c in $(pgrep -P "$1" || true); do
+            for q in $c $(pgrep -P "$c" || true); do
+                case "$(tr '\0' ' ' <"/proc/$q/cmdline" 2>/dev/null || true)" in
+                "$K3_MPI_BIN "*) p="$p $q" ;;
+                esac
+            done
+        done
+        # shellcheck disable=SC2086
+        [ "$(echo $p | wc -w)" -ge "$2" ] && { echo $p | tr ' ' '\n'; return; }
         sleep 0.2
     done
 }
@@ -330,7 +469,7 @@ big=$(prompt_ids "$(vocab_of "$dir")" 200)
 mpi 3 "$K3_MPI_BIN" "$dir" --ids "$big" --gen 2000 --ignore-eos --recompute \
     >/dev/null 2>"$work/kill.err" &
 job=$!
-victim=$(pids_of_ranks 3 | tail -1)
+victim=$(pids_of_ranks "$job" 3 | tail -1)
 [ -n "$victim" ] || die "killed rank: the ranks did not start"
 sleep 2
 kill -0 "$job" 2>/dev/null || die "killed rank: the job ended before the kill"
@@ -350,7 +489,7 @@ echo "ok: a rank killed with SIGKILL ends the job in $(($(date +%s) - t0)) s (ex
 K3_MPI_TIMEOUT=3 mpi 2 "$K3_MPI_BIN" "$dir" --ids "$big" --gen 2000 --ignore-eos --recompute \
     >/dev/null 2>"$work/hang.err" &
 job=$!
-victim=$(pids_of_ranks 2 | tail -1)
+victim=$(pids_of_ranks "$job" 2 | tail -1)
 [ -n "$victim" ] || die "hung rank: the ranks did not start"
 sleep 2
 kill -0 "$job" 2>/dev/null || die "hung rank: the job ended before the stop"

@@ -5,10 +5,13 @@
 #  1. against bin/k3 serve --parallel 1: 2 ranks, 1 slot, every product
 #     split: serve_same.py (greedy and seeded sampling, chat and
 #     completions, whole and streamed, logprobs, a multi-chunk prompt,
-#     prefix reuse); 3 ranks, 3 slots (k3_forward_multi over several
-#     states): gate 44's client parallel_check.py (the above at once, stop
-#     strings, a client that disconnects, a prompt over the context): the
-#     same answers, token ids and logprobs;
+#     prefix reuse, requests that repeat themselves with a "spec" field);
+#     3 ranks, 3 slots (k3_forward_multi over several states): gate 44's
+#     client parallel_check.py (the above at once, stop strings, a client
+#     that disconnects, a prompt over the context): the same answers, token
+#     ids and logprobs; both speculating (--spec auto, K3_SPEC_ALWAYS=1:
+#     the verify rows and their cuts relayed to the followers), with drafts
+#     kept and cut (/metrics);
 #  2. SIGTERM to rank 0 ends the job in order: exit 0, every rank finalized;
 #  3. a follower killed (SIGKILL) while an answer streams ends the job
 #     within 30 s, nonzero, not a hang;
@@ -45,9 +48,12 @@ trap cleanup_jobs EXIT
 # Over 2 ranks every product is split (K3_MPI_SPLIT_MIN=0); over 3 the
 # default threshold splits lm_head and the routed experts (by id), which
 # keeps the 3-slot check quick on a loaded machine.
+# K3_MPI_TIMEOUT: ranks that diverge (one waits in a collective the others
+# skipped) end the job in 2 minutes, not 15 (tiny models: no legitimate
+# wait comes near).
 for np in 2 3; do
-    split=""
-    [ "$np" != 2 ] || split="env K3_MPI_SPLIT_MIN=0"
+    split="env K3_MPI_TIMEOUT=${K3_MPI_TIMEOUT:-120}"
+    [ "$np" != 2 ] || split="$split K3_MPI_SPLIT_MIN=0"
     printf '#!/bin/sh\nexec %s -np %s %s %s "$@"\n' "$MPIRUN" "$np" "$split" "$K3_MPI_BIN" \
         >"$work/k3-mpi-$np"
     chmod +x "$work/k3-mpi-$np"
@@ -80,11 +86,14 @@ wait_gone() {
 # 1. the answers of bin/k3 serve.
 start_server alone "$K3_BIN" --max-context 4096 --max-queue 16 || die "bin/k3 serve did not start"
 alone=$port
+# k3-mpi speculating (--spec auto, the default), drafting every step it can
+export K3_SPEC_ALWAYS=1
 for cfg in "2 1" "3 3"; do
     np=${cfg% *}
     nslots=${cfg#* }
     start_server "np$np" "$work/k3-mpi-$np" --max-context 4096 --max-queue 16 \
-        --parallel "$nslots" || die "k3-mpi serve over $np ranks did not start: $(cat "$work/np$np.log")"
+        --parallel "$nslots" ||
+        die "k3-mpi serve over $np ranks did not start: $(cat "$work/np$np.log")"
     job=$pid
     grep -q "memory plan of rank 0 of $np" "$work/np$np.log" ||
         die "np $np: rank 0's plan is not of $np ranks: $(head "$work/np$np.log")"
@@ -96,8 +105,13 @@ for cfg in "2 1" "3 3"; do
     "$PYTHON" $check "http://127.0.0.1:$alone" "http://127.0.0.1:$port" $nslots \
         >"$work/check$np.out" 2>&1 ||
         die "np $np, $nslots slots: $(cat "$work/check$np.out") (log: $(tail -5 "$work/np$np.log"))"
-    echo "ok: k3-mpi serve over $np ranks, $nslots slot(s): the answers of bin/k3 serve:" \
-        "$(grep '^ok' "$work/check$np.out" | cut -c4-60 | tr '\n' ';')"
+    curl -s "http://127.0.0.1:$port/metrics" >"$work/metrics$np.txt"
+    drafted=$(sed -n 's/^k3_draft_tokens_total //p' "$work/metrics$np.txt")
+    kept=$(sed -n 's/^k3_draft_tokens_accepted_total //p' "$work/metrics$np.txt")
+    [ "${kept:-0}" -gt 0 ] && [ "$drafted" -gt "$kept" ] ||
+        die "np $np: kept ${kept:-?} of ${drafted:-?} drafts: wanted some kept and some cut"
+    echo "ok: k3-mpi serve over $np ranks, $nslots slot(s), $kept of $drafted drafts kept: the" \
+        "answers of bin/k3 serve: $(grep '^ok' "$work/check$np.out" | cut -c4-60 | tr '\n' ';')"
     # 2. rank 0 stopped by SIGTERM: the stop reaches every rank, exit 0.
     r0=$(rank_pid "$job" 0)
     [ -n "$r0" ] || die "np $np: rank 0 not found"
@@ -109,6 +123,7 @@ for cfg in "2 1" "3 3"; do
     set -e
     [ "$rc" -eq 0 ] || die "np $np: exit $rc after SIGTERM to rank 0: $(tail -5 "$work/np$np.log")"
 done
+unset K3_SPEC_ALWAYS
 echo "ok: SIGTERM to rank 0 ends k3-mpi serve with exit 0 (2 and 3 ranks)"
 
 # 3. a follower killed while an answer streams.

@@ -6,8 +6,10 @@ aside).
     python3 serve_same.py K3_URL MPI_URL
 
 Requests: greedy and seeded sampling, chat and completions, whole and
-streamed, logprobs, a prompt over one prefill chunk, and a repeat of it
-that reuses the cached prefix (a rewind of the state on every rank)."""
+streamed, logprobs, two that repeat themselves (drafts kept and cut when
+the server speculates; one with a "spec" field), a prompt over one prefill
+chunk, and a repeat of it that reuses the cached prefix (a rewind of the
+state on every rank)."""
 import json
 import sys
 import urllib.request
@@ -48,6 +50,14 @@ REQS = [
                              stream=True, logprobs=2)),
     ("/v1/chat/completions", dict(messages=[{"role": "user", "content": "stream me"}],
                                   max_tokens=10, temperature=0, stream=True, **CHAT_LP)),
+    # repeats itself: drafts kept and cut (greedy and sampled; "spec" per request)
+    ("/v1/completions", dict(prompt="one two one two one two one two", max_tokens=40,
+                             temperature=0, frequency_penalty=-1.2, presence_penalty=-1.2,
+                             ignore_eos=True, return_token_ids=True, spec=2)),
+    ("/v1/completions", dict(prompt="one two one two one two one two", max_tokens=40,
+                             temperature=0.8, seed=5, frequency_penalty=-1.8,
+                             presence_penalty=-1.8, ignore_eos=True, return_token_ids=True,
+                             stream=True)),
     ("/v1/chat/completions", dict(messages=[{"role": "system", "content": words},
                                             {"role": "user", "content": "one"}],
                                   max_tokens=6, temperature=0, **CHAT_LP)),
@@ -67,5 +77,5 @@ cached = last[5].get("prompt_tokens_details", {}).get("cached_tokens", 0)
 if not cached:
     print("FAIL: the repeated system prompt reused no cached tokens: %s" % last[5])
     sys.exit(1)
-print("ok: %d requests (greedy, seeded, streamed, logprobs, a multi-chunk prompt, prefix "
-      "reuse: cached_tokens %d) answered as bin/k3 serve" % (len(REQS), cached))
+print("ok: %d requests (greedy, seeded, streamed, logprobs, repeating, a multi-chunk prompt, "
+      "prefix reuse: cached_tokens %d) answered as bin/k3 serve" % (len(REQS), cached))

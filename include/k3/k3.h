@@ -56,6 +56,10 @@ typedef struct k3_model_opts {
                             * DIR/trunk.bin, checksummed; NULL = from the shards */
     int marks;           /* marks each sequence keeps (k3_state_mark_take): the plan
                           * counts each one's KDA copy and logits row; <= 0 = none */
+    const char *draft_trunk; /* a quantized copy of the trunk for drafting (k3 pack-trunk
+                              * --draft q8): DIR/draft.bin, held resident and counted
+                              * by the plan, used by states that ask for it
+                              * (k3_state_set_draft_trunk); NULL = none */
 } k3_model_opts;
 
 /* Everything resident, nothing streamed. */
@@ -132,13 +136,16 @@ int k3_forward(k3_model *m, k3_state *s, const uint32_t *ids, size_t n, float *l
 
 /* One sequence of a k3_forward_multi call: the next n ids of `state`,
  * with logits as in k3_forward (NULL; the last row, vocab floats; or, with
- * all_positions, n rows of vocab floats). */
+ * all_positions, n rows of vocab floats). embeds: NULL, or n pointers, as
+ * k3_forward_embeds's (a non-NULL one is position i's input row, hidden_size
+ * floats, instead of ids[i]'s embedding: an image's rows). */
 typedef struct k3_seq {
     k3_state *state;
     const uint32_t *ids;
     size_t n;
     float *logits;
     int all_positions;
+    const float *const *embeds;
 } k3_seq;
 
 /* Advances several sequences in one pass over the weights: sequence i
@@ -211,6 +218,16 @@ int k3_state_spec_end(k3_state *s, size_t keep, const float *last_row, k3_err *e
  * for what is output. K3_EINPUT outside 0 .. num_experts_per_token. */
 int k3_state_set_route_k(k3_state *s, int k, k3_err *e);
 
+/* Whether the model was opened with a draft trunk (k3_model_opts). */
+int k3_model_has_draft_trunk(const k3_model *m);
+/* on != 0: this state's forwards multiply by the draft trunk's quantized
+ * matrices instead of the exact trunk (small vectors, embedding and
+ * experts stay the checkpoint's): an approximation held in memory, for a
+ * drafter's own state, never for what is output. Deterministic like every
+ * path (the same bits at every thread count, table and budget). K3_EINPUT
+ * when the model has no draft trunk. */
+int k3_state_set_draft_trunk(k3_state *s, int on, k3_err *e);
+
 /* Brings the state to the sequence ids[0..n) at the least cost: when what
  * it consumed is a prefix of ids, it feeds only the rest; otherwise it
  * rewinds to `mark` (may be NULL) if the mark's position is within the
@@ -251,6 +268,14 @@ size_t k3_state_common(const k3_state *s, const uint32_t *ids, size_t n,
 /* The image spans the state holds (start below its position; the last may
  * extend past it when the state stopped inside an image). */
 size_t k3_state_images(const k3_state *s, const k3_image_span **img);
+
+/* Declares the image spans img[0..n) (ascending start) of the sequence the
+ * state holds and is about to be fed, for a caller that feeds it itself
+ * (k3_forward_multi with embeds, as k3 serve does) instead of through
+ * k3_state_sync_embeds: the spans below the state's position must be the
+ * ones its ids took, the rest are those its next ids will take. Copies
+ * them (K3_ERUNTIME out of memory). */
+int k3_state_set_images(k3_state *s, const k3_image_span *img, size_t n, k3_err *e);
 
 /* A state file (format version 2; version 1 files still load) holds: the
  * model's identity (a hash of its configuration, the layer map and

@@ -410,7 +410,7 @@ static int run_rounds(k3_model *m, batch *b, round_cost **rcp, size_t *nr, doubl
             size_t room = rows < K3_PREFILL_CHUNK ? K3_PREFILL_CHUNK - rows : 1;
             size_t n = q->np - q->fed < room ? q->np - q->fed : room;
             k3_seq s = { q->st, q->prompt + q->fed, n, q->fed + n == q->np ? q->logits : NULL,
-                         0 };
+                         0, NULL };
             seqs[ns] = s;
             who[ns++] = i;
             rows += n;

@@ -46,6 +46,7 @@
 #include "util/file.h"
 #include "util/os.h"
 #include "vision/image.h"
+#include "vision/vmodel.h"
 
 /* Reply length when --gen is not given. */
 #define DEFAULT_REPLY_TOKENS 8192
@@ -350,22 +351,32 @@ static int turn(chat *c, int number, const char *line, size_t len, k3_err *e)
     return reply(c, what, thinking, !cancelled, line, len, e);
 }
 
-/* --image FILE...: each file's bytes become an image of the conversation
- * (decoded once to check it), attached to the first message typed. */
+/* The file's bytes become an image of the conversation (decoded once to
+ * check it), attached to the next message typed, before its text. */
+static int add_pending(chat *c, const char *path, k3_err *e)
+{
+    size_t len = 0;
+    if (c->npending >= K3_CHAT_MAX_IMAGES)
+        return k3_fail(e, K3_EINPUT, "%s: a message holds at most %d images", path,
+                       K3_CHAT_MAX_IMAGES);
+    char *data = k3_read_small_file(e, path, K3_IMAGE_MAX_FILE, &len);
+    if (!data)
+        return e->code;
+    k3_chat_add_image(c->conv, (const unsigned char *)data, len, path, &c->pending[c->npending],
+                      e);
+    free(data);
+    if (e->code)
+        return e->code;
+    c->npending++;
+    return K3_OK;
+}
+
+/* --image FILE...: the first message typed carries them. */
 static int pending_images(chat *c, k3_err *e)
 {
-    for (size_t i = 0; i < c->o->nimage; i++) {
-        size_t len = 0;
-        char *data = k3_read_small_file(e, c->o->image[i], K3_IMAGE_MAX_FILE, &len);
-        if (!data)
+    for (size_t i = 0; i < c->o->nimage; i++)
+        if (add_pending(c, c->o->image[i], e))
             return e->code;
-        k3_chat_add_image(c->conv, (const unsigned char *)data, len, c->o->image[i],
-                          &c->pending[c->npending], e);
-        free(data);
-        if (e->code)
-            return e->code;
-        c->npending++;
-    }
     return K3_OK;
 }
 
@@ -394,6 +405,7 @@ static const char chat_help[] =
     "  /reset        start a new conversation (the --system message is kept;\n"
     "                a --history file keeps every turn)\n"
     "  /save FILE    save the model's state of the conversation (--load-state FILE)\n"
+    "  /image FILE   a PNG or JPEG for the next message (before its text; repeatable)\n"
     "  /help         this list\n"
     "a line ending in \\ continues on the next line\n"
     "Ctrl-C stops a reply (what it said so far is kept); at the prompt, it ends\n"
@@ -419,6 +431,20 @@ static int command(chat *c, const char *line, size_t len, int *quit, k3_err *e)
         if (sync_context(c, "save", 0, &thinking, NULL, e) == K3_OK &&
             k3_state_save(c->st, path, e) == K3_OK && !c->o->quiet)
             fprintf(stderr, "chat: saved the state to %s\n", path);
+    } else if (len > 7 && !memcmp(line, "/image ", 7)) {
+        /* A file that is not a usable image, or a model without a vision
+         * tower, is said and the chat goes on. */
+        char path[4096];
+        snprintf(path, sizeof path, "%.*s", (int)(len - 7), line + 7);
+        if (k3_vision_probe(c->o->model_dir, e) != K3_OK || add_pending(c, path, e) != K3_OK) {
+            fprintf(stderr, "chat: %s\n", e->msg);
+            e->code = K3_OK;
+            e->msg[0] = '\0';
+        } else if (!c->o->quiet) {
+            const k3_chat_image *im = &c->conv->images[c->pending[c->npending - 1]];
+            fprintf(stderr, "chat: image %s (%dx%d) goes with the next message\n", path,
+                    im->width, im->height);
+        }
     } else {
         fprintf(stderr, "chat: unknown command %.*s (/help lists them)\n", (int)len, line);
     }

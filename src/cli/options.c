@@ -29,6 +29,9 @@ const k3_opt k3_memory_opt_table[] = {
     K3_OPT_STR_("--trunk", "DIR", M, trunk_dir,
                 "read layers and lm_head from DIR/trunk.bin, made by\n"
                 "k3 pack-trunk MODEL_DIR DIR (one aligned read per layer)"),
+    K3_OPT_STR_("--draft-trunk", "DIR", M, draft_trunk,
+                "with --draft self: the drafter multiplies by DIR/draft.bin\n"
+                "(k3 pack-trunk MODEL_DIR DIR --draft q8), held in memory"),
     K3_OPT_INT_("--trunk-layers", "N", M, trunk_layers, 0, 100000,
                 "pin exactly the first N layers (diagnostics)"),
     K3_OPT_INT_("--cache-experts", "N", M, cache_experts, 1, 1L << 30,
@@ -223,6 +226,8 @@ static int check_combinations(const k3_options *o, k3_err *e)
         return k3_fail(e, K3_EINPUT, "--draft %s: the drafters are ngram and self", o->draft);
     if (o->draft_topk >= 0 && !(o->draft && !strcmp(o->draft, "self")))
         return k3_fail(e, K3_EINPUT, "--draft-topk goes with --draft self");
+    if (o->memory.draft_trunk && !(o->draft && !strcmp(o->draft, "self")))
+        return k3_fail(e, K3_EINPUT, "--draft-trunk goes with --draft self");
     if (o->draft && o->spec == 0 && !o->tf_check)
         return k3_fail(e, K3_EINPUT, "--draft goes with --spec N (N > 0) or auto");
     if (o->tf_check && (o->chat || !(o->ids_csv || o->prompt || o->prompt_file)))
@@ -362,6 +367,7 @@ int k3_options_model(const k3_memory_opts *o, k3_model_opts *mo, k3_err *e)
     mo->max_context = o->max_context;
     mo->no_mem_check = o->no_mem_check;
     mo->trunk_dir = o->trunk_dir;
+    mo->draft_trunk = o->draft_trunk;
     mo->sequences = o->sequences;
     return K3_OK;
 }

@@ -47,6 +47,7 @@ typedef struct k3_memory_opts {
     int max_context_given;        /* --max-context was given */
     int no_mem_check;             /* --no-mem-check */
     const char *trunk_dir;        /* --trunk DIR: packed trunk (k3 pack-trunk) */
+    const char *draft_trunk;      /* --draft-trunk DIR: the self drafter's q8 trunk */
     int sequences;                /* states run together (no option: --batch-file's lines);
                                    * 0 = 1 */
 } k3_memory_opts;

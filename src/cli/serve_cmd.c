@@ -14,6 +14,7 @@
 #include "gen/draft.h"
 #include "k3/k3.h"
 #include "k3/tokenizer.h"
+#include "model/model.h"
 #include "server/engine.h"
 #include "server/server.h"
 #include "util/error.h"
@@ -198,6 +199,8 @@ static int parse(serve_args *a, int argc, char **argv, k3_err *e)
                        a->draft);
     if (a->draft_topk >= 0 && !(a->draft && !strcmp(a->draft, "self")))
         return k3_fail(e, K3_EINPUT, "serve: --draft-topk goes with --draft self");
+    if (a->memory.draft_trunk && !(a->draft && !strcmp(a->draft, "self")))
+        return k3_fail(e, K3_EINPUT, "serve: --draft-trunk goes with --draft self");
     if (a->spec == K3_OPT_AUTO)
         a->spec = K3_SPEC_AUTO;
     return K3_OK;
@@ -310,6 +313,12 @@ static int serve(const serve_args *a, k3_err *e)
                     cfg.parallel == 1 ? "" : "s");
             k3_model_print_plan(m, stderr);
         }
+        /* Image parts: encoded with the checkpoint's tower per request, which
+         * may take what the budget leaves beside the text plan (server/images.h). */
+        cfg.vision_dir = a->model_dir;
+        cfg.image_room = mo.budget_gb < 0 ? -1.0
+                         : mo.budget_gb * 1073741824.0 - (double)m->plan.total;
+        cfg.no_mem_check = a->memory.no_mem_check;
         k3_server_run(&cfg, lfd, port, m, tok, e);
         k3_err stop = { 0, "" };
         if (k3_engine_stop(&stop) && !e->code)

@@ -17,6 +17,7 @@
 #include "k3/chat.h"
 #include "server/emit.h"
 #include "server/engine.h"
+#include "server/images.h"
 #include "util/clock.h"
 #include "util/error.h"
 
@@ -54,8 +55,9 @@ void k3_answerer_free(k3_answerer *a)
     memset(a, 0, sizeof *a);
 }
 
-int k3_answer_prompt(const k3_tokenizer *tok, const k3_api_request *req, int64_t context,
-                     long limit, k3_answer_job *job, k3_api_error *err)
+int k3_answer_prompt(const k3_tokenizer *tok, const struct k3_server_vision *vision,
+                     const k3_api_request *req, int64_t context, long limit,
+                     k3_answer_job *job, k3_api_error *err)
 {
     k3_err e = { 0, "" };
     size_t *n = &job->n;
@@ -63,6 +65,10 @@ int k3_answer_prompt(const k3_tokenizer *tok, const k3_api_request *req, int64_t
     job->ids = NULL;
     job->n = 0;
     job->thinking = 0;
+    job->nspan = 0;
+    job->rows = NULL;
+    job->embeds = NULL;
+    job->encode_seconds = 0;
     if (req->kind == K3_API_CHAT) {
         k3_turn_chat_prompt(req->chat, tok, &job->ids, n, &job->thinking, &e);
     } else {
@@ -71,6 +77,9 @@ int k3_answer_prompt(const k3_tokenizer *tok, const k3_api_request *req, int64_t
     if (e.code)
         return k3_api_fail(err, e.code == K3_EINPUT ? 400 : 500, NULL,
                            req->kind == K3_API_CHAT ? "messages" : "prompt", "%s", e.msg);
+    if (req->kind == K3_API_CHAT && vision &&
+        k3_server_images_prompt(vision, tok, req->chat, job, err))
+        return err->status;
     if (*n == 0)
         return k3_api_fail(err, 400, "invalid_value", "prompt",
                            "The prompt is empty: there is nothing to continue from.");
@@ -215,14 +224,11 @@ static int set_sampler(k3_answerer *a, const k3_api_request *r, k3_err *e)
     return k3_sampler_check(s, e);
 }
 
-/* Ids the state holds in common with ids[0..n). */
-static size_t common_ids(const k3_state *s, const uint32_t *ids, size_t n)
+/* Positions the state holds in common with job's prompt: equal ids, and
+ * no image the two do not share before them (k3_state_common). */
+static size_t common_ids(const k3_state *s, const k3_answer_job *job)
 {
-    const uint32_t *have = k3_state_ids(s);
-    size_t pos = (size_t)k3_state_pos(s), same = 0;
-    while (same < pos && same < n && have[same] == ids[same])
-        same++;
-    return same;
+    return k3_state_common(s, job->ids, job->n, job->span, job->nspan);
 }
 
 /* Of marks x and y (either may be NULL), the later one at most at. */
@@ -235,21 +241,22 @@ static k3_state_mark *mark_within(k3_state_mark *x, k3_state_mark *y, size_t at)
     return xo ? x : yo ? y : NULL;
 }
 
-size_t k3_answer_reusable(const k3_answerer *a, const uint32_t *ids, size_t n)
+size_t k3_answer_reusable(const k3_answerer *a, const k3_answer_job *job)
 {
-    size_t same = common_ids(a->state, ids, n);
+    size_t same = common_ids(a->state, job);
     if (same == (size_t)k3_state_pos(a->state))
         return same;
     k3_state_mark *mk = mark_within(a->mark, a->pmark, same);
     return mk ? (size_t)k3_state_mark_pos(mk) : 0;
 }
 
-/* Brings a's state back to the most of ids[0..n) it can keep (without
- * feeding: the scheduler feeds the rest a chunk per step); *split: where
- * the prompt departs from what the state held, when past that. */
-static void rewind_for(k3_answerer *a, const uint32_t *ids, size_t n, size_t *split)
+/* Brings a's state back to the most of job's prompt it can keep (without
+ * feeding: the scheduler feeds the rest a chunk per step), and gives it
+ * the prompt's image spans; *split: where the prompt departs from what the
+ * state held, when past that. */
+static int rewind_for(k3_answerer *a, const k3_answer_job *job, size_t *split, k3_err *e)
 {
-    size_t same = common_ids(a->state, ids, n);
+    size_t n = job->n, same = common_ids(a->state, job);
     *split = 0;
     if (same < (size_t)k3_state_pos(a->state)) {
         k3_err stale = { 0, "" };
@@ -262,6 +269,8 @@ static void rewind_for(k3_answerer *a, const uint32_t *ids, size_t n, size_t *sp
     }
     if (same > (size_t)k3_state_pos(a->state) && same < n)
         *split = same;
+    /* From here the state's ids below its position are the prompt's. */
+    return k3_state_set_images(a->state, job->span, job->nspan, e);
 }
 
 /* The turn's parameters of the request. */
@@ -283,6 +292,8 @@ static void turn_params(answer *w)
     /* A request may ask for fewer drafts than the server planned, not more. */
     tp->spec = (size_t)(r->spec >= 0 && r->spec < a->spec ? r->spec : a->spec);
     tp->drafter = &a->drafter;
+    tp->spec_begin = k3_engine_spec_begin; /* relayed to replicas (server/engine.h) */
+    tp->spec_end = k3_engine_spec_end;
     k3_turn_sink sink = { w, on_text, on_call, on_token, NULL };
     w->sink = sink;
 }
@@ -310,9 +321,8 @@ int k3_answer_begin(k3_answerer *a, const k3_answer_job *job, const k3_answer_io
     w->ids = k3_malloc(e, (job->max_tokens + 1) * sizeof *w->ids, "generated ids");
     w->logits = w->ids ? k3_malloc(e, k3_model_vocab(a->model) * sizeof *w->logits, "logits")
                        : NULL;
-    if (!w->logits || set_sampler(a, r, e))
+    if (!w->logits || set_sampler(a, r, e) || rewind_for(a, job, &w->split, e))
         return e->code;
-    rewind_for(a, job->ids, job->n, &w->split);
     w->fed = st->reused = (size_t)k3_state_pos(a->state);
     if (w->fed == job->n)
         memcpy(w->logits, k3_state_logits(a->state), k3_model_vocab(a->model) * sizeof *w->logits);
@@ -341,6 +351,7 @@ int k3_answer_want(k3_answer *x, size_t room, k3_seq *seq)
     if (left == 0)
         return 0; /* the prompt is in: the next advance begins the turn */
     seq->ids = w->job->ids + w->fed;
+    seq->embeds = w->job->embeds ? w->job->embeds + w->fed : NULL; /* image rows */
     if (w->split > w->fed && w->split - w->fed < left)
         left = w->split - w->fed; /* a piece ends there: pmark (advance) */
     seq->n = left < room ? left : room;

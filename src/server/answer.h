@@ -11,6 +11,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "chat/images.h"
 #include "k3/k3.h"
 #include "k3/sample.h"
 #include "gen/draft.h"
@@ -44,8 +45,17 @@ void k3_answerer_free(k3_answerer *a);
 /* A request ready for the worker. */
 typedef struct k3_answer_job {
     const k3_api_request *req;
-    uint32_t *ids;        /* the prompt (malloc'd: the job's owner frees it) */
+    uint32_t *ids;        /* the prompt (malloc'd: the job's owner frees it), each image's
+                           * pad expanded to its rows */
     size_t n;
+    /* Images (server/images.h): span k is the conversation's image image[k]; its
+     * hash, rows and the positions' row pointers are set by the worker. */
+    k3_image_span span[K3_CHAT_MAX_IMAGES];
+    size_t image[K3_CHAT_MAX_IMAGES];
+    size_t nspan;
+    float *rows;          /* the images' rows (malloc'd) */
+    const float **embeds; /* [n] a position's row, or NULL; NULL: no images */
+    double encode_seconds; /* the worker's encoding of them (the tower read included) */
     size_t max_tokens;
     int thinking;         /* the prompt opened the think element */
     const char *id;       /* "chatcmpl-..." / "cmpl-..." */
@@ -54,16 +64,19 @@ typedef struct k3_answer_job {
 } k3_answer_job;
 
 /* Fills job's req, ids, n, max_tokens and thinking from req: the prompt
- * is the chat rendered in the chat format and encoded, or a completion
- * prompt encoded with special tokens disallowed. max_tokens is the
+ * is the chat rendered in the chat format and encoded (its images placed
+ * by server/images.h with vision; NULL: the server takes none), or a
+ * completion prompt encoded with special tokens disallowed. max_tokens is the
  * request's (prompt + it must fit the context, else 400
  * context_length_exceeded), or by default what the context leaves, capped
  * by limit (chat: the server's default_tokens) or 16 (completions,
  * OpenAI's default). An empty prompt
  * or one that fills the context is 400. Returns 0 or the error's status
  * (job->ids may be set either way). */
-int k3_answer_prompt(const k3_tokenizer *tok, const k3_api_request *req, int64_t context,
-                     long limit, k3_answer_job *job, k3_api_error *err);
+struct k3_server_vision;
+int k3_answer_prompt(const k3_tokenizer *tok, const struct k3_server_vision *vision,
+                     const k3_api_request *req, int64_t context, long limit,
+                     k3_answer_job *job, k3_api_error *err);
 
 /* Where an answer's bytes go. publish takes bytes ready to send (complete
  * SSE events, or the whole JSON body at the end); cancelled says the
@@ -117,12 +130,13 @@ int k3_answer_advance(k3_answer *w, int *done, k3_err *e);
 void k3_answer_fail(k3_answer *w, const k3_err *e);
 int k3_answer_finish(k3_answer *w);
 
-/* The ids of the prompt ids[0..n) that answerer a's state could keep: its
- * held ids when they are a prefix of ids, else the later of its two marks
+/* The ids of job's prompt that answerer a's state could keep: its held
+ * ids when they are a prefix of the prompt (ids and images alike,
+ * k3_state_common with the job's spans), else the later of its two marks
  * within the common part (k3_state_sync's rule, with two marks), else 0.
  * A mark made stale by a rewind to the other one is found so only when
  * the rewind is tried (then the other one, or a reset). */
-size_t k3_answer_reusable(const k3_answerer *a, const uint32_t *ids, size_t n);
+size_t k3_answer_reusable(const k3_answerer *a, const k3_answer_job *job);
 
 /* begin, then want/advance with one sequence per call until done, then
  * finish: one answer alone. */

@@ -227,13 +227,16 @@ static void log_line(k3_server *s, const k3_http_request *req, int status, const
     k3_metrics_request(&s->metrics, endpoint_of(req), status);
     if (s->cfg->quiet)
         return;
-    char what[256] = "";
+    char what[320] = "", images[64] = "";
+    if (job && job->answer.nspan)
+        snprintf(images, sizeof images, " images=%zu encode=%.3fs", job->answer.nspan,
+                 job->answer.encode_seconds);
     if (job && job->stats.finish) {
         const k3_answer_stats *st = &job->stats;
         size_t fed = job->answer.n - st->reused;
         snprintf(what, sizeof what,
-                 " prompt=%zu reused=%zu generated=%zu finish=%s prompt_tok/s=%.2f gen_tok/s=%.2f",
-                 job->answer.n, st->reused, st->generated, st->finish,
+                 "%s prompt=%zu reused=%zu generated=%zu finish=%s prompt_tok/s=%.2f "
+                 "gen_tok/s=%.2f", images, job->answer.n, st->reused, st->generated, st->finish,
                  st->prompt_seconds > 0 ? (double)fed / st->prompt_seconds : 0.0,
                  st->gen_seconds > 0 ? (double)st->generated / st->gen_seconds : 0.0);
     }
@@ -339,7 +342,7 @@ static void generate(k3_server *s, int fd, const k3_http_request *hreq, const ch
         status = k3_api_fail(&err, 500, NULL, NULL, "%s", e.msg);
     }
     if (!status)
-        status = k3_answer_prompt(s->tok, &req, s->cfg->context, s->cfg->default_tokens,
+        status = k3_answer_prompt(s->tok, &s->vision, &req, s->cfg->context, s->cfg->default_tokens,
                                   &job->answer, &err);
     if (!status) {
         pthread_mutex_lock(&s->mu);

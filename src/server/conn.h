@@ -13,6 +13,7 @@
 #include "k3/tokenizer.h"
 #include "server/clients.h"
 #include "server/http.h"
+#include "server/images.h"
 #include "server/metrics.h"
 #include "server/queue.h"
 #include "server/server.h"
@@ -30,6 +31,7 @@ typedef struct k3_server {
     long long started;     /* time(NULL) at start: /v1/models "created" */
     char cors[320];        /* "Access-Control-Allow-Origin: ...\r\n" on every answer, or "" */
     k3_metrics metrics;    /* its own mutex */
+    k3_server_vision vision; /* image parts (images.h); fixed while serving */
     pthread_mutex_t mu;    /* guards the fields below */
     pthread_cond_t idle;   /* signalled when conns drops */
     int conns;             /* connection threads alive */

@@ -53,10 +53,24 @@ static int put_parts(parse *p, k3_buf *b, const k3_json *parts, size_t i, k3_err
     return p->err->status;
 }
 
-/* Message i as the renderer reads it: "developer" is "system"; content
- * parts become one string; an assistant's name, refusal, audio and
- * annotations (which the format has no place for) are dropped. Everything
- * else passes as it is, for the reader to judge. */
+/* Whether a content list holds an image part: then it goes to the renderer
+ * as it is (chat/images.h reads the parts, data URLs and all). */
+static int has_image(const k3_json *parts)
+{
+    for (size_t j = 0; j < parts->count; j++) {
+        const k3_json *type = k3_json_get(&parts->items[j], "type");
+        if (parts->items[j].type == K3J_OBJECT && type && type->type == K3J_STRING &&
+            !strcmp(type->str, "image_url"))
+            return 1;
+    }
+    return 0;
+}
+
+/* Message i as the renderer reads it: "developer" is "system"; text
+ * content parts become one string (a list with an image part stays a
+ * list); an assistant's name, refusal, audio and annotations (which the
+ * format has no place for) are dropped. Everything else passes as it is,
+ * for the reader to judge. */
 static int put_message(parse *p, k3_buf *b, const k3_json *m, size_t i, k3_err *e)
 {
     static const char *const assistant_only[] = { "name", "refusal", "audio", "annotations",
@@ -90,7 +104,7 @@ static int put_message(parse *p, k3_buf *b, const k3_json *m, size_t i, k3_err *
         if (developer && !strcmp(key, "role")) {
             if (k3_jtext_put(b, "system", 6, e))
                 return oom(p, e);
-        } else if (!strcmp(key, "content") && v->type == K3J_ARRAY) {
+        } else if (!strcmp(key, "content") && v->type == K3J_ARRAY && !has_image(v)) {
             if (put_parts(p, b, v, i, e))
                 return p->err->status;
         } else if (k3_json_write(b, v, 0, e)) {

@@ -6,7 +6,9 @@
  * k3_chat_read, so the renderer's strict reader is the one judge of
  * messages, tool calls, tool_choice and response_format. The rewrite only
  * normalises what OpenAI allows and the renderer spells otherwise: the
- * developer role is system; text content parts are joined with "\n"; an
+ * developer role is system; text content parts are joined with "\n" (a
+ * list with an image_url part goes as it is: the reader's parts, text and
+ * images in order with no separator, chat/images.h, server/images.h); an
  * assistant's name, refusal, audio and annotations (which the format has
  * no place for) are dropped. Message indices are kept, so the reader's
  * error paths ("messages[2].role") name the request's own fields. */

@@ -3,7 +3,10 @@
  * A command is a header of HDR int64s {op, a, b, words}, broadcast first,
  * then (words > 0) a payload of `words` uint32s. A forward's payload is,
  * per sequence, {state id, n, logits: 0 none, 1 last row, 2 every row},
- * then every sequence's ids in order. Ids of states and marks are indexes
+ * then every sequence's ids in order. A speculative step's begin carries
+ * {state id, max ids}, its end {state id, keep}: a follower ends it with the
+ * row the replica's own verify call gave (the leader's row, bit for bit).
+ * Ids of states and marks are indexes
  * into a table (the leader's pointers by id, a follower's replicas by the
  * same id), given out in creation order and never reused. */
 #include "server/engine.h"
@@ -14,7 +17,10 @@
 #include "util/ckd.h"
 #include "util/error.h"
 
-enum { OP_NEW = 1, OP_FREE, OP_RESET, OP_MARK, OP_MFREE, OP_REWIND, OP_FORWARD, OP_STOP };
+enum {
+    OP_NEW = 1, OP_FREE, OP_RESET, OP_MARK, OP_MFREE, OP_REWIND, OP_FORWARD, OP_STOP,
+    OP_SPEC_BEGIN, OP_SPEC_END
+};
 enum { HDR = 4 };
 /* The most payload words one command may carry (a forward's ids). */
 #define MAX_WORDS ((uint64_t)1 << 28)
@@ -28,6 +34,9 @@ typedef struct {
 } table;
 
 static table states, marks;
+/* Follower: per state id, its rows' logits in the last forward that wanted
+ * every row (a verify call), or NULL; for OP_SPEC_END. */
+static table rows;
 
 void k3_engine_set_relay(const k3_engine_relay *r)
 {
@@ -39,9 +48,14 @@ int k3_engine_is_follower(void)
     return relay && relay->follower;
 }
 
-static int leading(void)
+int k3_engine_is_leader(void)
 {
     return relay && !relay->follower;
+}
+
+static int leading(void)
+{
+    return k3_engine_is_leader();
 }
 
 /* The id of p in t, or -1. */
@@ -156,8 +170,11 @@ int k3_engine_rewind(k3_state *s, k3_state_mark *mark, k3_err *e)
 static int send_forward(const k3_seq *seqs, size_t n, k3_err *e)
 {
     uint64_t words = k3_sat_mul(3, n);
-    for (size_t i = 0; i < n; i++)
+    for (size_t i = 0; i < n; i++) {
+        if (seqs[i].embeds) /* the server refuses image requests first (server/images.h) */
+            return k3_fail(e, K3_EINPUT, "image rows are not relayed to the other ranks");
         words = k3_sat_add(words, seqs[i].n);
+    }
     if (words > MAX_WORDS)
         return k3_fail(e, K3_EINPUT, "a forward call of %llu ids is too large to relay",
                        (unsigned long long)words);
@@ -183,6 +200,23 @@ int k3_engine_forward_multi(k3_model *m, const k3_seq *seqs, size_t n, k3_err *e
         return e->code;
     if (k3_forward_multi(m, seqs, n, e) != K3_OK && leading() && e->code != K3_EINPUT)
         relay->fatal(relay->ctx, e);
+    return e->code;
+}
+
+/* The speculative step's operations are local to each process (no
+ * collective): the leader runs one first and relays it only when it
+ * succeeded, so a refused one changes no replica either. */
+int k3_engine_spec_begin(k3_state *s, size_t max_tokens, k3_err *e)
+{
+    if (k3_state_spec_begin(s, max_tokens, e) == K3_OK && leading())
+        send(OP_SPEC_BEGIN, id_of(&states, s), (int64_t)max_tokens, NULL, 0, e);
+    return e->code;
+}
+
+int k3_engine_spec_end(k3_state *s, size_t keep, const float *last_row, k3_err *e)
+{
+    if (k3_state_spec_end(s, keep, last_row, e) == K3_OK && leading())
+        send(OP_SPEC_END, id_of(&states, s), (int64_t)keep, NULL, 0, e);
     return e->code;
 }
 
@@ -231,6 +265,10 @@ static int follow_forward(k3_model *m, int64_t ns, const uint32_t *pay, size_t w
     if (!seqs)
         return e->code;
     size_t at = 3 * (size_t)ns, fl = 0;
+    for (size_t i = 0; i < rows.n; i++)
+        rows.p[i] = NULL;
+    while (rows.n < states.n && add(&rows, NULL, e) >= 0)
+        ;
     for (int64_t i = 0; i < ns && !e->code; i++) {
         uint32_t n = pay[3 * i + 1], mode = pay[3 * i + 2];
         seqs[i].state = replica(pay[3 * i]);
@@ -238,6 +276,9 @@ static int follow_forward(k3_model *m, int64_t ns, const uint32_t *pay, size_t w
         seqs[i].n = n;
         seqs[i].logits = mode ? *lg + fl : NULL;
         seqs[i].all_positions = mode == 2;
+        seqs[i].embeds = NULL;
+        if (mode == 2 && seqs[i].state)
+            rows.p[pay[3 * i]] = seqs[i].logits;
         at += n;
         fl += mode == 2 ? (size_t)n * V : mode == 1 ? V : 0;
         if (!seqs[i].state)
@@ -295,6 +336,18 @@ static int follow_one(k3_model *m, const int64_t *h, int *stop, k3_err *e)
         if (s && mk && *mk)
             k3_state_rewind(s, *mk, &ignore); /* refused alike on the leader (a stale mark) */
         return K3_OK;
+    case OP_SPEC_BEGIN: /* as the leader's, which succeeded */
+        if (!s || k3_state_spec_begin(s, (size_t)h[2], e))
+            return e->code ? e->code
+                           : k3_fail(e, K3_ERUNTIME, "the op stream: a step of a missing state");
+        return K3_OK;
+    case OP_SPEC_END: {
+        const float *row = h[1] >= 0 && (uint64_t)h[1] < rows.n ? rows.p[h[1]] : NULL;
+        if (!s || !row || h[2] < 1)
+            return k3_fail(e, K3_ERUNTIME, "the op stream: a step's end without its verify call");
+        return k3_state_spec_end(s, (size_t)h[2], row + (size_t)(h[2] - 1) * k3_model_vocab(m),
+                                 e);
+    }
     case OP_STOP:
         *stop = 1;
         return K3_OK;
@@ -338,6 +391,7 @@ int k3_engine_follow(k3_model *m, k3_err *e)
         k3_state_free(states.p[i]);
     table_free(&marks);
     table_free(&states);
+    table_free(&rows);
     free(pay);
     free(lg);
     return e->code;

@@ -19,9 +19,11 @@
  * sequence, its state id, its ids and whether it wants no logits, the last
  * row or every row (the logits' product is itself a collective).
  *
- * Speculation's k3_state_spec_begin/end are not among the operations:
- * over MPI speculation is off (mpi/main.c: each rank would choose its
- * drafts from its own timing), so a verify row never reaches a relay.
+ * A speculative step's begin and end (k3_state_spec_begin/end) are
+ * operations too: the leader alone decides a step's drafts (its cost gate,
+ * its drafter); the followers replay its verify call and its cut. The
+ * drafter must then be one that runs no forward of its own (ngram): a
+ * self drafter's passes would be the leader's alone.
  *
  * Failures: a forward the library refuses in its checks (K3_EINPUT: no
  * state changed) is refused on every process alike and serving goes on. A
@@ -56,6 +58,10 @@ typedef struct k3_engine_relay {
 void k3_engine_set_relay(const k3_engine_relay *r);
 /* 1 when this process is a follower (a relay is set with follower = 1). */
 int k3_engine_is_follower(void);
+/* 1 when this process leads followers (a relay is set with follower = 0):
+ * a forward with image rows (k3_seq.embeds) is then refused, K3_EINPUT,
+ * as the op stream carries ids only. */
+int k3_engine_is_leader(void);
 
 /* *v becomes the leader's value on every process (no relay: unchanged);
  * the serve command agrees on its slot count this way, as each process's
@@ -69,6 +75,10 @@ int k3_engine_mark_take(const k3_state *s, k3_state_mark **mark, k3_err *e);
 void k3_engine_mark_free(k3_state_mark *mark);
 int k3_engine_rewind(k3_state *s, k3_state_mark *mark, k3_err *e);
 int k3_engine_forward_multi(k3_model *m, const k3_seq *seqs, size_t n, k3_err *e);
+/* k3_state_spec_begin and k3_state_spec_end (k3/k3.h), relayed: the turn
+ * driver's spec_begin/spec_end (chat/turn.h) when serving. */
+int k3_engine_spec_begin(k3_state *s, size_t max_tokens, k3_err *e);
+int k3_engine_spec_end(k3_state *s, size_t keep, const float *last_row, k3_err *e);
 
 /* Leader: tells the followers that serving is over (their
  * k3_engine_follow returns K3_OK); no relay: nothing. */

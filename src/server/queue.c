@@ -6,6 +6,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "server/images.h"
 #include "util/error.h"
 
 int k3_queue_init(k3_queue *q, size_t max_waiting, size_t nslots, k3_err *e)
@@ -53,6 +54,7 @@ void k3_job_free(k3_job *job)
     k3_buf_free(&job->out);
     free(job->answer.ids);
     job->answer.ids = NULL;
+    k3_server_images_free(&job->answer);
 }
 
 int k3_queue_submit(k3_queue *q, k3_job *job)

@@ -50,6 +50,11 @@ typedef struct k3_server_config {
     const char *draft;      /* the drafter: "ngram" (NULL) or "self" (gen/draft.h) */
     int draft_topk;         /* the self drafter's experts per token (-1: default) */
     int quiet;              /* no per-request log lines */
+    const char *vision_dir; /* the checkpoint whose vision tower encodes image_url parts
+                             * (NULL: a request with one is a 400; server/images.h) */
+    double image_room;      /* bytes an image request's encoding may take: the run's
+                             * budget less the text plan (< 0: no budget) */
+    int no_mem_check;       /* image requests are not checked against free memory */
     const char *cors;       /* the Access-Control-Allow-Origin every answer carries (and
                              * OPTIONS preflights get): NULL = "*" when host is loopback,
                              * none otherwise; "" = none */

@@ -6,7 +6,9 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "server/emit.h"
 #include "server/engine.h"
+#include "server/images.h"
 #include "util/error.h"
 
 typedef struct {
@@ -63,7 +65,27 @@ static void retire(k3_server *s, slot *sl, int status)
     k3_metrics_drafts(&s->metrics, job->stats.drafted, job->stats.accepted);
     sl->job = NULL;
     sl->w = NULL;
+    k3_server_images_free(&job->answer); /* the rows are in the state now */
     k3_queue_done(&s->queue, job, status);
+}
+
+/* The job's images encoded (server/images.h) before it picks a slot, as
+ * a slot's reuse compares them. A failure (the tower's read, memory) is
+ * the job's 500, published here. Returns 0 when the job may run. */
+static int encode_images(k3_server *s, k3_job *job)
+{
+    k3_err e = { 0, "" }, e2 = { 0, "" };
+    if (k3_server_images_encode(&s->vision, job->answer.req->chat, &job->answer, &e) == K3_OK)
+        return 0;
+    k3_api_error err;
+    k3_buf b = { 0 };
+    k3_api_fail(&err, 500, NULL, "messages", "encoding the images failed: %s", e.msg);
+    if (k3_emit_error(&err, job->answer.req->stream, &b, &e2) == K3_OK)
+        k3_queue_publish(&s->queue, job, b.data, b.len, &e2);
+    k3_buf_free(&b);
+    k3_server_images_free(&job->answer);
+    k3_queue_done(&s->queue, job, 500);
+    return 1;
 }
 
 /* The free slot whose state keeps the most of job's prompt (ties: the
@@ -75,7 +97,7 @@ static slot *pick(slot *sl, size_t n, const k3_job *job)
     for (size_t i = 0; i < n; i++) {
         if (sl[i].job)
             continue;
-        size_t k = k3_answer_reusable(sl[i].a, job->answer.ids, job->answer.n);
+        size_t k = k3_answer_reusable(sl[i].a, &job->answer);
         if (!best || k > keep)
             best = &sl[i], keep = k;
     }
@@ -92,6 +114,8 @@ static size_t admit(k3_server *s, slot *sl, size_t n, size_t used)
             k3_queue_done(&s->queue, job, 503);
             continue;
         }
+        if (encode_images(s, job))
+            continue;
         slot *x = pick(sl, n, job);
         x->job = job;
         x->ctx.q = &s->queue;

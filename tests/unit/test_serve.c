@@ -220,7 +220,9 @@ static void test_api(void)
         { "{\"messages\":[{\"role\":\"robot\"}]}", "messages[0].role" },
         { "{\"messages\":[{\"role\":\"user\",\"content\":\"x\",\"extra\":1}]}", "messages[0]" },
         { "{\"messages\":[{\"role\":\"user\",\"content\":[{\"type\":\"image_url\"}]}]}",
-          "messages[0].content[0]" },
+          "messages[0].content[0].image_url.url" },
+        { "{\"messages\":[{\"role\":\"user\",\"content\":[{\"type\":\"image_url\","
+          "\"image_url\":{\"url\":\"https://x/y.png\"}}]}]}", "messages[0].content[0]" },
         { "{\"messages\":[{\"role\":\"assistant\",\"function_call\":{}}]}",
           "messages[0].function_call" },
         { "{\"messages\":[{\"role\":\"user\",\"content\":7}]}", "messages[0].content" },

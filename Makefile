@@ -31,8 +31,18 @@ ifeq ($(IMAGE),1)
 IMAGE_CFLAGS := -DK3_HAVE_IMAGE $(shell pkg-config --cflags libpng libjpeg)
 IMAGE_LIBS   := $(shell pkg-config --libs libpng libjpeg)
 endif
-LDLIBS  = -lm -fopenmp -pthread $(IMAGE_LIBS) $(LDLIBS_OS)
-ALL_CFLAGS = $(CFLAGS_BASE) $(IMAGE_CFLAGS) $(OPT) $(CFLAGS)
+# URING=1: the io_uring reader (src/util/os_ring.c, io/read_queue.h) with
+# Debian's liburing (liburing-dev), found by pkg-config; URING=0 builds
+# without (reads then run on threads, as where the kernel refuses a ring).
+# Default: 1 when pkg-config finds it, native builds only (make windows and
+# make cross-aarch64 pass URING=0).
+URING   ?= $(shell pkg-config --exists liburing 2>/dev/null && echo 1 || echo 0)
+ifeq ($(URING),1)
+URING_CFLAGS := -DK3_HAVE_URING $(shell pkg-config --cflags liburing)
+URING_LIBS   := $(shell pkg-config --libs liburing)
+endif
+LDLIBS  = -lm -fopenmp -pthread $(IMAGE_LIBS) $(URING_LIBS) $(LDLIBS_OS)
+ALL_CFLAGS = $(CFLAGS_BASE) $(IMAGE_CFLAGS) $(URING_CFLAGS) $(OPT) $(CFLAGS)
 
 LIB_SRC  := $(sort $(wildcard src/*/*.c))
 LIB_SRC  := $(filter-out src/cli/% src/pack/% src/mpi/%,$(LIB_SRC))
@@ -146,7 +156,7 @@ install: $(K3_BIN) $(BUILD)/libk3.a $(SHLIB)
 	install -m 644 include/k3/*.h $(DESTDIR)$(PREFIX)/include/k3/
 	install -m 644 examples/generate.c $(DESTDIR)$(PREFIX)/share/k3/examples/
 	sed -e 's|@PREFIX@|$(PREFIX)|; s|@LIBDIR@|$(LIBDIR)|; s|@VERSION@|$(K3_VERSION)|' \
-		-e 's|@IMAGE_LIBS@|$(IMAGE_LIBS)|' \
+		-e 's|@IMAGE_LIBS@|$(IMAGE_LIBS)|; s|@URING_LIBS@|$(URING_LIBS)|' \
 		k3.pc.in >$(DESTDIR)$(LIBDIR)/pkgconfig/k3.pc
 
 # make portable: no -march anywhere. The default build has none either: the
@@ -161,7 +171,7 @@ portable:
 # it cannot change a bit (without -ffast-math gcc never reorders float sums).
 cross-aarch64:
 	$(MAKE) BUILD=build-aarch64 CC=aarch64-linux-gnu-gcc OPT="-O2 -g -fno-tree-vectorize" \
-		CFLAGS=-static IMAGE=0 all
+		CFLAGS=-static IMAGE=0 URING=0 all
 
 # ---- Windows (issue 21): a mingw-w64 cross build in build-win/, static (the
 # .exe needs no DLLs: libgomp, winpthreads, libgcc linked in), and its suite
@@ -177,7 +187,7 @@ WIN_TESTS   = test_simd test_kernels test_fixtures test_xxh64 test_parsers
 WIN_PROGS   =
 .PHONY: windows test-windows
 windows:
-	$(MAKE) BUILD=build-win CC=$(WIN_CC) EXE=.exe CFLAGS="$(WIN_CFLAGS)" IMAGE=0 \
+	$(MAKE) BUILD=build-win CC=$(WIN_CC) EXE=.exe CFLAGS="$(WIN_CFLAGS)" IMAGE=0 URING=0 \
 		LDLIBS_OS="$(WIN_LIBS)" build-win/bin/k3.exe \
 		$(WIN_TESTS:%=build-win/tests/%.exe) $(WIN_PROGS:%=build-win/progs/%.exe)
 	cp build-win/bin/k3.exe build-win/k3.exe
@@ -216,7 +226,7 @@ $(BUILD)/src/mpi/cli/main.o: src/cli/main.c $(BUILD)/commit.stamp
 $(MPI_BIN): $(MPI_OBJ) $(MPI_CLI_OBJ) $(PACK_OBJ) $(BUILD)/libk3.a
 	@mkdir -p $(dir $@)
 	$(MPICC) $(ALL_CFLAGS) -o $@ $(MPI_OBJ) $(MPI_CLI_OBJ) $(PACK_OBJ) $(BUILD)/libk3.a $(LDLIBS)
-.PHONY: mpi test-mpi
+.PHONY: mpi test-mpi test-mpich
 mpi: $(MPI_BIN)
 # The fault-shim k3-mpi for test-mpi: src/io/fault.c again with
 # -DK3_FAULT_INJECTION, linked ahead of libk3.a (whose fault.o it replaces).
@@ -230,5 +240,13 @@ $(MPI_FAULT_BIN): $(MPI_OBJ) $(MPI_CLI_OBJ) $(PACK_OBJ) $(BUILD)/mpi-fault/fault
 test-mpi: $(K3_BIN) $(MPI_BIN) $(MPI_FAULT_BIN)
 	K3_BIN=$(K3_BIN) K3_MPI_BIN=$(MPI_BIN) K3_MPI_FAULT_BIN=$(MPI_FAULT_BIN) K3_BUILD=$(BUILD) \
 		K3_MODELS=$(BUILD)/models PYTHON=$(PYTHON) sh tests/mpi/run.sh
+# MPICH (Debian's mpich, libmpich-dev): bin/k3-mpi built with mpicc.mpich in
+# build-mpich/, checked against bin/k3 by tests/mpi/mpich.sh (short; the full
+# test-mpi runs with Open MPI, Debian's default MPI).
+MPICH_BUILD := build-mpich
+test-mpich: $(K3_BIN)
+	$(MAKE) MPI=1 MPICC=mpicc.mpich BUILD=$(MPICH_BUILD) $(MPICH_BUILD)/bin/k3-mpi
+	K3_BIN=$(K3_BIN) K3_MPI_BIN=$(MPICH_BUILD)/bin/k3-mpi K3_BUILD=$(BUILD) \
+		K3_MODELS=$(BUILD)/models PYTHON=$(PYTHON) sh tests/mpi/mpich.sh
 -include $(MPI_OBJ:.o=.d) $(BUILD)/src/mpi/cli/main.d
 include benchmarks/bench.mk

@@ -9,7 +9,8 @@
 # capacity, as gnuplot SVG/PNG in $(BUILD)/plots (K3_PLOTS_DOCS=1 copies
 # them to docs/plots/). Needs gnuplot (sh scripts/deps.sh plots); make test
 # never runs it.
-BENCH_BIN := $(BUILD)/bench/peak $(BUILD)/bench/kernels $(BUILD)/bench/codec_decode
+BENCH_BIN := $(BUILD)/bench/peak $(BUILD)/bench/kernels $(BUILD)/bench/codec_decode \
+	$(BUILD)/bench/io_depth
 
 $(BUILD)/bench/%: benchmarks/%.c $(BUILD)/libk3.a
 	@mkdir -p $(dir $@)
@@ -24,6 +25,12 @@ bench: $(K3_BIN) $(BENCH_BIN)
 .PHONY: bench-codec
 bench-codec: $(K3_BIN) $(BUILD)/tests/test_codec $(BUILD)/bench/codec_decode
 	K3_BIN=$(K3_BIN) K3_BUILD=$(BUILD) PYTHON=$(PYTHON) sh benchmarks/codec_bench.sh
+
+# make bench-io: benchmarks/io_bench.sh alone (the io_uring reader against
+# the threads reader and the disk; bench.sh runs it too).
+.PHONY: bench-io
+bench-io: $(K3_BIN) $(BUILD)/bench/io_depth
+	K3_BIN=$(K3_BIN) K3_BUILD=$(BUILD) PYTHON=$(PYTHON) sh benchmarks/io_bench.sh
 
 .PHONY: plots
 plots: $(K3_BIN)

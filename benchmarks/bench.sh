@@ -17,7 +17,11 @@
 #      2 slots (--trunk-layers 0);
 #   6. the report (benchmarks/report.py): medians, weight GB/s as a fraction
 #      of the bandwidth, GFLOP/s as a fraction of the FMA peak, speedups; to
-#      stdout and $K3_BUILD/bench/report.md.
+#      stdout and $K3_BUILD/bench/report.md;
+#   7. the other benchmarks' own tables: speculation, the lossless trunk,
+#      the two readers (io_uring and threads, benchmarks/io_bench.sh: the
+#      reader alone at several depths, and streamed decode, against the
+#      disk's parallel O_DIRECT rate) and serving.
 # Environment: K3_BIN, K3_BUILD, PYTHON as for tests/run.sh; K3_SLICE_DIR
 # (default build/slice); K3_SLICE_TRUNK_DIR (default build/slice-trunk);
 # K3_BENCH_RUNS runs per measurement (default 3);
@@ -142,5 +146,7 @@ echo "== speculative decoding (benchmarks/spec_bench.sh)"
 K3_SLICE_DIR=$slice K3_SLICE_TRUNK_DIR=$trunk sh benchmarks/spec_bench.sh
 echo "== the lossless trunk (benchmarks/codec_bench.sh)"
 K3_SLICE_DIR=$slice sh benchmarks/codec_bench.sh | tee "$out/codec.txt"
+echo "== deeper reads: the io_uring reader against threads (benchmarks/io_bench.sh)"
+K3_SLICE_DIR=$slice K3_SLICE_TRUNK_DIR=$trunk sh benchmarks/io_bench.sh | tee "$out/io.txt"
 echo "== serving: slots (benchmarks/serve_bench.sh)"
 K3_SLICE_DIR=$slice sh benchmarks/serve_bench.sh

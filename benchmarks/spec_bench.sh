@@ -8,18 +8,22 @@
 #             random weights cannot produce on their own);
 #   free      the slice's own greedy continuation;
 # with the weights resident and with the trunk streamed (--trunk-layers 0),
-# it runs --spec 0, --spec auto (ngram) and --spec 8 --draft self, and
+# it runs --spec 0, --spec auto (ngram), --spec 8 --draft self and the same
+# on the q8 draft trunk (selfq8: --draft-trunk, k3 pack-trunk --draft q8), and
 # reports per emitted token: forward passes, trunk and expert bytes (the
 # run report's "spec"), decode seconds (the steps after the prompt's), and
 # whether the ids equal --spec 0's (they must). Medians of K3_SPEC_RUNS
-# runs (default 3 resident, 1 streamed: a streamed token costs seconds).
-# Environment as bench.sh: K3_BIN, K3_BUILD, PYTHON, K3_SLICE_DIR,
-# K3_SLICE_TRUNK_DIR; K3_SPEC_GEN ids generated (default 16).
+# runs (default 3 resident, 1 streamed: a streamed token costs seconds;
+# K3_SPEC_RUNS sets both). Environment as bench.sh: K3_BIN, K3_BUILD,
+# PYTHON, K3_SLICE_DIR, K3_SLICE_TRUNK_DIR, K3_SLICE_DRAFT_DIR (the draft
+# trunk, packed there when missing); K3_SPEC_GEN ids generated (default 16);
+# K3_SPEC_TEXTS the continuations (default "grounded free").
 set -eu
 : "${K3_BIN:=bin/k3}" "${K3_BUILD:=build}" "${PYTHON:=/usr/bin/python3}"
 export OMP_WAIT_POLICY="${OMP_WAIT_POLICY:-passive}"
 slice="${K3_SLICE_DIR:-build/slice}"
 trunk="${K3_SLICE_TRUNK_DIR:-build/slice-trunk}"
+draft="${K3_SLICE_DRAFT_DIR:-build/slice-draft}"
 gen="${K3_SPEC_GEN:-16}"
 out="$K3_BUILD/bench/spec"
 mkdir -p "$out"
@@ -28,6 +32,7 @@ rm -f "$out"/*.json "$out"/*.ids
 . benchmarks/checkpoint.sh
 checkpoint "$slice" slice
 [ -f "$trunk/trunk.bin" ] || "$K3_BIN" pack-trunk "$slice" "$trunk" --quiet
+[ -f "$draft/draft.bin" ] || "$K3_BIN" pack-trunk "$slice" "$draft" --draft q8 --quiet
 prompt=$("$PYTHON" -c 'print(",".join(str((i*7919+13)%7936) for i in range(64)))')
 echo "load_before $(cut -d' ' -f1-3 /proc/loadavg)" >"$out/load.txt"
 
@@ -36,18 +41,23 @@ one() {
     mode=$1 text=$2 spec=$3 r=$4
     shift 4
     case $text in grounded) tx="--frequency-penalty -1 --presence-penalty -1" ;; *) tx="" ;; esac
-    case $spec in off) sp="--spec 0" ;; ngram) sp="--spec auto" ;; self) sp="--spec 8 --draft self" ;; esac
+    case $spec in
+    off) sp="--spec 0" ;;
+    ngram) sp="--spec auto" ;;
+    self) sp="--spec 8 --draft self" ;;
+    selfq8) sp="--spec 8 --draft self --draft-trunk $draft" ;;
+    esac
     f="$out/$mode-$text-$spec-r$r"
     # shellcheck disable=SC2086 # tx and sp are options
     "$K3_BIN" "$slice" --ids "$prompt" --gen "$gen" --ignore-eos --quiet $tx $sp "$@" \
         --out "$f.json" >"$f.ids"
     echo "  $mode $text $spec run $r: $(tr -d '\n' <"$f.ids" | cut -c1-60)..."
 }
-for text in grounded free; do
-    for spec in off ngram self; do
+for text in ${K3_SPEC_TEXTS:-grounded free}; do
+    for spec in off ngram self selfq8; do
         for r in $(seq "${K3_SPEC_RUNS:-3}"); do one resident "$text" "$spec" "$r"; done
         for r in $(seq "${K3_SPEC_RUNS:-1}"); do
-            one streamed "$text" "$spec" "$r" --trunk "$trunk" --trunk-layers 0
+            one streamed "$text" "$spec" "$r" --trunk "$trunk" --trunk-layers 0 --trunk-ring 2
         done
     done
 done

@@ -5,6 +5,7 @@
 #   demo:  a C99 compiler with OpenMP and libc headers (build-essential),
 #          make, /usr/bin/python3 with numpy (the model and tokenizer makers),
 #          pkg-config with libpng-dev and libjpeg62-turbo-dev (image input)
+#          and liburing-dev (the io_uring reader, make's URING=1)
 #   test:  the above plus everything a step of tests/run.sh runs:
 #          node and npm with the pinned npm packages (npm ci: tokenizer
 #          oracle, serve gate client), curl (download and serve gates),
@@ -81,6 +82,8 @@ missing() {
     has pkg-config || echo pkgconf
     pkg-config --exists libpng 2>/dev/null || echo libpng-dev
     pkg-config --exists libjpeg 2>/dev/null || echo libjpeg62-turbo-dev
+    # the io_uring reader (make's URING=1, found by pkg-config; Linux only)
+    [ "$(uname -s)" != Linux ] || pkg-config --exists liburing 2>/dev/null || echo liburing-dev
     if [ "$what" = test ]; then
         has node || echo nodejs
         has npm || echo npm

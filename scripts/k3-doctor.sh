@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # k3-doctor.sh - what this machine offers k3: CPU and vector ISA, cores, memory
 # and its cgroup limit, free disk at the model and trunk paths, the O_DIRECT read
-# bandwidth of the trunk's disk with 1-8 parallel readers (scripts/odirect-bw.sh),
+# bandwidth of the trunk's disk with 1-16 parallel readers (scripts/odirect-bw.sh;
+# the best count is the depth to give k3's io_uring reader, K3_IO_DEPTH),
 # and the preset to use with the s/token to expect.
 #
 #   scripts/k3-doctor.sh [TRUNK_DIR]
@@ -251,7 +252,7 @@ report_odirect() {
         *operand* | *iflag*) line o_direct "not measured: this dd has no iflag=direct" ;;
         *) line o_direct "not measured: $(echo "$out" | head -n 1)" ;;
         esac
-    elif ! out=$(sh "$here/odirect-bw.sh" "$tmpfile" 1 2 4 8 2>&1); then
+    elif ! out=$(sh "$here/odirect-bw.sh" "$tmpfile" 1 2 4 8 16 2>&1); then
         line o_direct "not measured: $(echo "$out" | tail -n 1)"
     else
         # One reader keeps one request in flight; k3's reader keeps several,
@@ -260,7 +261,8 @@ report_odirect() {
             $1 == "readers" { tried = tried (tried == "" ? "" : ", ") $2 }
             $1 == "readers" && $2 == 1 { one = $3 }
             $1 == "best" { p = $2; best = $3 }
-            END { printf "o_direct:   %.0f MB/s with %d parallel readers, the best of %s (1 reader: %.0f MB/s) on %s (%s; %s MiB, 4 MiB reads, dd iflag=direct)\n", best * 1000, p, tried, one * 1000, t, fs, mb }'
+            END { printf "o_direct:   %.0f MB/s with %d parallel readers, the best of %s (1 reader: %.0f MB/s) on %s (%s; %s MiB, 4 MiB reads, dd iflag=direct)\n", best * 1000, p, tried, one * 1000, t, fs, mb
+                  printf "io depth:   k3 reads a streamed run as 4 MiB reads, K3_IO_DEPTH of them in flight (io_uring; default 8); best here: %d parallel readers\n", p }'
     fi
     rm -f "$tmpfile"
     tmpfile=

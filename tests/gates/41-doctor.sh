@@ -48,6 +48,8 @@ if dd if="$work/bw.bin" of=/dev/null bs=4194304 count=1 iflag=direct 2>/dev/null
     awk -v b="$best" '$1 == "readers" && $3 + 0 > b + 0 { bad = 1 } END { exit bad }' "$work/bw.out" ||
         die "odirect-bw: 'best' ($best) is not the highest rate"
     grep -q "^o_direct: .*parallel readers" "$work/none.out" || die "the doctor did not report the parallel rate"
+    grep -Eq "^io depth: .*K3_IO_DEPTH.*best here: [0-9]+ parallel readers" "$work/none.out" ||
+        die "the doctor did not report the depth to read at"
 else
     echo "O_DIRECT is refused on $work: odirect-bw's measurement not checked here"
 fi

@@ -21,7 +21,7 @@ if ! MAKEFLAGS= MAKELEVEL= make cross-aarch64 >"$out/build.log" 2>&1; then
     tail -n 30 "$out/build.log" >&2
     die "cross build for aarch64 failed (stdio.h not found: install libc6-dev-arm64-cross)"
 fi
-for t in test_simd test_kernels test_fixtures; do
+for t in test_simd test_q8 test_kernels test_fixtures; do
     qemu-aarch64 "build-aarch64/tests/$t" || die "$t fails on aarch64"
 done
 dir=$(model tiny-a tiny-a)

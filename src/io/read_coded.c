@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "io/codec.h"
+#include "io/read_queue.h"
 #include "util/clock.h"
 #include "util/error.h"
 #include "util/xxh3.h"
@@ -101,7 +102,7 @@ static int read_table(job *j, uint64_t stored, uint32_t *lens, uint64_t *at, k3_
     while (done < tab) {
         uint64_t n = tab - done < j->chunk_max ? tab - done : j->chunk_max & ~(uint64_t)3;
         const uint8_t *p;
-        if (k3_read_span(j->f, j->stage[0], j->cap, j->off + base + done, n, &p, e) != K3_OK)
+        if (k3_read_queue_span(j->f, j->stage[0], j->cap, j->off + base + done, n, &p, e) != K3_OK)
             return e->code;
         for (uint64_t i = 0; i < n / 4; i++)
             lens[done / 4 + i] = (uint32_t)p[4 * i] | (uint32_t)p[4 * i + 1] << 8 |
@@ -179,7 +180,7 @@ int k3_read_coded(k3_file *f, uint64_t off, uint64_t stored, uint8_t *dst, uint6
         if (stop)
             break;
         const uint8_t *p;
-        int rc = k3_read_span(f, j.stage[c % 2], j.cap, off + s0, s1 - s0, &p, e);
+        int rc = k3_read_queue_span(f, j.stage[c % 2], j.cap, off + s0, s1 - s0, &p, e);
         if (rc == K3_OK && !threaded && decode_chunk(&j, c, p) != K3_OK)
             rc = k3_fail(e, j.derr.code, "%s", j.derr.msg);
         pthread_mutex_lock(&j.mu);

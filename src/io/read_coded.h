@@ -5,7 +5,8 @@
  * Steps: the block table is read and checked (every entry 1 ..
  * K3_CODEC_MAX_STORED, their sum plus the table equal to the stored size)
  * before anything is decoded; then the stored blocks are read in chunks of
- * at most K3_CODED_STAGE bytes into two staging buffers, and while chunk
+ * at most K3_CODED_STAGE bytes into two staging buffers (each chunk through
+ * io/read_queue.h: under io_uring several pieces of it in flight), and while chunk
  * c + 1 is being read a helper thread decodes chunk c straight into the
  * destination (its blocks in parallel, OpenMP), hashing each block right
  * after it is decoded, while it is in cache. The destination is the run's

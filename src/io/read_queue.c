@@ -357,3 +357,59 @@ void k3_read_queue_run(const k3_read_req *reqs, size_t n, int threads, k3_read_d
         run_threads(reqs, n, threads, done, ctx);
     }
 }
+
+/* The pieces of one span: the lowest failed piece's error wins, as one
+ * read's would (done runs on the caller's thread: threads = 1, or uring). */
+typedef struct {
+    size_t failed; /* lowest failed piece, n if none */
+    k3_err err;
+} span_reads;
+
+static int span_done(void *ctx, size_t i, int rc, const k3_err *e)
+{
+    span_reads *s = ctx;
+    if (rc != K3_OK && i < s->failed) {
+        s->failed = i;
+        s->err = *e;
+    }
+    return rc != K3_OK;
+}
+
+int k3_read_queue_span(k3_file *f, void *buf, size_t cap, uint64_t off, uint64_t len,
+                       const uint8_t **data, k3_err *e)
+{
+    uint64_t start = k3_io_align_down(off);
+    *data = (const uint8_t *)buf + (off - start);
+    if (len == 0)
+        return K3_OK;
+    if (cap < k3_span_cap(off, len))
+        return k3_fail(e, K3_ERUNTIME, "internal: %zu-byte buffer for a %zu-byte span of %s", cap,
+                       k3_span_cap(off, len), f->path);
+    /* need: the bytes that must come back (the file may end inside the
+     * last aligned block); each piece but the last is a multiple of
+     * K3_IO_PIECE_MIN, so every piece starts aligned, and its buffer length
+     * rounded up stays within the span's aligned cap. */
+    uint64_t need = off + len - start;
+    uint64_t piece = k3_read_queue_piece(need, need);
+    size_t n = (size_t)((need + piece - 1) / piece);
+    k3_read_req *reqs = k3_malloc(e, n * sizeof *reqs, "span reads");
+    k3_iov *iov = k3_malloc(e, n * sizeof *iov, "span reads");
+    if (reqs && iov) {
+        for (size_t i = 0; i < n; i++) {
+            uint64_t at = (uint64_t)i * piece;
+            uint64_t m = need - at < piece ? need - at : piece;
+            iov[i].buf = (uint8_t *)buf + at;
+            iov[i].len = (size_t)k3_io_align_up(m);
+            reqs[i] = (k3_read_req){ f, start + at, &iov[i], 1, m };
+        }
+        span_reads s;
+        memset(&s, 0, sizeof s);
+        s.failed = n;
+        k3_read_queue_run(reqs, n, 1, span_done, &s);
+        if (s.failed < n)
+            k3_fail(e, s.err.code, "%s", s.err.msg);
+    }
+    free(reqs);
+    free(iov);
+    return e->code;
+}

@@ -1,6 +1,7 @@
 /* read_queue.h - independent aligned reads with several in flight: the one
  * way the batched expert reads (io/read_batch.h) and the streamed trunk runs
- * (io/read_hashed.h) issue their reads, by one of two readers:
+ * (io/read_hashed.h, and io/read_coded.h's stages of compressed runs) issue
+ * their reads, by one of two readers:
  *
  *   uring    one thread, up to K3_IO_DEPTH reads queued in the kernel at
  *            once (util/os.h's read ring: Linux io_uring);
@@ -66,6 +67,16 @@ void k3_read_queue_run(const k3_read_req *reqs, size_t n, int threads, k3_read_d
  * reader always did). Learning which may open a ring once, to see whether
  * the kernel gives one. */
 uint64_t k3_read_queue_piece(uint64_t len, uint64_t whole);
+
+/* k3_read_span (io/direct.h) through the queue: the aligned superset of
+ * [off, off + len) cut into k3_read_queue_piece pieces (under threads one
+ * read, as k3_read_span; under uring up to the depth in flight), read into
+ * buf (K3_IO_ALIGN-aligned, cap >= k3_span_cap(off, len)); *data points at
+ * byte off inside buf. A failed piece fails the span with the lowest failed
+ * piece's message. For ranges read one after another by one caller (the
+ * compressed runs' stages, io/read_coded.c). */
+int k3_read_queue_span(k3_file *f, void *buf, size_t cap, uint64_t off, uint64_t len,
+                       const uint8_t **data, k3_err *e);
 
 /* Checks K3_IO and K3_IO_DEPTH (K3_EINPUT naming the bad one). */
 int k3_read_queue_check(k3_err *e);

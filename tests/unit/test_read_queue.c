@@ -14,7 +14,11 @@
  *    arrive, several in flight under uring) gives the file's bytes and its
  *    XXH64 and format-3 block hashes under both, also when the chunks
  *    complete out of order (hashing up to the latest completed chunk
- *    instead of the arrived prefix fails this).
+ *    instead of the arrived prefix fails this);
+ *  - a span (k3_read_queue_span: an unaligned range through its aligned
+ *    superset, cut into pieces under uring) gives the file's bytes from an
+ *    unaligned start to the end of the file, a span one byte past the end
+ *    is a short read, a buffer below the span's cap is refused.
  * Where the kernel refuses io_uring the uring cases run on threads and
  * say so. */
 #include <fcntl.h>
@@ -177,6 +181,30 @@ int main(void)
                       got == expect && memcmp(dst, want, SIZE) == 0,
                   "%s: hashed read (blocks %d): %s, %016llx against %016llx", name, blocks,
                   he.msg, (unsigned long long)got, (unsigned long long)expect);
+        }
+
+        /* Spans: from an unaligned start to the end of the file (the last
+         * piece ends inside an aligned block), several pieces under uring
+         * at depth > 1; one byte past the end; too small a buffer. */
+        {
+            uint64_t at = 12345, len = SIZE - at;
+            const uint8_t *p = NULL;
+            size_t cap = k3_span_cap(at, len);
+            k3_err se = { 0, "" };
+            memset(dst, 0, k3_io_align_up(SIZE));
+            CHECK(k3_read_queue_span(&f, dst, cap, at, len, &p, &se) == K3_OK &&
+                      p == dst + (at - k3_io_align_down(at)) && memcmp(p, want + at, len) == 0,
+                  "%s: span: %s", name, se.msg);
+            if (!strcmp(ran, "uring") && runs[r].depth > 1)
+                CHECK(k3_read_queue_piece(len, len) < len, "%s: a span in one piece", name);
+            k3_err pe = { 0, "" };
+            CHECK(k3_read_queue_span(&f, dst, k3_span_cap(at, len + 1), at, len + 1, &p, &pe) ==
+                          K3_EINVALID &&
+                      strstr(pe.msg, "short read"),
+                  "%s: a span past the end: %s", name, pe.msg);
+            k3_err ce = { 0, "" };
+            CHECK(k3_read_queue_span(&f, dst, cap - 1, at, len, &p, &ce) == K3_ERUNTIME,
+                  "%s: a span in too small a buffer: %s", name, ce.msg);
         }
 
         /* Misaligned: refused before any read. */

@@ -255,16 +255,23 @@ int k3_file_readv(k3_file *f, uint64_t off, const k3_iov *iov, int niov, uint64_
     }
 }
 
+int k3_span_prepare(const k3_file *f, const void *buf, size_t cap, uint64_t off, uint64_t len,
+                    const uint8_t **data, uint64_t *start, k3_err *e)
+{
+    *start = k3_io_align_down(off);
+    *data = (const uint8_t *)buf + (off - *start);
+    if (len && cap < k3_span_cap(off, len))
+        return k3_fail(e, K3_ERUNTIME, "internal: %zu-byte buffer for a %zu-byte span of %s", cap,
+                       k3_span_cap(off, len), f->path);
+    return K3_OK;
+}
+
 int k3_read_span(k3_file *f, void *buf, size_t cap, uint64_t off, uint64_t len,
                  const uint8_t **data, k3_err *e)
 {
-    uint64_t start = k3_io_align_down(off);
-    *data = (const uint8_t *)buf + (off - start);
-    if (len == 0)
-        return K3_OK;
-    if (cap < k3_span_cap(off, len))
-        return k3_fail(e, K3_ERUNTIME, "internal: %zu-byte buffer for a %zu-byte span of %s", cap,
-                       k3_span_cap(off, len), f->path);
+    uint64_t start;
+    if (k3_span_prepare(f, buf, cap, off, len, data, &start, e) != K3_OK || len == 0)
+        return e->code;
     k3_iov v = { buf, k3_span_cap(off, len) };
     return k3_file_readv(f, start, &v, 1, off + len - start, e);
 }

@@ -111,6 +111,13 @@ static inline size_t k3_span_cap(uint64_t off, uint64_t len)
     return (size_t)(k3_io_align_up(off + len) - k3_io_align_down(off));
 }
 
+/* The common start of the span readers (k3_read_span, io/read_queue.h's
+ * k3_read_queue_span): *start = the span's aligned start, *data = where
+ * byte off lands in buf; K3_ERUNTIME when len > 0 and cap is below
+ * k3_span_cap(off, len). */
+int k3_span_prepare(const k3_file *f, const void *buf, size_t cap, uint64_t off, uint64_t len,
+                    const uint8_t **data, uint64_t *start, k3_err *e);
+
 /* Reads the unaligned range [off, off + len) through its aligned superset
  * into buf (K3_IO_ALIGN-aligned, cap >= k3_span_cap(off, len)); *data points
  * at byte off inside buf. */

@@ -378,13 +378,9 @@ static int span_done(void *ctx, size_t i, int rc, const k3_err *e)
 int k3_read_queue_span(k3_file *f, void *buf, size_t cap, uint64_t off, uint64_t len,
                        const uint8_t **data, k3_err *e)
 {
-    uint64_t start = k3_io_align_down(off);
-    *data = (const uint8_t *)buf + (off - start);
-    if (len == 0)
-        return K3_OK;
-    if (cap < k3_span_cap(off, len))
-        return k3_fail(e, K3_ERUNTIME, "internal: %zu-byte buffer for a %zu-byte span of %s", cap,
-                       k3_span_cap(off, len), f->path);
+    uint64_t start;
+    if (k3_span_prepare(f, buf, cap, off, len, data, &start, e) != K3_OK || len == 0)
+        return e->code;
     /* need: the bytes that must come back (the file may end inside the
      * last aligned block); each piece but the last is a multiple of
      * K3_IO_PIECE_MIN, so every piece starts aligned, and its buffer length

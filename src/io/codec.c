@@ -9,7 +9,8 @@
  * ~2.2-2.3 GB/s of image per CPU-second of one core, against ~1.3 for
  * the one-symbol-per-lookup decoder that wrote the words directly. About
  * half of what remains is building the tables (per block; lengths rarely
- * repeat), half the lookups. */
+ * repeat), half the lookups. Nibble blocks (decode_nibble) trade ~8% more
+ * bytes for lookups with no chain between them: ~3x the speed. */
 #include "io/codec.h"
 
 #include <stdlib.h>
@@ -189,6 +190,54 @@ size_t k3_codec_encode(const uint8_t *src, size_t n, uint8_t *dst)
     return 1 + n;
 }
 
+/* The exponent byte of word i of an image (codec.h). */
+static inline int word_exp(const uint8_t *src, size_t i)
+{
+    return (src[2 * i + 1] & 0x7f) << 1 | src[2 * i] >> 7;
+}
+
+size_t k3_codec_encode_nibble(const uint8_t *src, size_t n, uint8_t *dst)
+{
+    size_t words = n / 2, nib_bytes = (words + 1) / 2;
+    if (n >= 2 && n % 2 == 0) {
+        uint64_t freq[256] = { 0 }, kept = 0;
+        for (size_t i = 0; i < words; i++)
+            freq[word_exp(src, i)]++;
+        /* The 15 commonest exponents, most frequent first (ties: the lower
+         * value); every other exponent is an escape (nibble 15). */
+        uint8_t nib[256];
+        memset(nib, 15, sizeof nib);
+        dst[0] = K3_CODEC_NIBBLE;
+        for (int r = 0; r < 15; r++) {
+            int best = -1;
+            for (int e = 0; e < 256; e++)
+                if (nib[e] == 15 && freq[e] && (best < 0 || freq[e] > freq[best]))
+                    best = e;
+            dst[1 + r] = (uint8_t)(best < 0 ? 0 : best);
+            if (best >= 0) {
+                nib[best] = (uint8_t)r;
+                kept += freq[best];
+            }
+        }
+        size_t total = K3_CODEC_NIB_HEADER + words + nib_bytes + (size_t)(words - kept);
+        if (total < 1 + n) {
+            uint8_t *sm = dst + K3_CODEC_NIB_HEADER, *nb = sm + words, *esc = nb + nib_bytes;
+            memset(nb, 0, nib_bytes);
+            for (size_t i = 0; i < words; i++) {
+                int e = word_exp(src, i);
+                sm[i] = (uint8_t)((src[2 * i + 1] & 0x80) | (src[2 * i] & 0x7f));
+                nb[i / 2] |= (uint8_t)(nib[e] << (4 * (i & 1)));
+                if (nib[e] == 15)
+                    *esc++ = (uint8_t)e;
+            }
+            return total;
+        }
+    }
+    dst[0] = K3_CODEC_RAW;
+    memcpy(dst + 1, src, n);
+    return 1 + n;
+}
+
 /* ---- decoding (the reader's side: a parser of untrusted bytes) ---- */
 
 static inline uint64_t load64(const uint8_t *p)
@@ -304,6 +353,53 @@ static void join_words(uint8_t *restrict d, const uint8_t *restrict s,
     }
 }
 
+/* A nibble block (codec.h), n even and >= 2 checked here. Pass 1 looks up
+ * each nibble byte's two exponents in a 256-entry table (independent
+ * lookups, no chain between them); pass 2 puts each escape's byte in place,
+ * finding nibbles of 15 eight bytes at a time; then join_words. */
+static int decode_nibble(const uint8_t *src, size_t len, uint8_t *dst, size_t n,
+                         const char **why)
+{
+    size_t words = n / 2, nib_bytes = (words + 1) / 2;
+    if (n % 2 || n < 2 || len < K3_CODEC_NIB_HEADER + words + nib_bytes)
+        return *why = "a nibble block shorter than its header, sign+mantissa and nibble bytes",
+               -1;
+    const uint8_t *sm = src + K3_CODEC_NIB_HEADER, *nb = sm + words, *esc = nb + nib_bytes;
+    size_t n_esc = len - (K3_CODEC_NIB_HEADER + words + nib_bytes), k = 0;
+    if (words % 2 && nb[nib_bytes - 1] >> 4)
+        return *why = "a nibble block's padding nibble is not 0", -1;
+    uint8_t pair[256][2]; /* a nibble byte's two exponents, in word order */
+    for (int b = 0; b < 256; b++) { /* nibble 15: 0 until its escape byte lands */
+        pair[b][0] = (b & 15) < 15 ? src[1 + (b & 15)] : 0;
+        pair[b][1] = (b >> 4) < 15 ? src[1 + (b >> 4)] : 0;
+    }
+    uint8_t ex[K3_CODEC_BLOCK / 2 + 2]; /* + 1 for the odd count's padding */
+    for (size_t i = 0; i < nib_bytes; i++)
+        memcpy(ex + 2 * i, pair[nb[i]], 2);
+    size_t i = 0;
+    for (; i + 8 <= nib_bytes; i += 8) {
+        uint64_t x = load64(nb + i);
+        uint64_t t = x & x >> 1 & x >> 2 & x >> 3 & 0x1111111111111111ull; /* nibbles of 15 */
+        for (size_t j = 0; t; j++, t >>= 4) /* word 2i + j, in order */
+            if (t & 1) {
+                if (k == n_esc)
+                    return *why = "a nibble block has more escapes than escape bytes", -1;
+                ex[2 * i + j] = esc[k++];
+            }
+    }
+    for (; i < nib_bytes; i++)
+        for (int h = 0; h < 2; h++)
+            if ((nb[i] >> (4 * h) & 15) == 15) {
+                if (k == n_esc)
+                    return *why = "a nibble block has more escapes than escape bytes", -1;
+                ex[2 * i + (size_t)h] = esc[k++];
+            }
+    if (k != n_esc)
+        return *why = "a nibble block has more escape bytes than escapes", -1;
+    join_words(dst, sm, ex, words);
+    return 0;
+}
+
 int k3_codec_decode(const uint8_t *src, size_t len, uint8_t *dst, size_t n, const char **why)
 {
     if (len < 1 || n > K3_CODEC_BLOCK)
@@ -314,6 +410,8 @@ int k3_codec_decode(const uint8_t *src, size_t len, uint8_t *dst, size_t n, cons
         memcpy(dst, src + 1, n);
         return 0;
     }
+    if (src[0] == K3_CODEC_NIBBLE)
+        return decode_nibble(src, len, dst, n, why);
     if (src[0] != K3_CODEC_HUFF)
         return *why = "unknown block mode", -1;
     size_t words = n / 2;

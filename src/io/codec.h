@@ -23,6 +23,20 @@
  *            exactly ceil(bits / 8) bytes, the unused high bits of the last
  *            byte zero. Four streams so that the decoder has four
  *            independent dependency chains (2-3x faster than one).
+ *   nibble:  [0x02] [15 bytes: the exponents of nibble values 0..14]
+ *            [n/2 sign+mantissa bytes, word order] [ceil(n/4) nibble bytes:
+ *            word 2i's nibble in the low half of byte i, word 2i+1's in the
+ *            high half; with an odd word count the last high half is 0]
+ *            [one byte per word whose nibble is 15 (an escape): its
+ *            exponent, in word order]. A word's exponent is the table's
+ *            entry for its nibble, or its escape byte. Four bits a word for
+ *            the 15 commonest exponents (trained BF16 uses 16-24 values and
+ *            a handful carry nearly all words), so it stores ~75% of the
+ *            image against huffman's ~67%, but decodes with independent
+ *            table lookups instead of bit-serial chains: ~3x huffman's
+ *            speed per core (docs/PERFORMANCE.md, "Lossless trunk").
+ *            `k3 pack-trunk --compress-fast` writes it (trunk codec
+ *            "bf16-nibble"), the smaller of it and raw per block.
  *   Canonical codes: symbols sorted by (length, value) get consecutive codes,
  *   as in DEFLATE. The lengths must form a complete prefix code (Kraft sum
  *   exactly 1): the encoder gives a block of one exponent a second, unused
@@ -30,8 +44,9 @@
  *   a block raw whenever huffman would not be smaller.
  * The decoder refuses (never reads or writes outside its buffers) a block
  * whose mode is unknown, whose stored length does not match its mode, whose
- * code lengths are not a complete code, or whose bitstream is shorter or
- * longer than its symbols need. Everything else decodes to SOME image; the
+ * code lengths are not a complete code, whose bitstream is shorter or
+ * longer than its symbols need, whose escape bytes are more or fewer than
+ * its nibbles of 15, or whose padding nibble is not 0. Everything else decodes to SOME image; the
  * block hash says whether it is the right one.
  *
  * Block hashes: block k's hash is XXH3-64 (seed 0) of its image bytes (the
@@ -53,7 +68,9 @@
 /* Largest stored block (a raw one). */
 #define K3_CODEC_MAX_STORED (K3_CODEC_BLOCK + 1u)
 
-enum { K3_CODEC_RAW = 0, K3_CODEC_HUFF = 1 };
+#define K3_CODEC_NIB_HEADER 16u /* mode byte, the 15 exponents of the nibbles */
+
+enum { K3_CODEC_RAW = 0, K3_CODEC_HUFF = 1, K3_CODEC_NIBBLE = 2 };
 
 /* Blocks of an image of len bytes. */
 static inline uint64_t k3_codec_nblocks(uint64_t len)
@@ -71,6 +88,9 @@ static inline size_t k3_codec_block_len(uint64_t len, uint64_t k)
 /* Stores src[0..n) (n <= K3_CODEC_BLOCK) into dst (K3_CODEC_MAX_STORED
  * bytes), the smaller of huffman and raw; returns the stored length. */
 size_t k3_codec_encode(const uint8_t *src, size_t n, uint8_t *dst);
+
+/* The same with the nibble mode: the smaller of nibble and raw. */
+size_t k3_codec_encode_nibble(const uint8_t *src, size_t n, uint8_t *dst);
 
 /* Decodes the stored block src[0..len) into dst[0..n) (n its image length,
  * <= K3_CODEC_BLOCK). 0 on success; -1 with *why (a static string) when the

@@ -35,12 +35,17 @@ typedef struct k3_run {
                            * block hashes of io/codec.h (format 3) */
     uint64_t checksum;
     int codec;            /* K3_RUN_PLAIN: the one piece holds the image;
-                           * K3_RUN_BF16: it holds the image's compressed form
-                           * (io/trunk_format.h), `stored` bytes, decoded on read */
+                           * K3_RUN_BF16 (huffman blocks) or K3_RUN_BF16_NIBBLE
+                           * (nibble blocks): it holds the image's compressed
+                           * form (io/trunk_format.h), `stored` bytes, decoded
+                           * on read */
     uint64_t stored;      /* bytes the piece holds (== bytes for a plain run) */
 } k3_run;
 
 enum { K3_RUN_XXH64 = 0, K3_RUN_XXH3_BLOCKS = 1 };
-enum { K3_RUN_PLAIN = 0, K3_RUN_BF16 = 1 };
+/* The codecs of a run's piece. Both compressed ones are read the same way
+ * (io/read_coded.h: the decoder takes every block mode); they differ in the
+ * block mode the packer chose, so in speed and size (io/codec.h). */
+enum { K3_RUN_PLAIN = 0, K3_RUN_BF16 = 1, K3_RUN_BF16_NIBBLE = 2 };
 
 #endif

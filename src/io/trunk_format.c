@@ -451,9 +451,10 @@ int k3_trunk_manifest_read(k3_trunk_manifest *m, const char *dir, k3_err *e)
     need_str(&rd, root, "checksum", "", version >= 3 ? "xxh3-blocks" : "xxh64", NULL);
     const char *codec = "none";
     if (version >= 3 && need_str(&rd, root, "codec", "", NULL, &codec) == K3_OK &&
-        strcmp(codec, "none") && strcmp(codec, K3_TRUNK_CODEC_NAME))
-        k3_fail(e, K3_EINPUT, "%s: \"codec\" is \"%s\", expected \"none\" or \"%s\"", path,
-                codec, K3_TRUNK_CODEC_NAME);
+        strcmp(codec, "none") && strcmp(codec, K3_TRUNK_CODEC_NAME) &&
+        strcmp(codec, K3_TRUNK_CODEC_NIBBLE_NAME))
+        k3_fail(e, K3_EINPUT, "%s: \"codec\" is \"%s\", expected \"none\", \"%s\" or \"%s\"",
+                path, codec, K3_TRUNK_CODEC_NAME, K3_TRUNK_CODEC_NIBBLE_NAME);
     need_str(&rd, root, "file", "", K3_TRUNK_BIN, NULL);
     if (need_u64(&rd, root, "align", "", &align) == K3_OK && align != K3_TRUNK_ALIGN)
         k3_fail(e, K3_EINPUT, "%s: \"align\" is %llu, expected %u", path,
@@ -477,7 +478,9 @@ int k3_trunk_manifest_read(k3_trunk_manifest *m, const char *dir, k3_err *e)
     if (e->code)
         goto fail;
     m->version = (int)version;
-    m->codec = strcmp(codec, "none") ? K3_RUN_BF16 : K3_RUN_PLAIN;
+    m->codec = !strcmp(codec, K3_TRUNK_CODEC_NAME)          ? K3_RUN_BF16
+               : !strcmp(codec, K3_TRUNK_CODEC_NIBBLE_NAME) ? K3_RUN_BF16_NIBBLE
+                                                            : K3_RUN_PLAIN;
     size_t nt = 0;
     for (size_t r = 0; r < runs->count; r++) {
         const k3_json *ts = k3_json_get(&runs->items[r], "tensors");
@@ -545,7 +548,9 @@ static int manifest_text(const k3_trunk_manifest *m, k3_buf *b, k3_err *e)
             m->version, m->version >= 3 ? "xxh3-blocks" : "xxh64");
     if (m->version >= 3)
         put_fmt(b, e, "  \"codec\": \"%s\",\n",
-                m->codec == K3_RUN_BF16 ? K3_TRUNK_CODEC_NAME : "none");
+                m->codec == K3_RUN_BF16          ? K3_TRUNK_CODEC_NAME
+                : m->codec == K3_RUN_BF16_NIBBLE ? K3_TRUNK_CODEC_NIBBLE_NAME
+                                                 : "none");
     if (m->ranks > 0)
         put_fmt(b, e, "  \"rank_of\": {\"rank\": %d, \"ranks\": %d},\n", m->rank, m->ranks);
     put_fmt(b, e, "  \"config_hash\": \"%s\",\n  \"tensor_table_hash\": \"%s\",\n"

@@ -15,7 +15,7 @@
  *
  * trunk.json (version 4, what k3 pack-trunk writes), every member required:
  *   {"format": "k3-trunk", "version": 4, "checksum": "xxh3-blocks",
- *    "codec": "none" or "bf16-huffman",
+ *    "codec": "none", "bf16-huffman" or "bf16-nibble",
  *    "config_hash": HEX16,        XXH64 of the bytes of the model's config.json
  *    "tensor_table_hash": HEX16,  XXH64 of the canonical table text (below)
  *    "align": 4096, "file": "trunk.bin", "file_size": N,
@@ -37,9 +37,10 @@
  * "length" is the run image's bytes, "stored" the bytes it takes in
  * trunk.bin (from "offset"; the file holds it padded to K3_TRUNK_ALIGN).
  * With codec "none" stored == length and the bytes are the image. With
- * "bf16-huffman" (k3 pack-trunk --compress) every run is stored as its
- * K = ceil(length / 65536) blocks (io/codec.h: each block raw or with its
- * BF16 exponents Huffman-coded), back to back, followed by the block table:
+ * "bf16-huffman" (k3 pack-trunk --compress) or "bf16-nibble" (--compress-fast)
+ * every run is stored as its K = ceil(length / 65536) blocks (io/codec.h:
+ * each block raw or with its BF16 exponents Huffman-coded, or as 4-bit
+ * nibbles with escapes), back to back, followed by the block table:
  * K little-endian u32, the stored length of each block in order. So
  * stored = sum(table) + 4 K; the reader checks that, and each entry, before
  * it decodes anything (a lying table is RUN INVALID, exit 4), and every
@@ -87,6 +88,7 @@
 
 #define K3_TRUNK_VERSION 4     /* written; 2 and 3 are read too */
 #define K3_TRUNK_CODEC_NAME "bf16-huffman"
+#define K3_TRUNK_CODEC_NIBBLE_NAME "bf16-nibble"
 #define K3_TRUNK_ALIGN 4096u
 #define K3_TRUNK_BIN "trunk.bin"
 #define K3_TRUNK_JSON "trunk.json"
@@ -127,7 +129,8 @@ typedef struct k3_trunk_run {
 
 typedef struct k3_trunk_manifest {
     int version;
-    int codec;               /* K3_RUN_PLAIN or K3_RUN_BF16 (io/run.h), every run */
+    int codec;               /* K3_RUN_PLAIN, K3_RUN_BF16 or K3_RUN_BF16_NIBBLE
+                              * (io/run.h), every run */
     int rank, ranks;         /* ranks > 1: packed for rank `rank` of `ranks` (its rows
                               * only, "rank_of"); ranks 0: a whole trunk */
     uint64_t config_hash, table_hash, file_size;

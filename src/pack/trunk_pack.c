@@ -72,10 +72,10 @@ static int up_to_date(const k3_trunk_manifest *want, const char *dir, const path
     snprintf(why_format, sizeof why_format, "it is of an older format (version %d)",
              have->version);
     const char *why = have->version != want->version ? why_format
-                      : have->codec != want->codec ? (want->codec ? "it is not compressed and "
-                                                                    "--compress was given"
-                                                                  : "it is compressed and "
-                                                                    "--compress was not given")
+                      : have->codec != want->codec
+                          ? (!want->codec  ? "it is compressed and --compress was not given"
+                             : !have->codec ? "it is not compressed and --compress was given"
+                                            : "it is compressed with the other codec")
                       : have->config_hash != want->config_hash ? "config.json differs"
                       : !same_table ? "the tensor table differs"
                       : other ? why_other
@@ -317,6 +317,7 @@ typedef struct {
     size_t fill;
     uint64_t pos;
     uint32_t *table;     /* the current run's block lengths */
+    int nibble;          /* blocks in the nibble mode (--compress-fast), else huffman */
 } coded_out;
 
 static int co_flush(coded_out *co, int out, const char *path, k3_err *e)
@@ -354,7 +355,8 @@ static int co_window(coded_out *co, const uint8_t *win, uint64_t a, size_t n, ui
     uint64_t b0 = a / K3_CODEC_BLOCK;
 #pragma omp parallel for schedule(dynamic, 4)
     for (long long k = 0; k < nbw; k++)
-        co->table[b0 + (uint64_t)k] = (uint32_t)k3_codec_encode(
+        co->table[b0 + (uint64_t)k] = (uint32_t)(co->nibble ? k3_codec_encode_nibble
+                                                            : k3_codec_encode)(
             win + (uint64_t)k * K3_CODEC_BLOCK, k3_codec_block_len(n, (uint64_t)k),
             co->enc + (size_t)k * K3_CODEC_MAX_STORED);
     for (long long k = 0; k < nbw && !e->code; k++) {
@@ -472,7 +474,7 @@ typedef int (*window_fn)(void *ctx, uint64_t a, const uint8_t *data, size_t n, k
 static int read_back(k3_file *f, const k3_trunk_run *run, int codec, uint8_t *disk,
                      window_fn fn, void *ctx, k3_progress *pg, uint64_t *got, k3_err *e)
 {
-    if (codec == K3_RUN_BF16) {
+    if (codec != K3_RUN_PLAIN) {
         uint8_t *img = k3_io_alloc((size_t)run->length + 1, "pack-trunk verify image", e);
         size_t sb = k3_coded_stage_bytes(run->stored);
         uint8_t *stage = e->code ? NULL : k3_io_alloc(sb, "pack-trunk verify staging", e);
@@ -647,6 +649,7 @@ static int copy_all(k3_trunk_manifest *m, const paths *p, uint8_t *win, FILE *lo
     coded_out co;
     memset(&co, 0, sizeof co);
     if (m->codec && !e->code) {
+        co.nibble = m->codec == K3_RUN_BF16_NIBBLE;
         co.buf = k3_io_alloc(WINDOW, "trunk pack output", e);
         co.enc = e->code ? NULL : k3_io_alloc((WINDOW / K3_CODEC_BLOCK) * K3_CODEC_MAX_STORED,
                                               "trunk pack encoder", e);
@@ -751,7 +754,7 @@ int k3_trunk_pack(k3_trunk_manifest *m, const char *dir, const k3_pack_opts *o,
                         "%s.tmp)\n", K3_TRUNK_BIN, K3_TRUNK_JSON);
     uint8_t *win = k3_io_alloc(2 * (size_t)WINDOW, "trunk pack windows", e);
     k3_err se = { 0, "" };
-    m->codec = o->compress ? K3_RUN_BF16 : K3_RUN_PLAIN;
+    m->codec = o->compress == 2 ? K3_RUN_BF16_NIBBLE : o->compress ? K3_RUN_BF16 : K3_RUN_PLAIN;
     if (win && k3_trunk_source_fingerprint(m, &se) != K3_OK)
         k3_fail(e, K3_ERUNTIME, "%s", se.msg); /* a pack's read failure: exit 1 */
     if (!e->code && !o->force && up_to_date(m, dir, &p, &have, o->log)) {

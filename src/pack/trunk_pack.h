@@ -65,7 +65,8 @@
 typedef struct k3_pack_opts {
     int force;             /* repack even when up to date */
     int verify;            /* up to date: compare every byte with the source tensors */
-    int compress;          /* store the runs compressed (codec bf16-huffman) */
+    int compress;          /* store the runs compressed: 1 codec bf16-huffman
+                            * (--compress), 2 bf16-nibble (--compress-fast) */
     FILE *log;             /* progress and summary lines; NULL = silent */
 } k3_pack_opts;
 

@@ -61,7 +61,7 @@ static int read_verified(const k3_run *r, uint8_t *buf, uint8_t *stage, size_t s
     uint64_t got = 0;
     double exposed;
     int rc;
-    if (r->codec == K3_RUN_BF16) {
+    if (r->codec != K3_RUN_PLAIN) {
         k3_coded_times t = { 0, 0 };
         rc = k3_read_coded(p->file, p->src_off, r->stored, buf, r->bytes, stage, stage_bytes, &got,
                            &t, &e);
@@ -178,7 +178,7 @@ static size_t stage_bytes(const k3_run *runs, size_t nruns)
     uint64_t max = 0;
     int any = 0;
     for (size_t i = 0; i < nruns; i++)
-        if (runs[i].codec == K3_RUN_BF16) {
+        if (runs[i].codec != K3_RUN_PLAIN) {
             any = 1;
             max = runs[i].stored > max ? runs[i].stored : max;
         }

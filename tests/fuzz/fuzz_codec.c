@@ -11,7 +11,8 @@
  * trunk, hand-made edge blocks, and images.
  *
  * Promises checked: an accepted raw block decodes to its bytes; any
- * accepted block's image, encoded again, decodes to itself; an encoded
+ * accepted block's image, encoded again by either encoder (huffman,
+ * nibble), decodes to itself; an encoded
  * image is at most one byte longer than the image and decodes to exactly
  * it, writing nothing past it. */
 #include <stdlib.h>
@@ -27,12 +28,13 @@ int LLVMFuzzerInitialize(int *argc, char ***argv)
     return 0;
 }
 
-/* Encodes img[0..n), decodes it back, checks the round trip. */
-static void round_trip(const uint8_t *img, size_t n)
+/* Encodes img[0..n) with enc, decodes it back, checks the round trip. */
+static void round_trip_by(size_t (*enc)(const uint8_t *, size_t, uint8_t *), const uint8_t *img,
+                          size_t n)
 {
     uint8_t *st = malloc(K3_CODEC_MAX_STORED), *back = malloc(n + 1);
     FZ_ASSERT(st && back, "out of memory");
-    size_t len = k3_codec_encode(img, n, st);
+    size_t len = enc(img, n, st);
     FZ_ASSERT(len >= 1 && len <= n + 1, "stored %zu bytes for %zu", len, n);
     const char *why = "";
     back[n] = 0x5a;
@@ -41,6 +43,13 @@ static void round_trip(const uint8_t *img, size_t n)
     FZ_ASSERT(back[n] == 0x5a, "decoder wrote past the image");
     free(st);
     free(back);
+}
+
+/* Both encoders (huffman and nibble blocks). */
+static void round_trip(const uint8_t *img, size_t n)
+{
+    round_trip_by(k3_codec_encode, img, n);
+    round_trip_by(k3_codec_encode_nibble, img, n);
 }
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)

@@ -337,6 +337,41 @@ EOF_LIE
     done
     expect_exit 1 "damaged" "$K3_BIN" pack-trunk "$A" "$T/a-lie" --compress --verify
 done
+# The nibble blocks of --compress-fast (io/codec.h): repacking across
+# codecs, and two lies in layer 3's first block: a flipped sign+mantissa
+# byte (decodes, fails its checksum) and a nibble turned into an escape or
+# out of one (the escape bytes no longer match: does not decode).
+"$K3_BIN" pack-trunk "$A" "$T/a-c" --compress-fast 2>"$T/repack.err" ||
+    die "pack --compress-fast over a --compress trunk"
+grep -q "compressed with the other codec" "$T/repack.err" ||
+    die "a --compress-fast pack over a --compress trunk did not repack"
+grep -q '"codec": "bf16-nibble"' "$T/a-c/trunk.json" || die "--compress-fast: codec not bf16-nibble"
+"$PYTHON" tests/gates/trunk_check.py "$A" "$T/a-c" >/dev/null ||
+    die "the --compress-fast trunk.bin does not decode to the model's runs"
+for lie in nflip nescape; do
+    rm -rf "$T/a-lie"
+    cp -R "$T/a-c" "$T/a-lie"
+    "$PYTHON" - "$T/a-lie" "$lie" <<'EOF_NIB' || die "could not make the $lie lie"
+import json, sys
+d, lie = sys.argv[1], sys.argv[2]
+run = [r for r in json.load(open(d + "/trunk.json"))["runs"] if r["name"] == "layer 3"][0]
+words = min(run["length"], 65536) // 2
+with open(d + "/trunk.bin", "r+b") as f:
+    f.seek(run["offset"]); head = f.read(16 + words + 1)
+    assert head[0] == 2, "layer 3's first block is not in nibbles"
+    at = 16 if lie == "nflip" else 16 + words
+    b = head[at] ^ 0x01 if lie == "nflip" else (head[at] & 0xF0) | (0 if head[at] & 15 == 15 else 15)
+    f.seek(run["offset"] + at); f.write(bytes([b]))
+EOF_NIB
+    why="RUN INVALID: layer 3 of trunk.bin: block 0 of [0-9]+ does not decode: a nibble block has more"
+    [ "$lie" = nflip ] && why="RUN INVALID: layer 3 of trunk.bin fails its checksum .*xxh3 blocks"
+    for opts in "" "--trunk-layers 0 --trunk-ring 1"; do
+        # shellcheck disable=SC2086
+        expect_exit 4 "$why" "$K3_BIN" "$A" --ids "$ids" --gen 4 --quiet --trunk "$T/a-lie" $opts
+        [ ! -s "$K3_BUILD/expect.out" ] || die "tokens were printed from a lying trunk ($lie $opts)"
+    done
+done
+"$K3_BIN" pack-trunk "$A" "$T/a-c" --compress --quiet || die "pack --compress over a nibble trunk"
 rm -rf "$T/a-lie"
 cp -R "$T/a-c" "$T/a-lie"
 "$PYTHON" - "$T/a-lie" <<'EOF_CUT' || die "could not cut trunk.bin"
@@ -354,7 +389,7 @@ m = json.load(open(p)); m["file_size"] = os.path.getsize(sys.argv[1] + "/trunk.b
 json.dump(m, open(p, "w"))' "$T/a-lie"
 expect_exit 2 "\"layer 3\" at [0-9]+ .* ends past file_size" \
     "$K3_BIN" "$A" --ids "$ids" --gen 4 --quiet --trunk "$T/a-lie"
-echo "ok: a compressed trunk whose blocks, block table or size lie is refused (exit 4 at read, 2 at open)"
+echo "ok: a compressed trunk (huffman or nibble blocks) whose blocks, block table or size lie is refused (exit 4 at read, 2 at open)"
 
 # A pack that fails leaves no temporary file and nothing under the final
 # names; a repack that fails leaves the previous trunk as it was.

@@ -1,6 +1,7 @@
 #!/bin/sh
 # 28-trunk-codec: the budget invariant (gate 30) on a compressed trunk. On
-# moe64, packed with k3 pack-trunk --compress, every preset, a grid of
+# moe64, packed with k3 pack-trunk --compress (huffman blocks) and again
+# with --compress-fast (nibble blocks), every preset, a grid of
 # pinned layers x ring slots x expert slots and a range of total budgets
 # must give the same ids and bit-identical logits as the all-in-memory run
 # from the shards (with sub-runs: layer 0's MLP and lm_head's row blocks
@@ -13,7 +14,6 @@ dir=$(model moe64 moe64)
 work="$K3_BUILD/trunk-codec"
 rm -rf "$work"
 mkdir -p "$work"
-"$K3_BIN" pack-trunk "$dir" "$work/trunk" --compress --quiet || die "pack-trunk --compress"
 ids=$(prompt_ids "$(vocab_of "$dir")" 12)
 run() { # NAME ARGS...: one run; ids to $work/NAME.ids, logits to NAME.f32
     name=$1
@@ -34,6 +34,12 @@ print(d)' "$work/$1.json" "$2"
 }
 run all --preset max
 n=0
+for codec in compress compress-fast; do
+rm -rf "$work/trunk"
+"$K3_BIN" pack-trunk "$dir" "$work/trunk" "--$codec" --quiet || die "pack-trunk --$codec"
+want=bf16-huffman
+[ "$codec" = compress ] || want=bf16-nibble
+grep -q "\"codec\": \"$want\"" "$work/trunk/trunk.json" || die "--$codec did not write $want"
 for p in ultra laptop desktop workstation server max auto; do
     run "preset-$p" --preset "$p" --trunk "$work/trunk"
     same "preset-$p"
@@ -75,4 +81,6 @@ for b in 0.0015 0.002 0.005 0.012 0.03; do
     same "budget-$b"
     n=$((n + 1))
 done
-echo "$n configurations on a compressed trunk ($read bytes read for $img of run images when all streams): identical ids and bit-identical logits"
+echo "--$codec: $read bytes read for $img of run images when all streams"
+done
+echo "$n configurations on compressed trunks (huffman and nibble blocks): identical ids and bit-identical logits"

@@ -11,7 +11,7 @@ per-rank share), every run's checksum is XXH64 of its image (format 2) or the fo
 XXH3-64 block hashes of src/io/codec.h (formats 3 and 4, XXH3 from Debian's libxxhash
 through ctypes, not k3's), and its source fingerprint is the one
 src/io/trunk_source.h describes (computed here from that text alone). A
-compressed trunk (codec bf16-huffman) is decoded here from the description in
+compressed trunk (codec bf16-huffman or bf16-nibble) is decoded here from the description in
 src/io/codec.h and src/io/trunk_format.h alone, and its images checked the same.
 Exits 1 naming the first fault."""
 
@@ -131,6 +131,8 @@ def decode_block(b, n, where):
         if len(b) != 1 + n:
             sys.exit(f"{where}: raw block of {len(b)} bytes for {n}")
         return bytes(b[1:])
+    if b[0] == 2 and n % 2 == 0 and n >= 2:
+        return decode_nibble(b, n, where)
     if b[0] != 1 or n % 2 or n < 2:
         sys.exit(f"{where}: mode {b[0]} for {n} bytes")
     lens = [(b[1 + e // 2] >> (4 * (e % 2))) & 15 for e in range(256)]
@@ -168,6 +170,34 @@ def decode_block(b, n, where):
         s, e = sm[i], exps[i]
         out[2 * i] = (e & 1) << 7 | (s & 0x7F)
         out[2 * i + 1] = (s & 0x80) | e >> 1
+    return bytes(out)
+
+
+def decode_nibble(b, n, where):
+    """A nibble block: 15 exponents, sign+mantissa bytes, nibbles, escapes."""
+    words = n // 2
+    table = b[1:16]
+    sm = b[16:16 + words]
+    nibs = b[16 + words:16 + words + (words + 1) // 2]
+    esc = b[16 + words + (words + 1) // 2:]
+    if len(nibs) != (words + 1) // 2:
+        sys.exit(f"{where}: nibble block too short")
+    if words % 2 and nibs[-1] >> 4:
+        sys.exit(f"{where}: padding nibble not 0")
+    out, k = bytearray(n), 0
+    for i in range(words):
+        v = nibs[i // 2] >> (4 * (i % 2)) & 15
+        if v == 15:
+            if k >= len(esc):
+                sys.exit(f"{where}: more escapes than escape bytes")
+            e, k = esc[k], k + 1
+        else:
+            e = table[v]
+        s = sm[i]
+        out[2 * i] = (e & 1) << 7 | (s & 0x7F)
+        out[2 * i + 1] = (s & 0x80) | e >> 1
+    if k != len(esc):
+        sys.exit(f"{where}: {len(esc)} escape bytes for {k} escapes")
     return bytes(out)
 
 

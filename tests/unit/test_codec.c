@@ -1,8 +1,9 @@
 /* test_codec.c - util/xxh3 against libxxhash 0.8.1's XXH3_64bits (values
  * taken by linking -lxxhash), and the BF16 block codec (io/codec.h): every
  * kind of block round-trips exactly, every malformed block is refused
- * without reading or writing outside its buffers; prints the decoder's and
- * the hash's single-core speed on trained-like BF16 and the ratio. */
+ * without reading or writing outside its buffers (huffman and nibble
+ * blocks); prints both decoders' and the hash's single-core speed on
+ * trained-like BF16 and the ratios. */
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -58,12 +59,13 @@ static void trained_like(uint8_t *p, size_t n)
         p[n - 1] = (uint8_t)next();
 }
 
-/* Encodes src, checks the stored form decodes back exactly; returns the
- * stored length. */
-static size_t round_trip(const uint8_t *src, size_t n, uint8_t *st, const char *what)
+/* Encodes src with enc, checks the stored form decodes back exactly;
+ * returns the stored length. */
+static size_t round_trip_by(size_t (*enc)(const uint8_t *, size_t, uint8_t *),
+                            const uint8_t *src, size_t n, uint8_t *st, const char *what)
 {
     static uint8_t out[K3_CODEC_BLOCK + 64];
-    size_t len = k3_codec_encode(src, n, st);
+    size_t len = enc(src, n, st);
     const char *why = "";
     CHECK(len <= 1 + n, "%s: stored %zu > raw %zu", what, len, 1 + n);
     memset(out, 0xa5, sizeof out);
@@ -71,6 +73,20 @@ static size_t round_trip(const uint8_t *src, size_t n, uint8_t *st, const char *
     CHECK(!memcmp(out, src, n), "%s: decodes to other bytes", what);
     CHECK(out[n] == 0xa5, "%s: wrote past the image", what);
     return len;
+}
+
+/* The nibble mode's stored length and mode of the last round_trip. */
+static size_t nib_len;
+static int nib_mode;
+
+/* Both encoders' round trips; returns huffman's stored length (st holds
+ * huffman's block). */
+static size_t round_trip(const uint8_t *src, size_t n, uint8_t *st, const char *what)
+{
+    static uint8_t st_nib[K3_CODEC_MAX_STORED];
+    nib_len = round_trip_by(k3_codec_encode_nibble, src, n, st_nib, what);
+    nib_mode = st_nib[0];
+    return round_trip_by(k3_codec_encode, src, n, st, what);
 }
 
 int main(void)
@@ -100,6 +116,8 @@ int main(void)
     trained_like(src, K3_CODEC_BLOCK);
     size_t tl = round_trip(src, K3_CODEC_BLOCK, st, "trained-like");
     CHECK(st[0] == K3_CODEC_HUFF && tl < K3_CODEC_BLOCK * 3 / 4, "trained-like stored %zu", tl);
+    CHECK(nib_mode == K3_CODEC_NIBBLE && nib_len == K3_CODEC_NIB_HEADER + K3_CODEC_BLOCK * 3 / 4,
+          "trained-like as nibbles: mode %d, %zu bytes (no escapes expected)", nib_mode, nib_len);
     for (size_t n = 0; n < 40; n++)
         round_trip(src, n, st, "short prefix");
     round_trip(src, 12345, st, "odd length");
@@ -123,6 +141,26 @@ int main(void)
         src[i + 1] = (uint8_t)(e >> 1);
     }
     round_trip(src, K3_CODEC_BLOCK, st, "length-limited");
+    CHECK(nib_mode == K3_CODEC_NIBBLE, "length-limited as nibbles: mode %d", nib_mode);
+    /* Twenty exponents, uniform: a quarter of the words are escapes. */
+    for (size_t i = 0; i < K3_CODEC_BLOCK; i += 2) {
+        unsigned e = 100 + next() % 20;
+        src[i] = (uint8_t)((e & 1) << 7 | (next() & 0x7f));
+        src[i + 1] = (uint8_t)(e >> 1 | (next() & 0x80));
+    }
+    round_trip(src, K3_CODEC_BLOCK, st, "twenty exponents");
+    size_t esc_words = nib_len - (K3_CODEC_NIB_HEADER + K3_CODEC_BLOCK * 3 / 4);
+    CHECK(nib_mode == K3_CODEC_NIBBLE && esc_words > K3_CODEC_BLOCK / 2 / 5 &&
+              esc_words < K3_CODEC_BLOCK / 2 / 3,
+          "twenty exponents: mode %d, %zu escapes", nib_mode, esc_words);
+    for (size_t n = 0; n < 40; n++)
+        round_trip(src, n, st, "short prefix of escapes");
+    round_trip(src, 12346, st, "odd word count");
+    /* Every exponent: more escapes than the nibbles save, so raw. */
+    for (size_t i = 0; i < K3_CODEC_BLOCK; i++)
+        src[i] = (uint8_t)next();
+    round_trip(src, K3_CODEC_BLOCK, st, "uniform");
+    CHECK(nib_mode == K3_CODEC_RAW, "uniform exponents as nibbles: mode %d", nib_mode);
 
     /* Refusals. */
     trained_like(src, K3_CODEC_BLOCK);
@@ -145,6 +183,43 @@ int main(void)
     CHECK(k3_codec_decode(st2, len, out, K3_CODEC_BLOCK, &why) == 0 &&
               k3_xxh3_64(out, K3_CODEC_BLOCK) != k3_xxh3_64(src, K3_CODEC_BLOCK),
           "a flipped byte goes unnoticed by the block hash");
+    /* Nibble blocks: an escape byte missing or extra, too short, a padding
+     * nibble that is not 0. */
+    for (size_t i = 0; i < K3_CODEC_BLOCK; i += 2) {
+        unsigned e = 100 + next() % 20;
+        src[i] = (uint8_t)((e & 1) << 7 | (next() & 0x7f));
+        src[i + 1] = (uint8_t)(e >> 1 | (next() & 0x80));
+    }
+    len = k3_codec_encode_nibble(src, K3_CODEC_BLOCK, st);
+    CHECK(st[0] == K3_CODEC_NIBBLE && k3_codec_decode(st, len, out, K3_CODEC_BLOCK, &why) == 0,
+          "nibble block: %s", why);
+    CHECK(k3_codec_decode(st, len - 1, out, K3_CODEC_BLOCK, &why) != 0 && strstr(why, "escape"),
+          "nibble: an escape byte missing: %s", why);
+    memcpy(st2, st, len);
+    st2[len] = 0;
+    CHECK(k3_codec_decode(st2, len + 1, out, K3_CODEC_BLOCK, &why) != 0 && strstr(why, "escape"),
+          "nibble: an escape byte extra: %s", why);
+    CHECK(k3_codec_decode(st, K3_CODEC_NIB_HEADER + 100, out, K3_CODEC_BLOCK, &why) != 0,
+          "nibble: header only");
+    memcpy(st2, st, len);
+    st2[K3_CODEC_NIB_HEADER + K3_CODEC_BLOCK / 2] ^= 0x0f; /* a nibble changes: 15 <-> not */
+    int esc_change = (st[K3_CODEC_NIB_HEADER + K3_CODEC_BLOCK / 2] & 15) == 15 ||
+                     (st2[K3_CODEC_NIB_HEADER + K3_CODEC_BLOCK / 2] & 15) == 15;
+    CHECK(!esc_change || k3_codec_decode(st2, len, out, K3_CODEC_BLOCK, &why) != 0,
+          "nibble: an escape appears or vanishes unnoticed");
+    {
+        /* Three words: the last nibble byte's high half pads. */
+        uint8_t b[K3_CODEC_NIB_HEADER + 3 + 2] = { K3_CODEC_NIBBLE, 120, 121, 122 };
+        b[K3_CODEC_NIB_HEADER + 3] = 0x21;
+        b[K3_CODEC_NIB_HEADER + 4] = 0x00;
+        CHECK(k3_codec_decode(b, sizeof b, out, 6, &why) == 0 && (out[1] & 0x7f) == 121 >> 1 &&
+                  (out[3] & 0x7f) == 122 >> 1 && (out[5] & 0x7f) == 120 >> 1,
+              "nibble: three words: %s", why);
+        b[K3_CODEC_NIB_HEADER + 4] = 0x10;
+        CHECK(k3_codec_decode(b, sizeof b, out, 6, &why) != 0 && strstr(why, "padding"),
+              "nibble: a padding nibble of 1: %s", why);
+        CHECK(k3_codec_decode(b, sizeof b, out, 7, &why) != 0, "nibble: an odd image");
+    }
     uint8_t raw[5] = { K3_CODEC_RAW, 1, 2, 3, 4 };
     CHECK(k3_codec_decode(raw, 5, out, 5, &why) != 0, "raw of the wrong length");
     /* Random garbage: refused or decoded, never out of bounds (ASan). */
@@ -152,7 +227,7 @@ int main(void)
         size_t n = next() % 600, sl = next() % 800;
         for (size_t i = 0; i < sl; i++)
             st2[i] = (uint8_t)next();
-        st2[0] = (uint8_t)(next() & 1);
+        st2[0] = (uint8_t)(next() % 3);
         k3_codec_decode(st2, sl, out, n, &why);
     }
 
@@ -176,6 +251,23 @@ int main(void)
     } while ((dt = now() - t0) < 0.3);
     double dec_gbs = (double)reps * NB * K3_CODEC_BLOCK / dt / 1e9;
     CHECK(!memcmp(img, dec, (size_t)NB * K3_CODEC_BLOCK), "speed image round trip");
+    size_t nib_total = 0;
+    for (int k = 0; k < NB; k++)
+        nib_total += slen[k] = k3_codec_encode_nibble(img + (size_t)k * K3_CODEC_BLOCK,
+                                                      K3_CODEC_BLOCK,
+                                                      stored + (size_t)k * K3_CODEC_MAX_STORED);
+    memset(dec, 0, (size_t)NB * K3_CODEC_BLOCK);
+    reps = 0;
+    t0 = now();
+    do {
+        for (int k = 0; k < NB; k++)
+            CHECK(k3_codec_decode(stored + (size_t)k * K3_CODEC_MAX_STORED, slen[k],
+                                  dec + (size_t)k * K3_CODEC_BLOCK, K3_CODEC_BLOCK, &why) == 0,
+                  "nibble speed block %d", k);
+        reps++;
+    } while ((dt = now() - t0) < 0.3);
+    double nib_gbs = (double)reps * NB * K3_CODEC_BLOCK / dt / 1e9;
+    CHECK(!memcmp(img, dec, (size_t)NB * K3_CODEC_BLOCK), "nibble speed image round trip");
     uint64_t sink = 0;
     double hash_gbs[2];
     for (int path = 0; path < 2; path++) {
@@ -189,10 +281,12 @@ int main(void)
         } while ((dt = now() - t0) < 0.3);
         hash_gbs[path] = (double)reps * NB * K3_CODEC_BLOCK / dt / 1e9;
     }
-    printf("codec: trained-like bf16 stored at %.1f%% of its bytes; decoder %.2f GB/s and "
-           "xxh3 %.2f GB/s (%s; baseline %.2f) of image per CPU-second of one core (%llx)\n",
-           100.0 * (double)total / (NB * (double)K3_CODEC_BLOCK), dec_gbs, hash_gbs[0],
-           k3_xxh3_path(), hash_gbs[1], (unsigned long long)(sink & 0xf));
+    printf("codec: trained-like bf16 stored at %.1f%% (huffman) and %.1f%% (nibble) of its "
+           "bytes; decoders %.2f and %.2f GB/s, xxh3 %.2f GB/s (%s; baseline %.2f) of image per "
+           "CPU-second of one core (%llx)\n",
+           100.0 * (double)total / (NB * (double)K3_CODEC_BLOCK),
+           100.0 * (double)nib_total / (NB * (double)K3_CODEC_BLOCK), dec_gbs, nib_gbs,
+           hash_gbs[0], k3_xxh3_path(), hash_gbs[1], (unsigned long long)(sink & 0xf));
     free(img);
     free(dec);
     free(stored);

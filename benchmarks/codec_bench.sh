@@ -1,12 +1,12 @@
 #!/bin/sh
-# codec_bench.sh - the lossless trunk (k3 pack-trunk --compress) against the
-# plain one, with every layer and lm_head streamed from trunk.bin (two ring
+# codec_bench.sh - the lossless trunk (k3 pack-trunk --compress, huffman
+# blocks, and --compress-fast, nibble blocks) against the plain one, with every layer and lm_head streamed from trunk.bin (two ring
 # slots; experts as the default plan caches them).
 # Not a test: it reports, it does not judge. For each model - the trained
 # k3-nano (models/k3-nano, real trained BF16 weights), a random wide-moe
 # (float32 normal draws, the draw path of the slice) and the slice when
 # K3_SLICE_DIR holds one (benchmarks/checkpoint.sh; not made here, 7.6 GB) -
-# and each of plain and compressed: the stored/image ratio of the pack, and
+# and each of plain, compressed and nibble: the stored/image ratio of the pack, and
 # over $K3_BENCH_RUNS (3) runs of --gen $K3_CODEC_GEN (16) tokens the median
 # trunk bytes read per generated token (the prefill's pass included, so
 # the same overcount for both kinds), s/token, the stream rate (bytes off the disk
@@ -33,10 +33,11 @@ printf '%-10s %-10s %9s %12s %9s %10s %11s %7s\n' model trunk stored% "MB/token"
     "stream GB/s" "decode GB/s" hash%
 for m in $models; do
     name=$(basename "$m")
-    for kind in plain compressed; do
+    for kind in plain compressed nibble; do
         t="$out/$name-$kind"
         flag=""
         [ "$kind" = compressed ] && flag=--compress
+        [ "$kind" = nibble ] && flag=--compress-fast
         # shellcheck disable=SC2086
         "$K3_BIN" pack-trunk "$m" "$t" $flag --quiet
         for r in $(seq "$runs"); do
@@ -67,14 +68,16 @@ done
 echo "decoder alone, one core, on each compressed trunk ($K3_BUILD/bench/codec_decode, median of 5):"
 for m in $models; do
     name=$(basename "$m")
-    t="$out/$name-compressed"
-    "$PYTHON" -c 'import json, sys
+    for kind in compressed nibble; do
+        t="$out/$name-$kind"
+        "$PYTHON" -c 'import json, sys
 for r in json.load(open(sys.argv[1]))["runs"]: print(r["offset"], r["stored"], r["length"])' \
-        "$t/trunk.json" >"$t.runs"
-    if [ -x "$K3_BUILD/bench/codec_decode" ]; then
-        printf '%-10s ' "$name"
-        "$K3_BUILD/bench/codec_decode" "$t/trunk.bin" "$t.runs" 5
-    fi
+            "$t/trunk.json" >"$t.runs"
+        if [ -x "$K3_BUILD/bench/codec_decode" ]; then
+            printf '%-10s %-10s ' "$name" "$kind"
+            "$K3_BUILD/bench/codec_decode" "$t/trunk.bin" "$t.runs" 5
+        fi
+    done
 done
 echo "one core (build/tests/test_codec, trained-like BF16 blocks):"
 if [ -x "$K3_BUILD/tests/test_codec" ]; then "$K3_BUILD/tests/test_codec" | head -1; fi

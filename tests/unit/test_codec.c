@@ -59,6 +59,17 @@ static void trained_like(uint8_t *p, size_t n)
         p[n - 1] = (uint8_t)next();
 }
 
+/* A block of BF16 words over twenty exponents, uniform: more than the
+ * nibble mode's 15 codes, so a quarter of the words are escapes. */
+static void twenty_exponents(uint8_t *p)
+{
+    for (size_t i = 0; i < K3_CODEC_BLOCK; i += 2) {
+        unsigned e = 100 + next() % 20;
+        p[i] = (uint8_t)((e & 1) << 7 | (next() & 0x7f));
+        p[i + 1] = (uint8_t)(e >> 1 | (next() & 0x80));
+    }
+}
+
 /* Encodes src with enc, checks the stored form decodes back exactly;
  * returns the stored length. */
 static size_t round_trip_by(size_t (*enc)(const uint8_t *, size_t, uint8_t *),
@@ -143,11 +154,7 @@ int main(void)
     round_trip(src, K3_CODEC_BLOCK, st, "length-limited");
     CHECK(nib_mode == K3_CODEC_NIBBLE, "length-limited as nibbles: mode %d", nib_mode);
     /* Twenty exponents, uniform: a quarter of the words are escapes. */
-    for (size_t i = 0; i < K3_CODEC_BLOCK; i += 2) {
-        unsigned e = 100 + next() % 20;
-        src[i] = (uint8_t)((e & 1) << 7 | (next() & 0x7f));
-        src[i + 1] = (uint8_t)(e >> 1 | (next() & 0x80));
-    }
+    twenty_exponents(src);
     round_trip(src, K3_CODEC_BLOCK, st, "twenty exponents");
     size_t esc_words = nib_len - (K3_CODEC_NIB_HEADER + K3_CODEC_BLOCK * 3 / 4);
     CHECK(nib_mode == K3_CODEC_NIBBLE && esc_words > K3_CODEC_BLOCK / 2 / 5 &&
@@ -185,11 +192,7 @@ int main(void)
           "a flipped byte goes unnoticed by the block hash");
     /* Nibble blocks: an escape byte missing or extra, too short, a padding
      * nibble that is not 0. */
-    for (size_t i = 0; i < K3_CODEC_BLOCK; i += 2) {
-        unsigned e = 100 + next() % 20;
-        src[i] = (uint8_t)((e & 1) << 7 | (next() & 0x7f));
-        src[i + 1] = (uint8_t)(e >> 1 | (next() & 0x80));
-    }
+    twenty_exponents(src);
     len = k3_codec_encode_nibble(src, K3_CODEC_BLOCK, st);
     CHECK(st[0] == K3_CODEC_NIBBLE && k3_codec_decode(st, len, out, K3_CODEC_BLOCK, &why) == 0,
           "nibble block: %s", why);

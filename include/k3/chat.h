@@ -38,9 +38,14 @@ typedef struct k3_chat k3_chat;
  *   tools: null or an array of tool declarations (any JSON objects).
  *   options: thinking (bool, default true), thinking_effort ("low", "high",
  *     "max" or null), add_generation_prompt (bool, default true),
- *     tool_choice ("auto", "required", "none" or null), response_format
- *     (null or {"type": "text" | "json_object"} or {"type": "json_schema",
- *     "json_schema": {"schema": {...}, ...}}). */
+ *     tool_choice ("auto", "required", "none", null, or a named function
+ *     {"type": "function", "function": {"name": N}} with N declared in tools,
+ *     rendered as "required"), response_format (null or {"type": "text" |
+ *     "json_object"} or {"type": "json_schema", "json_schema": {"schema":
+ *     {...}, "strict": bool, ...}}), grammar (k3's extension: a GBNF grammar
+ *     the reply must match; nothing is rendered for it). Decoding enforces
+ *     tool_choice, response_format and grammar (docs/SERVE.md "Structured
+ *     outputs"). */
 int k3_chat_read(k3_chat **out, const char *text, size_t len, k3_err *e);
 
 /* k3_chat_read on a file; messages are prefixed with its path. */

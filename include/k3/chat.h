@@ -65,6 +65,13 @@ int k3_chat_set_thinking(k3_chat *c, int on, const char *effort, k3_err *e);
  * assistant message) on or off, overriding options.add_generation_prompt. */
 void k3_chat_set_generation_prompt(k3_chat *c, int on);
 
+/* For a chat loop: the reply's text must be JSON valid under the JSON
+ * Schema json[0..len) (options.response_format json_schema, strict as
+ * given: K3_EINPUT when it is not a JSON object), or match the GBNF grammar
+ * gbnf[0..len) (options.grammar). Copied. */
+int k3_chat_set_json_schema(k3_chat *c, const char *json, size_t len, int strict, k3_err *e);
+int k3_chat_set_grammar(k3_chat *c, const char *gbnf, size_t len, k3_err *e);
+
 /* For a chat loop: appends a system or user message ("system"/"user") with
  * content text[0..len) (copied). */
 int k3_chat_add_message(k3_chat *c, const char *role, const char *text, size_t len, k3_err *e);

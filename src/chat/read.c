@@ -361,6 +361,27 @@ int k3_chat_read(k3_chat **out, const char *text, size_t len, k3_err *e)
     return e->code;
 }
 
+int k3_chat_set_json_schema(k3_chat *c, const char *json, size_t len, int strict, k3_err *e)
+{
+    char jerr[256];
+    k3_json_doc *doc = k3_json_parse(json, len, jerr, sizeof jerr);
+    if (!doc)
+        return k3_fail(e, K3_EINPUT, "the schema is not valid JSON: %s", jerr);
+    if (k3_json_root(doc)->type != K3J_OBJECT)
+        wrong_type("the schema", "an object", k3_json_root(doc), e);
+    else if (keep_json(c, k3_json_root(doc), K3_JW_SORT_KEYS, &c->schema_json, e) == K3_OK) {
+        c->response_format = "json_schema";
+        c->schema_strict = strict;
+    }
+    k3_json_free(doc);
+    return e->code;
+}
+
+int k3_chat_set_grammar(k3_chat *c, const char *gbnf, size_t len, k3_err *e)
+{
+    return k3_chat_keep(c, gbnf, len, &c->grammar, e);
+}
+
 int k3_chat_load(k3_chat **out, const char *path, k3_err *e)
 {
     *out = NULL;

@@ -2,6 +2,9 @@
 # (--json-schema FILE, --grammar FILE; structured/constrain.h through the
 # turn driver's mask, chat/turn.h), on a random-weight model with the
 # release's vocabulary and tokenizer (so the masks cover 163,840 ids):
+#  - the turn driver with a toy constraint (tests/progs/constraint_check.c):
+#    every id allowed, end ids only where it may end, --spec = --spec 0 with
+#    drafts cut and rolled back (greedy, sampled, every sampler filter);
 #  - JSON Schemas (properties/required, enums, arrays with bounds, nesting,
 #    anyOf, numbers with bounds), greedy and sampled with a seed: every output
 #    is COMPLETE (the end budget closes it within --gen) and valid under the
@@ -27,6 +30,12 @@ work="$K3_BUILD/structured-cli"
 rm -rf "$work"
 mkdir -p "$work"
 k3() { "$K3_BIN" "$dir" --tok "$REL" --quiet "$@"; }
+
+# --- the turn driver's side, apart from the engine (tests/progs/constraint_check.c):
+# a toy constraint; every id allowed, end ids only where it may end, spec = spec 0,
+# drafts cut and rolled back.
+OMP_NUM_THREADS=1 "$K3_BUILD/progs/constraint_check" "$(model tiny-a tiny-a)" ||
+    die "constraint_check failed"
 
 # --- schemas: complete and valid ------------------------------------------
 cat >"$work/s1.json" <<'EOF'

@@ -352,6 +352,13 @@ static int draw(k3_turn *t, const uint32_t *ids, size_t pos, const float *row, u
         *id = k3_gen_sample_at(t->smp, &t->gen, t->m, ids, pos, row);
         return K3_OK;
     }
+    /* The end budget counts what the context leaves too (k3_gen_ends_after:
+     * the id at max_context - 1 is the last). */
+    if (t->p->open_ended)
+        left = SIZE_MAX;
+    else if (t->gen.max_context > 0 && (int64_t)pos < t->gen.max_context &&
+        (size_t)(t->gen.max_context - (int64_t)pos) < left)
+        left = (size_t)(t->gen.max_context - (int64_t)pos);
     memcpy(t->masked, row, V * sizeof *t->masked);
     if (c->mask(c->ctx, t->masked, V, left, e))
         return e->code;

@@ -109,6 +109,9 @@ typedef struct k3_turn_params {
      * starts from its state as given (a resumed run replays its ids first).
      * Refused with gen.ignore_eos (the text could never end). */
     const k3_constraint *constraint;
+    int open_ended;           /* the constraint's end budget is off: the text need not
+                               * close within max_tokens (a run saved to be continued,
+                               * k3 --save-state) */
 } k3_turn_params;
 
 typedef struct k3_turn_result {

@@ -7,8 +7,11 @@
  * of the grammar or schema file. A later --load-state FILE with the same
  * option and no new prompt continues that text: the ids from that
  * position on are replayed through the grammar first, so the continuation
- * draws what the uninterrupted run draws (where the end budget, which
- * counts the ids left in each run's --gen, did not steer). A different
+ * draws what the uninterrupted run draws. A run with --save-state has no
+ * end budget (it is to be continued: its text need not close within
+ * --gen), so the equality holds where the uninterrupted run's budget did
+ * not steer the first part (a budget counts the ids left in its run's
+ * --gen; docs/GRAMMAR.md). A different
  * grammar or schema is exit 2. Without FILE.grammar, or with a new
  * prompt, the constrained text starts after the loaded sequence. */
 #ifndef K3_CLI_CONSTRAIN_OPTS_H

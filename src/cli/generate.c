@@ -348,6 +348,7 @@ int k3_run_generate_embeds(k3_model *m, const k3_options *o, const uint32_t *pro
     tp.stop = o->stop;
     tp.nstop = o->nstop;
     tp.constraint = cons ? k3_constrain_get(cons) : NULL;
+    tp.open_ended = o->save_state != NULL; /* to be continued: need not close */
     k3_turn_sink sink = { &r, on_text, NULL, on_token, on_forward };
     if ((o->spec &&
          k3_drafter_make(&drafter, o->draft, m, (int)o->draft_topk, (size_t)o->spec, e)) ||

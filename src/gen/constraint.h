@@ -21,7 +21,8 @@
  *
  * left is how many ids the turn may still generate counting the one being
  * drawn (so 1: the last), so a constraint can steer toward a complete text
- * before max_tokens (an "end budget"). The state changes only through
+ * before max_tokens (an "end budget"); SIZE_MAX: no limit (the turn's
+ * open_ended). The state changes only through
  * accept and rollback: the same ids give the same masks, which is why a
  * speculative run, a run resumed from a saved state (the generated ids
  * replayed through accept) and a slot among others draw what a lone plain

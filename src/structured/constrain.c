@@ -56,7 +56,7 @@ static int constraint_mask(void *ctx, float *row, size_t vocab, size_t left, k3_
 {
     k3_constrain *c = ctx;
     size_t known = k3_gram_vocab_size(c->v->gv);
-    if (k3_gram_mask(c->mt, left > INT64_MAX ? -1 : (int64_t)left, c->words, e))
+    if (k3_gram_mask(c->mt, left > (size_t)INT64_MAX ? -1 : (int64_t)left, c->words, e))
         return e->code;
     for (size_t id = 0; id < vocab; id++)
         if (id >= known || !(c->words[id / 32] >> (id % 32) & 1u))

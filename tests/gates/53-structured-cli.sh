@@ -97,12 +97,16 @@ cut_total=0
 for how in "" "--temperature 0.9 --seed 7"; do
     for s in s1 list; do
         case $s in list) g="--grammar $work/list.gbnf" ;; *) g="--json-schema $work/$s.json" ;; esac
+        # The prompt's words, favoured by negative penalties, make the model
+        # repeat them and the ngram drafter propose the prompt's continuations,
+        # some of which the grammar refuses (" Again").
+        p='(abc,def) Again (abc,def) Again {"name": "abc", "age": 7} Again'
         # shellcheck disable=SC2086
-        k3 --prompt "Again and again:" $g --gen 40 --frequency-penalty -1 --presence-penalty -1 \
+        k3 --prompt "$p" $g --gen 40 --frequency-penalty -2 --presence-penalty -2 \
             $how --spec 0 --out "$work/p0.json" >"$work/p0.txt" || die "spec 0 ($s $how)"
         # shellcheck disable=SC2086
-        K3_SPEC_ALWAYS=1 k3 --prompt "Again and again:" $g --gen 40 --frequency-penalty -1 \
-            --presence-penalty -1 $how --spec 4 --out "$work/p4.json" >"$work/p4.txt" ||
+        K3_SPEC_ALWAYS=1 k3 --prompt "$p" $g --gen 40 --frequency-penalty -2 \
+            --presence-penalty -2 $how --spec 4 --out "$work/p4.json" >"$work/p4.txt" ||
             die "spec 4 ($s $how)"
         [ "$(gen_ids "$work/p0.json")" = "$(gen_ids "$work/p4.json")" ] ||
             die "spec 4 under $s ($how) differs from spec 0: $(gen_ids "$work/p0.json") vs $(gen_ids "$work/p4.json")"

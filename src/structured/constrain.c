@@ -139,8 +139,8 @@ int k3_constrain_new(const k3_constrain_vocab *v, k3_constrain_kind kind, const 
     k3_grammar *g = NULL;
     k3_gram_schema_opts so = { strict, K3_GRAM_WS_SPACED };
     *out = NULL;
-    if (kind == K3_CONSTRAIN_GBNF)
-        named((k3_gram_from_gbnf(&g, text, len, e), e), "grammar");
+    if (kind == K3_CONSTRAIN_GBNF) /* the engine's message says "grammar:LINE:COL" */
+        k3_gram_from_gbnf(&g, text, len, e);
     else if (kind == K3_CONSTRAIN_JSON_SCHEMA)
         named((k3_gram_from_schema(&g, text, len, &so, warnings, e), e), "json_schema");
     else
@@ -222,11 +222,12 @@ int k3_constrain_chat(const k3_constrain_vocab *v, const k3_chat *c, int thinkin
     if (!e->code && spec.tool_mode >= K3_GRAM_TOOLS_REQUIRED && spec.ntools == 0)
         k3_fail(e, K3_EINPUT, "tool_choice: \"required\" (or a named function) needs tools "
                               "declared with a function name");
-    /* The engine names a tool's schema ("tools[i].parameters/..."); the
-     * content's is named here for the request's field. */
-    if (!e->code && k3_gram_chat_reply(&g, &spec, warnings, e) && strncmp(e->msg, "tools", 5))
-        named(e, spec.content == K3_GRAM_CONTENT_GBNF ? "grammar"
-                                                      : "response_format.json_schema.schema");
+    /* The engine names a tool's schema ("tools[i].parameters/...") and a
+     * GBNF position ("grammar:LINE:COL"); the content schema is named here
+     * for the request's field. */
+    if (!e->code && k3_gram_chat_reply(&g, &spec, warnings, e) &&
+        spec.content == K3_GRAM_CONTENT_SCHEMA && strncmp(e->msg, "tools", 5))
+        named(e, "response_format.json_schema.schema");
     wrap(v, g, 1, out, e);
     free(tools);
     k3_json_free(tdoc);

@@ -20,7 +20,7 @@ typedef struct name_ent {
 typedef struct gp {
     const char *s, *end, *line_start;
     unsigned line;
-    k3g_builder b;
+    k3g_builder *b;
     name_ent *names;
     size_t nnames, capnames;
     k3_err *e;
@@ -78,7 +78,7 @@ static int64_t rule_of(gp *p, const char *s, size_t n)
         p->names = q;
         p->capnames = c;
     }
-    int64_t r = k3g_rule(&p->b);
+    int64_t r = k3g_rule(p->b);
     if (r < 0)
         return -1;
     name_ent *ne = &p->names[p->nnames++];
@@ -166,19 +166,19 @@ static int item(gp *p, k3g_el *el, int depth)
     const char *at = p->s;
     char c = *p->s;
     if (c == '"') {
-        int64_t r = k3g_rule(&p->b);
+        int64_t r = k3g_rule(p->b);
         if (r < 0)
             return p->e->code;
         p->s++;
         while (p->s < p->end && *p->s != '"') {
             uint32_t cp;
-            if (char_at(p, &cp) || put_cp(&p->b, (uint32_t)r, cp))
+            if (char_at(p, &cp) || put_cp(p->b, (uint32_t)r, cp))
                 return p->e->code;
         }
         if (p->s >= p->end)
             return fail_at(p, at, "unterminated literal");
         p->s++;
-        if (k3g_alt(&p->b, (uint32_t)r))
+        if (k3g_alt(p->b, (uint32_t)r))
             return p->e->code;
         el->type = K3G_RULE, el->arg = (uint32_t)r;
     } else if (c == '[') {
@@ -241,7 +241,7 @@ static int item(gp *p, k3g_el *el, int depth)
                 rg = q, n = m;
             }
         }
-        int64_t r = p->e->code ? -1 : k3g_class(&p->b, rg, n);
+        int64_t r = p->e->code ? -1 : k3g_class(p->b, rg, n);
         free(rg);
         if (r < 0)
             return p->e->code;
@@ -249,7 +249,7 @@ static int item(gp *p, k3g_el *el, int depth)
         el->type = K3G_RULE, el->arg = (uint32_t)r;
     } else if (c == '.') {
         uint32_t all[2] = { 0, 0x10FFFF };
-        int64_t r = k3g_class(&p->b, all, 1);
+        int64_t r = k3g_class(p->b, all, 1);
         if (r < 0)
             return p->e->code;
         p->s++;
@@ -258,7 +258,7 @@ static int item(gp *p, k3g_el *el, int depth)
         if (depth >= K3_GRAM_MAX_NEST)
             return fail_at(p, at, "groups nested deeper than K3_GRAM_MAX_NEST");
         p->s++;
-        int64_t r = k3g_rule(&p->b);
+        int64_t r = k3g_rule(p->b);
         if (r < 0 || alternates(p, (uint32_t)r, depth + 1))
             return p->e->code;
         skip_space(p);
@@ -298,10 +298,10 @@ static int item(gp *p, k3g_el *el, int depth)
             }
             if (q + 1 != gt)
                 return fail_at(p, at, "token <[ID]>: expected ']>'");
-            ti = k3g_token_add(&p->b, id, NULL, 0, neg);
+            ti = k3g_token_add(p->b, id, NULL, 0, neg);
         } else {
             /* the text includes the angle brackets: <|open|> names "<|open|>" */
-            ti = k3g_token_add(&p->b, -1, t - 1, (size_t)(gt - t) + 2, neg);
+            ti = k3g_token_add(p->b, -1, t - 1, (size_t)(gt - t) + 2, neg);
         }
         if (ti < 0)
             return p->e->code;
@@ -364,7 +364,7 @@ static int item(gp *p, k3g_el *el, int depth)
         } else {
             break;
         }
-        int64_t r = k3g_repeat(&p->b, *el, mn, mx);
+        int64_t r = k3g_repeat(p->b, *el, mn, mx);
         if (r < 0)
             return p->e->code;
         el->type = K3G_RULE, el->arg = (uint32_t)r;
@@ -392,11 +392,11 @@ static int alternates(gp *p, uint32_t r, int depth)
         skip_space(p);
         while (p->s < p->end && *p->s != '|' && *p->s != ')' && !at_definition(p)) {
             k3g_el el;
-            if (item(p, &el, depth) || k3g_add(&p->b, r, el.type, el.arg))
+            if (item(p, &el, depth) || k3g_add(p->b, r, el.type, el.arg))
                 return p->e->code;
             skip_space(p);
         }
-        if (k3g_alt(&p->b, r))
+        if (k3g_alt(p->b, r))
             return p->e->code;
         if (p->s < p->end && *p->s == '|') {
             p->s++;
@@ -408,9 +408,10 @@ static int alternates(gp *p, uint32_t r, int depth)
     }
 }
 
-int k3_gram_from_gbnf(k3_grammar **out, const char *text, size_t len, k3_err *e)
+int k3g_gbnf_into(k3g_builder *b, const char *text, size_t len, uint32_t *root_out,
+                  char ***names_out)
 {
-    *out = NULL;
+    k3_err *e = b->e;
     if (len > K3_GRAM_MAX_TEXT)
         return k3_fail(e, K3_EINPUT, "grammar: %zu bytes of text (more than K3_GRAM_MAX_TEXT)",
                        len);
@@ -420,7 +421,7 @@ int k3_gram_from_gbnf(k3_grammar **out, const char *text, size_t len, k3_err *e)
     p.end = text + len;
     p.line = 1;
     p.e = e;
-    k3g_init(&p.b, e);
+    p.b = b;
     uint8_t *defined = NULL;
     size_t ndefined = 0;
     for (;;) {
@@ -463,7 +464,6 @@ int k3_gram_from_gbnf(k3_grammar **out, const char *text, size_t len, k3_err *e)
             break;
     }
     int64_t root = -1;
-    const char **names = NULL;
     if (!e->code) {
         for (size_t i = 0; i < p.nnames; i++) {
             name_ent *ne = &p.names[i];
@@ -478,14 +478,15 @@ int k3_gram_from_gbnf(k3_grammar **out, const char *text, size_t len, k3_err *e)
         if (!e->code && root < 0)
             k3_fail(e, K3_EINPUT, "grammar: no 'root' rule");
     }
-    if (!e->code) {
-        names = calloc(p.b.nrules + 1, sizeof *names);
-        char *buf = NULL;
+    if (!e->code && names_out) {
+        /* names for messages: one block, names[rule] -> its name */
         size_t tot = 0;
         for (size_t i = 0; i < p.nnames; i++)
             tot += p.names[i].n + 1;
-        buf = malloc(tot + 1);
+        char **names = calloc(b->nrules + 1, sizeof *names);
+        char *buf = malloc(tot + 1);
         if (!names || !buf) {
+            free(names), free(buf);
             k3_fail(e, K3_ERUNTIME, "grammar: out of memory");
         } else {
             char *w = buf;
@@ -495,13 +496,33 @@ int k3_gram_from_gbnf(k3_grammar **out, const char *text, size_t len, k3_err *e)
                 names[p.names[i].rule] = w;
                 w += p.names[i].n + 1;
             }
-            k3g_finish(&p.b, (uint32_t)root, names, out);
+            names[b->nrules] = buf; /* the block, freed through it */
+            *names_out = names;
         }
-        free(buf);
     }
-    free(names);
+    if (!e->code)
+        *root_out = (uint32_t)root;
     free(defined);
     free(p.names);
-    k3g_dispose(&p.b);
+    return e->code;
+}
+
+int k3_gram_from_gbnf(k3_grammar **out, const char *text, size_t len, k3_err *e)
+{
+    *out = NULL;
+    k3g_builder b;
+    k3g_init(&b, e);
+    uint32_t root = 0;
+    char **names = NULL;
+    size_t nr = 0;
+    if (!k3g_gbnf_into(&b, text, len, &root, &names)) {
+        nr = b.nrules;
+        k3g_finish(&b, root, (const char *const *)names, out);
+    }
+    if (names) {
+        free(names[nr]);
+        free(names);
+    }
+    k3g_dispose(&b);
     return e->code;
 }

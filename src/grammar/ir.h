@@ -102,6 +102,13 @@ int64_t k3g_repeat(k3g_builder *b, k3g_el item, uint32_t min, uint32_t max);
 /* A rule: exactly the bytes of s. */
 int64_t k3g_literal(k3g_builder *b, const void *s, size_t n);
 
+/* Parses GBNF text into b (grammar.h has the dialect); *root is its root
+ * rule. names_out (may be NULL): rule names for messages, an array of
+ * b->nrules + 1 whose last entry holds the names' storage (free it, then
+ * the array). */
+int k3g_gbnf_into(k3g_builder *b, const char *text, size_t len, uint32_t *root,
+                  char ***names_out);
+
 /* Checks and flattens with rule root as the start. names (may be NULL)
  * gives rule names for messages. Frees nothing of b. */
 int k3g_finish(k3g_builder *b, uint32_t root, const char *const *names, k3_grammar **out);

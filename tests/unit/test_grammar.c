@@ -11,6 +11,7 @@
 
 #include "check.h"
 #include "grammar/grammar.h"
+#include "util/json.h"
 
 /* The synthetic vocabulary: ids 0..255 the single bytes, then pieces,
  * then specials. */
@@ -375,6 +376,107 @@ static void test_hostile(void)
     k3_gram_free(g);
 }
 
+/* Feeds a reply written with markers: \x01 <|open|>, \x02 <|close|>,
+ * \x03 <|sep|>, \x04 the end id; other bytes as single-byte ids.
+ * Returns whether every id was accepted and the matcher is done. */
+static int feed(k3_gram_matcher *m, const char *s)
+{
+    k3_err e = { 0, "" };
+    for (; *s; s++) {
+        uint32_t id = *s == 1 ? ID_OPEN : *s == 2 ? ID_CLOSE : *s == 3 ? ID_SEP
+                      : *s == 4 ? ID_END : (unsigned char)*s;
+        if (k3_gram_accept(m, id, &e))
+            return 0;
+    }
+    return k3_gram_is_done(m);
+}
+
+/* The chat reply builder against the release's own rendering of a tool
+ * call (chat_vectors.json "tools-and-call"). */
+static void test_reply(void)
+{
+    static const char params[] =
+        "{\"type\":\"object\",\"properties\":{\"city\":{\"type\":\"string\"},"
+        "\"days\":{\"type\":\"integer\"},\"metric\":{\"type\":\"boolean\"}},"
+        "\"required\":[\"city\"]}";
+    static const char call[] =
+        "need tool\2think\3\1response\3\2response\3\1tools\3"
+        "\1call tool=\"get_weather\" index=\"1\"\3"
+        "\1argument key=\"city\" type=\"string\"\3Paris\2argument\3"
+        "\1argument key=\"days\" type=\"number\"\3" "2\2argument\3"
+        "\1argument key=\"metric\" type=\"boolean\"\3true\2argument\3"
+        "\2call\3\2tools\3\2message\3\4";
+    char err[128];
+    k3_json_doc *doc = k3_json_parse(params, strlen(params), err, sizeof err);
+    CHECK(doc != NULL, "%s", err);
+    if (!doc)
+        return;
+    k3_gram_tool tool = { "get_weather", k3_json_root(doc) };
+    static const struct {
+        int mode, thinking, content;
+        const char *reply;
+        int ok;
+    } cases[] = {
+        { K3_GRAM_TOOLS_REQUIRED, 1, K3_GRAM_CONTENT_FREE, call, 1 },
+        { K3_GRAM_TOOLS_AUTO, 1, K3_GRAM_CONTENT_FREE, call, 1 },
+        { K3_GRAM_TOOLS_NAMED, 1, K3_GRAM_CONTENT_FREE, call, 1 },
+        { K3_GRAM_TOOLS_NONE, 1, K3_GRAM_CONTENT_FREE, call, 0 },
+        { K3_GRAM_TOOLS_AUTO, 1, K3_GRAM_CONTENT_FREE,
+          "hm\2think\3\1response\3Hello!\2response\3\2message\3\4", 1 },
+        { K3_GRAM_TOOLS_REQUIRED, 1, K3_GRAM_CONTENT_FREE,
+          "hm\2think\3\1response\3Hello!\2response\3\2message\3\4", 0 },
+        { K3_GRAM_TOOLS_NONE, 0, K3_GRAM_CONTENT_JSON_OBJECT,
+          "{\"a\": [1, 2]}\2response\3\2message\3\4", 1 },
+        { K3_GRAM_TOOLS_NONE, 0, K3_GRAM_CONTENT_JSON_OBJECT,
+          "{\"a\":[1,2]}\2response\3\2message\3\4", 0 },
+        /* a required argument missing; a wrong type; an undeclared tool */
+        { K3_GRAM_TOOLS_REQUIRED, 0, K3_GRAM_CONTENT_FREE,
+          "\2response\3\1tools\3\1call tool=\"get_weather\" index=\"1\"\3\2call\3"
+          "\2tools\3\2message\3\4", 0 },
+        { K3_GRAM_TOOLS_REQUIRED, 0, K3_GRAM_CONTENT_FREE,
+          "\2response\3\1tools\3\1call tool=\"get_weather\" index=\"1\"\3"
+          "\1argument key=\"city\" type=\"number\"\3" "1\2argument\3\2call\3"
+          "\2tools\3\2message\3\4", 0 },
+        { K3_GRAM_TOOLS_REQUIRED, 0, K3_GRAM_CONTENT_FREE,
+          "\2response\3\1tools\3\1call tool=\"other\" index=\"1\"\3\2call\3"
+          "\2tools\3\2message\3\4", 0 },
+        /* two calls, indexed 1 and 2 */
+        { K3_GRAM_TOOLS_REQUIRED, 0, K3_GRAM_CONTENT_FREE,
+          "\2response\3\1tools\3\1call tool=\"get_weather\" index=\"1\"\3"
+          "\1argument key=\"city\" type=\"string\"\3a\"b&\2argument\3\2call\3"
+          "\1call tool=\"get_weather\" index=\"2\"\3"
+          "\1argument key=\"city\" type=\"string\"\3x\2argument\3\2call\3"
+          "\2tools\3\2message\3\4", 1 },
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
+        k3_gram_reply_spec sp;
+        memset(&sp, 0, sizeof sp);
+        sp.thinking = cases[i].thinking;
+        sp.content = cases[i].content;
+        sp.tools = &tool;
+        sp.ntools = 1;
+        sp.tool_mode = cases[i].mode;
+        sp.tool_name = "get_weather";
+        sp.schema.strict = 1;
+        k3_grammar *g = NULL;
+        k3_err e = { 0, "" };
+        CHECK(k3_gram_chat_reply(&g, &sp, NULL, &e) == K3_OK, "case %zu: %s", i, e.msg);
+        k3_gram_matcher *m = g ? matcher(g) : NULL;
+        if (m) {
+            CHECK(feed(m, cases[i].reply) == cases[i].ok, "case %zu: expected %s", i,
+                  cases[i].ok ? "accepted" : "refused");
+            /* masks equal brute force along the way, and the end budget
+             * completes the reply */
+            char name[32];
+            snprintf(name, sizeof name, "reply case %zu", i);
+            walk_grammar(g, name, (unsigned)i + 1, 30);
+        }
+        k3_gram_matcher_free(m);
+        k3_gram_free(g);
+    }
+    k3_json_free(doc);
+}
+
 typedef char id_open_is_295[ID_OPEN == 295 ? 1 : -1];
 
 int main(void)
@@ -387,6 +489,7 @@ int main(void)
     test_specials();
     test_masks();
     test_budget();
+    test_reply();
     test_hostile();
     k3_gram_vocab_free(vocab);
     return check_report("test_grammar");

@@ -15,14 +15,17 @@
 static const char *const ignored[] = {
     "description", "title", "default", "examples", "$schema", "$id", "$comment",
     "deprecated", "readOnly", "writeOnly", "$defs", "definitions", "contentMediaType",
-    "contentEncoding", "$anchor", NULL
+    "contentEncoding", "$anchor",
+    /* OpenAPI's nullable: JSON Schema validators ignore it, so null is
+     * not generated for it (a value without null is valid either way) */
+    "nullable", NULL
 };
 /* Keywords this compiler enforces. */
 static const char *const handled[] = {
     "type", "enum", "const", "properties", "required", "additionalProperties", "items",
     "prefixItems", "minItems", "maxItems", "anyOf", "oneOf", "allOf", "$ref", "minLength",
     "maxLength", "pattern", "format", "minimum", "maximum", "exclusiveMinimum",
-    "exclusiveMaximum", "nullable", "uniqueItems", "additionalItems", NULL
+    "exclusiveMaximum", "uniqueItems", "additionalItems", NULL
 };
 
 static int in_list(const char *const *l, const char *k)
@@ -728,9 +731,6 @@ int64_t k3g_schema_value(k3g_schema *s, const k3_json *node, unsigned mask, int 
                !k3_json_get(node, "allOf")) {
         types = implied_types(node);
     }
-    const k3_json *nullable = node ? k3_json_get(node, "nullable") : NULL;
-    if (nullable && nullable->type == K3J_BOOL && nullable->boolean)
-        types |= K3G_T_NULL;
     mask &= types;
     if (!mask) {
         r = K3G_EMPTY;

@@ -11,6 +11,9 @@
  *   grammar_check check SCHEMA < LINES
  *       for each line: 1 if the grammar matches it whole, else 0.
  *   grammar_check gbnf FILE N SEED BUDGET: as gen, for a GBNF grammar.
+ * K3_GRAMMAR_VOCAB=DIR: the vocabulary of the tokenizer in DIR (the
+ * release's 163,840 ids) instead of the synthetic one; its end id is
+ * <|end_of_msg|>.
  * SCHEMA is a file; a compile error prints "ERROR: message" and exits with
  * its code (2 for K3_EINPUT). Warnings (not strict) go to stderr. */
 #include <stdint.h>
@@ -19,6 +22,7 @@
 #include <string.h>
 
 #include "grammar/grammar.h"
+#include "k3/tokenizer.h"
 
 static const char *const pieces[] = {
     "\": ", "\", \"", "{\"", "\"}", "true", "false", "null", "00", "12", "-1", "0.", "e+",
@@ -103,7 +107,19 @@ int main(int argc, char **argv)
     k3_gram_vocab *v = NULL;
     k3_gram_matcher *m = NULL;
     uint32_t end = END_ID;
-    if (k3_gram_vocab_new(&v, NV, b, l, sp, &e) || k3_gram_matcher_new(&m, g, v, &end, 1, &e)) {
+    const char *vdir = getenv("K3_GRAMMAR_VOCAB");
+    k3_tokenizer *tok = NULL;
+    if (vdir && *vdir) {
+        if (k3_tok_load(&tok, vdir, &e) || k3_gram_vocab_from_tokenizer(&v, tok, &e)) {
+            printf("ERROR: %s\n", e.msg);
+            return e.code;
+        }
+        end = (uint32_t)k3_tok_special_id(tok, "<|end_of_msg|>");
+    } else if (k3_gram_vocab_new(&v, NV, b, l, sp, &e)) {
+        printf("ERROR: %s\n", e.msg);
+        return e.code;
+    }
+    if (k3_gram_matcher_new(&m, g, v, &end, 1, &e)) {
         printf("ERROR: %s\n", e.msg);
         return e.code;
     }
@@ -112,20 +128,22 @@ int main(int argc, char **argv)
         int count = argc > 3 ? atoi(argv[3]) : 1;
         rng = (uint64_t)(argc > 4 ? atoll(argv[4]) : 1) * 0x9E3779B97F4A7C15ull + 1;
         int budget = argc > 5 ? atoi(argv[5]) : 400;
-        uint32_t mask[(NV + 31) / 32];
-        char *out = malloc((size_t)budget * 16 + 16);
+        uint32_t nv = k3_gram_vocab_size(v);
+        uint32_t *mask = malloc(k3_gram_mask_words(v) * 4), *ids = malloc((size_t)nv * 4);
+        size_t outcap = 4096, len = 0;
+        char *out = malloc(outcap);
         for (int k = 0; k < count && !rc; k++) {
             k3_gram_reset(m);
-            size_t len = 0;
             int used = 0;
+            len = 0;
             while (!k3_gram_is_done(m) && used < budget) {
                 if (k3_gram_mask(m, budget - used, mask, &e)) {
                     printf("ERROR: %s\n", e.msg);
                     rc = e.code;
                     break;
                 }
-                uint32_t ids[NV], na = 0;
-                for (uint32_t id = 0; id < NV; id++)
+                uint32_t na = 0;
+                for (uint32_t id = 0; id < nv; id++)
                     if ((mask[id >> 5] >> (id & 31)) & 1)
                         ids[na++] = id;
                 if (!na)
@@ -137,9 +155,23 @@ int main(int argc, char **argv)
                     break;
                 }
                 used++;
-                if (id != END_ID) {
-                    memcpy(out + len, b[id], l[id]);
-                    len += l[id];
+                if (id != end) {
+                    const unsigned char *pb = id < NV ? b[id] : NULL;
+                    size_t pl = id < NV ? l[id] : 0;
+                    if (tok && k3_tok_piece(tok, id, &pb, &pl, &e)) {
+                        rc = e.code;
+                        break;
+                    }
+                    if (len + pl + 1 > outcap) {
+                        char *q = realloc(out, outcap = (len + pl) * 2 + 16);
+                        if (!q) {
+                            rc = 1;
+                            break;
+                        }
+                        out = q;
+                    }
+                    memcpy(out + len, pb, pl);
+                    len += pl;
                 }
             }
             if (rc)
@@ -151,8 +183,19 @@ int main(int argc, char **argv)
                 putchar('\n');
             }
         }
-        free(out);
+        free(out), free(mask), free(ids);
     } else {
+        /* the id of each single byte (the release's byte tokens are not
+         * in byte order) */
+        uint32_t byte_id[256];
+        for (int c = 0; c < 256; c++)
+            byte_id[c] = (uint32_t)c;
+        for (uint32_t id = 0; tok && id < k3_gram_vocab_size(v); id++) {
+            const unsigned char *pb;
+            size_t pl;
+            if (!k3_tok_is_special(tok, id) && !k3_tok_piece(tok, id, &pb, &pl, &e) && pl == 1)
+                byte_id[pb[0]] = id;
+        }
         char *line = NULL;
         size_t cap = 0;
         ssize_t got;
@@ -162,7 +205,7 @@ int main(int argc, char **argv)
             k3_gram_reset(m);
             int ok = 1;
             for (ssize_t i = 0; i < got && ok; i++)
-                ok = k3_gram_accept(m, (unsigned char)line[i], &e) == K3_OK;
+                ok = k3_gram_accept(m, byte_id[(unsigned char)line[i]], &e) == K3_OK;
             printf("%d\n", ok && k3_gram_is_accepting(m));
         }
         free(line);
@@ -170,5 +213,6 @@ int main(int argc, char **argv)
     k3_gram_matcher_free(m);
     k3_gram_vocab_free(v);
     k3_gram_free(g);
+    k3_tok_free(tok);
     return rc;
 }

@@ -479,6 +479,90 @@ static void test_reply(void)
 
 typedef char id_open_is_295[ID_OPEN == 295 ? 1 : -1];
 
+/* Hostile schemas: refused or bounded, in bounded time. */
+static void test_hostile_schemas(void)
+{
+    size_t cap = 4u << 20;
+    char *s = malloc(cap);
+    clock_t t0 = clock();
+    /* a 100,000-value enum: compiled as a trie; refused if past the limits */
+    size_t n = (size_t)snprintf(s, cap, "{\"enum\":[");
+    for (int i = 0; i < 100000; i++)
+        n += (size_t)snprintf(s + n, cap - n, "%s\"v%d\"", i ? "," : "", i * 7919 % 1000003);
+    n += (size_t)snprintf(s + n, cap - n, "]}");
+    k3_grammar *g = NULL;
+    k3_err e = { 0, "" };
+    int rc = k3_gram_from_schema(&g, s, n, NULL, NULL, &e);
+    CHECK(rc == K3_OK || (rc == K3_EINPUT && strstr(e.msg, "K3_GRAM_MAX")), "huge enum: %s",
+          e.msg);
+    if (g) {
+        CHECK(matches(g, "\"v7919\"", 7) && !matches(g, "\"v7918\"", 7), "huge enum members");
+        k3_gram_free(g);
+    }
+    /* anyOf nested 40 deep, two branches each: linear, not exponential */
+    n = 0;
+    for (int i = 0; i < 40; i++)
+        n += (size_t)snprintf(s + n, cap - n, "{\"anyOf\":[{\"type\":\"integer\"},");
+    n += (size_t)snprintf(s + n, cap - n, "{\"type\":\"string\"}");
+    for (int i = 0; i < 40; i++)
+        n += (size_t)snprintf(s + n, cap - n, "]}");
+    g = NULL;
+    e.code = 0;
+    rc = k3_gram_from_schema(&g, s, n, NULL, NULL, &e);
+    CHECK(rc == K3_OK, "nested anyOf: %s", e.msg);
+    if (g) {
+        CHECK(matches(g, "12", 2) && matches(g, "\"x\"", 3) && !matches(g, "x", 1), "anyOf");
+        walk_grammar(g, "nested anyOf", 1, 10);
+        k3_gram_free(g);
+    }
+    /* nesting past K3_GRAM_MAX_NEST: refused */
+    n = 0;
+    for (int i = 0; i < 300; i++)
+        n += (size_t)snprintf(s + n, cap - n, "{\"type\":\"array\",\"items\":");
+    n += (size_t)snprintf(s + n, cap - n, "true");
+    for (int i = 0; i < 300; i++)
+        s[n++] = '}';
+    g = NULL;
+    e.code = 0;
+    rc = k3_gram_from_schema(&g, s, n, NULL, NULL, &e);
+    CHECK(rc == K3_EINPUT && strstr(e.msg, "K3_GRAM_MAX_NEST"), "deep schema: %s", e.msg);
+    k3_gram_free(g);
+    /* a $ref cycle that never consumes input: refused as left recursion */
+    const char *cyc = "{\"$defs\":{\"a\":{\"$ref\":\"#/$defs/b\"},\"b\":{\"$ref\":"
+                      "\"#/$defs/a\"}},\"$ref\":\"#/$defs/a\"}";
+    g = NULL;
+    e.code = 0;
+    rc = k3_gram_from_schema(&g, cyc, strlen(cyc), NULL, NULL, &e);
+    CHECK(rc == K3_EINPUT, "ref cycle: rc %d %s", rc, e.msg);
+    k3_gram_free(g);
+    /* a recursive schema that does consume: fine */
+    const char *rec = "{\"$defs\":{\"t\":{\"type\":\"array\",\"items\":{\"$ref\":"
+                      "\"#/$defs/t\"}}},\"$ref\":\"#/$defs/t\"}";
+    g = NULL;
+    e.code = 0;
+    CHECK(k3_gram_from_schema(&g, rec, strlen(rec), NULL, NULL, &e) == K3_OK, "%s", e.msg);
+    if (g) {
+        CHECK(matches(g, "[[], [[]]]", 10) && !matches(g, "[[]", 3), "recursive arrays");
+        k3_gram_free(g);
+    }
+    /* strict: an unsupported keyword names its pointer */
+    const char *pp = "{\"type\":\"object\",\"properties\":{\"a\":{\"patternProperties\":{}}}}";
+    g = NULL;
+    e.code = 0;
+    k3_gram_schema_opts strict = { 1, K3_GRAM_WS_SPACED };
+    CHECK(k3_gram_from_schema(&g, pp, strlen(pp), &strict, NULL, &e) == K3_EINPUT &&
+              strstr(e.msg, "'patternProperties' at /properties/a/patternProperties"), "%s", e.msg);
+    k3_buf warn = { 0 };
+    e.code = 0;
+    CHECK(k3_gram_from_schema(&g, pp, strlen(pp), NULL, &warn, &e) == K3_OK && warn.len &&
+              strstr(warn.data, "/properties/a/patternProperties"), "warning: %s", e.msg);
+    k3_buf_free(&warn);
+    k3_gram_free(g);
+    double secs = (double)(clock() - t0) / CLOCKS_PER_SEC;
+    CHECK(secs < 10, "hostile schemas took %.1f s", secs);
+    free(s);
+}
+
 int main(void)
 {
     make_vocab();
@@ -491,6 +575,7 @@ int main(void)
     test_budget();
     test_reply();
     test_hostile();
+    test_hostile_schemas();
     k3_gram_vocab_free(vocab);
     return check_report("test_grammar");
 }

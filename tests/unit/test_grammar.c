@@ -250,6 +250,7 @@ static void test_masks(void)
         "val ::= \"true\" | \"null\" | [0-9]+ | \"[\" val \"]\" | \"\\\"\" [^\"]* \"\\\"\"",
         "root ::= <|open|> \"think\" <|sep|> [^<]* <|close|> \"think\" <|sep|>",
         "root ::= (!<|close|>)* <|close|>",
+        "root ::= !<|close|> (!<|open|> | \"ab\") <|sep|>",
         "root ::= \"<|open|>\" <|open|>",
         "root ::= [\\u00e9\\u20ac]+ | \"x\"",
         "root ::= <[295]> \"x\"", /* ID_OPEN by number */

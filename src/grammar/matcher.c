@@ -388,7 +388,8 @@ void k3_gram_matcher_free(k3_gram_matcher *m)
     free(m->com.n), free(m->com.slot), free(m->com.stamp);
     free(m->scr.n), free(m->scr.slot), free(m->scr.stamp);
     free(m->vis_c), free(m->vis_s), free(m->work.v);
-    free(m->hist.v), free(m->off.v), free(m->walk.v), free(m->woff.v);
+    free(m->hist.v), free(m->off.v), free(m->pool.v), free(m->soff.v), free(m->sfin.v);
+    free(m->path.v), free(m->stab), free(m->ttab_key), free(m->ttab_val);
     for (int i = 0; i < K3G_CACHE; i++)
         free(m->cache[i].key), free(m->cache[i].mask);
     free(m);

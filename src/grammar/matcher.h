@@ -70,7 +70,11 @@ struct k3_gram_matcher {
     size_t done_at;        /* count at which an end id was accepted, or SIZE_MAX */
     /* mask scratch */
     uint32_t *fin;         /* per id: fin after it, K3G_INF = not viable */
-    k3g_vec walk, woff;    /* per trie depth, the state after the path */
+    /* the walk's interned states (mask.c): state k is pool[soff[k]..soff[k+1]),
+     * its fin sfin[k]; stab hashes states, ttab (state, byte) -> next state */
+    k3g_vec pool, soff, sfin, path;
+    uint32_t *stab, *ttab_key, *ttab_val;
+    size_t nstab, nttab, nttab_used;
     k3g_cache_ent cache[K3G_CACHE];
     uint64_t tick;
     k3_err *e;             /* the current call's error record */

@@ -49,8 +49,7 @@ static char *schema50(void)
     char *s = malloc(cap);
     n += (size_t)snprintf(s + n, cap - n, "{\"type\":\"object\",\"properties\":{");
     for (int i = 0; i < 50; i++)
-        n += (size_t)snprintf(s + n, cap - n, "%s\"field_%02d\":%s", i ? "," : "", i,
-                              types[i % 8]);
+        n += (size_t)snprintf(s + n, cap - n, "%s\"field_%02d\":%s", i ? "," : "", i, types[i % 8]);
     n += (size_t)snprintf(s + n, cap - n, "},\"required\":[");
     for (int i = 0; i < 50; i += 2)
         n += (size_t)snprintf(s + n, cap - n, "%s\"field_%02d\"", i ? "," : "", i);
@@ -128,8 +127,9 @@ int main(int argc, char **argv)
     double first = mt[0];
     qsort(mt, (size_t)t, sizeof *mt, cmpd);
     printf("walk: %d ids (%s), mask per id: mean %.3f ms, median %.3f ms, worst %.2f ms, "
-           "first %.2f ms\n", t, k3_gram_is_done(m) ? "complete" : "not complete",
-           total / t * 1e3, mt[t / 2] * 1e3, mt[t - 1] * 1e3, first * 1e3);
+           "first %.2f ms\n",
+           t, k3_gram_is_done(m) ? "complete" : "not complete", total / t * 1e3, mt[t / 2] * 1e3,
+           mt[t - 1] * 1e3, first * 1e3);
     free(mask), free(ids), free(mt), free(schema);
     k3_gram_matcher_free(m);
     k3_gram_free(g);

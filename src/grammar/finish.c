@@ -108,9 +108,10 @@ static int left_recursion(const k3_grammar *g, const uint32_t *len, const char *
                 uint32_t s = el.arg;
                 if (color[s] == 1) {
                     char t1[24], t2[24];
-                    k3_fail(e, K3_EINPUT, "grammar: left recursion: rule %s reaches %s "
-                            "without consuming input", rname(names, r, t1, sizeof t1),
-                            rname(names, s, t2, sizeof t2));
+                    k3_fail(e, K3_EINPUT,
+                            "grammar: left recursion: rule %s reaches %s "
+                            "without consuming input",
+                            rname(names, r, t1, sizeof t1), rname(names, s, t2, sizeof t2));
                     break;
                 }
                 if (!color[s]) {
@@ -155,7 +156,8 @@ int k3g_finish(k3g_builder *b, uint32_t root, const char *const *names, k3_gramm
     uint32_t *altrule = malloc((nalt + 1) * sizeof *altrule);
     uint32_t *base = calloc(nalt + 1, sizeof *base), *cnt = calloc(nalt + 1, sizeof *cnt);
     uint32_t *len = malloc((b->nrules + 1) * sizeof *len);
-    uint32_t *occ_off = calloc(b->nrules + 2, sizeof *occ_off), *occ = malloc((nel + 1) * sizeof *occ);
+    uint32_t *occ_off = calloc(b->nrules + 2, sizeof *occ_off),
+             *occ = malloc((nel + 1) * sizeof *occ);
     hnode *heap = malloc((nalt + 1) * sizeof *heap);
     if (!g->el || !g->alt_off || !g->alts || !g->minrest || !altrule || !base || !cnt || !len ||
         !occ_off || !occ || !heap) {
@@ -236,8 +238,9 @@ int k3g_finish(k3g_builder *b, uint32_t root, const char *const *names, k3_gramm
         free(done);
     }
     if (root >= b->nrules || len[root] == K3G_INF) {
-        k3_fail(e, K3_EINPUT, "grammar: the root rule matches nothing (every alternative "
-                              "needs a rule that never finishes)");
+        k3_fail(e, K3_EINPUT,
+                "grammar: the root rule matches nothing (every alternative "
+                "needs a rule that never finishes)");
         goto done;
     }
     /* drop dead alternatives (a rule they need never finishes) */

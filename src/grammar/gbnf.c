@@ -61,8 +61,8 @@ static void skip_space(gp *p)
 
 static int is_name_char(char c)
 {
-    return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
-           c == '-' || c == '_';
+    return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '-' ||
+           c == '_';
 }
 
 static int64_t rule_of(gp *p, const char *s, size_t n)
@@ -102,8 +102,10 @@ static int char_at(gp *p, uint32_t *out)
             uint32_t v = 0;
             for (int i = 0; i < hex; i++) {
                 char h = p->s + 2 + i < p->end ? p->s[2 + i] : 0;
-                int d = h >= '0' && h <= '9' ? h - '0' : h >= 'a' && h <= 'f' ? h - 'a' + 10
-                        : h >= 'A' && h <= 'F' ? h - 'A' + 10 : -1;
+                int d = h >= '0' && h <= '9'   ? h - '0'
+                        : h >= 'a' && h <= 'f' ? h - 'a' + 10
+                        : h >= 'A' && h <= 'F' ? h - 'A' + 10
+                                               : -1;
                 if (d < 0)
                     return fail_at(p, p->s, "bad hex escape");
                 v = v * 16 + (uint32_t)d;
@@ -123,8 +125,11 @@ static int char_at(gp *p, uint32_t *out)
         return K3_OK;
     }
     /* a UTF-8 character */
-    unsigned n = *q < 0x80 ? 1 : (*q & 0xE0) == 0xC0 ? 2 : (*q & 0xF0) == 0xE0 ? 3
-                 : (*q & 0xF8) == 0xF0 ? 4 : 0;
+    unsigned n = *q < 0x80             ? 1
+                 : (*q & 0xE0) == 0xC0 ? 2
+                 : (*q & 0xF0) == 0xE0 ? 3
+                 : (*q & 0xF8) == 0xF0 ? 4
+                                       : 0;
     if (!n || p->s + n > p->end)
         return fail_at(p, p->s, "invalid UTF-8");
     uint32_t v = n == 1 ? *q : n == 2 ? (*q & 0x1Fu) : n == 3 ? (*q & 0x0Fu) : (*q & 0x07u);

@@ -45,13 +45,13 @@
 #include "util/json_write.h"
 
 /* ---- limits (each breach is K3_EINPUT naming it) ---- */
-#define K3_GRAM_MAX_TEXT (4u << 20)    /* bytes of GBNF or schema text */
-#define K3_GRAM_MAX_RULES 65536        /* rules after desugaring */
-#define K3_GRAM_MAX_ELEMS (4u << 20)   /* grammar elements after desugaring */
-#define K3_GRAM_MAX_NEST 128           /* GBNF group / schema nesting depth */
-#define K3_GRAM_MAX_REPEAT 4096        /* the m and n of {m,n}, minItems... */
-#define K3_GRAM_MAX_STACKS 4096        /* live stacks (ambiguity) per byte */
-#define K3_GRAM_MAX_DEPTH 4096         /* frames in one stack (recursion) */
+#define K3_GRAM_MAX_TEXT   (4u << 20) /* bytes of GBNF or schema text */
+#define K3_GRAM_MAX_RULES  65536      /* rules after desugaring */
+#define K3_GRAM_MAX_ELEMS  (4u << 20) /* grammar elements after desugaring */
+#define K3_GRAM_MAX_NEST   128        /* GBNF group / schema nesting depth */
+#define K3_GRAM_MAX_REPEAT 4096       /* the m and n of {m,n}, minItems... */
+#define K3_GRAM_MAX_STACKS 4096       /* live stacks (ambiguity) per byte */
+#define K3_GRAM_MAX_DEPTH  4096       /* frames in one stack (recursion) */
 
 /* ---- compiled grammars ---- */
 typedef struct k3_grammar k3_grammar;
@@ -120,7 +120,7 @@ enum {
 };
 
 typedef struct k3_gram_tool {
-    const char *name; /* NUL-terminated */
+    const char *name;          /* NUL-terminated */
     const k3_json *parameters; /* a JSON Schema of an object, or NULL = no arguments
                                   constraint beyond "any argument elements" */
 } k3_gram_tool;
@@ -134,9 +134,9 @@ typedef struct k3_gram_reply_spec {
     size_t content_len;
     const k3_gram_tool *tools;
     size_t ntools;
-    int tool_mode;         /* K3_GRAM_TOOLS_* */
-    const char *tool_name; /* K3_GRAM_TOOLS_NAMED */
-    size_t max_calls;      /* calls in one reply (0 = 8); index="1".."N" */
+    int tool_mode;              /* K3_GRAM_TOOLS_* */
+    const char *tool_name;      /* K3_GRAM_TOOLS_NAMED */
+    size_t max_calls;           /* calls in one reply (0 = 8); index="1".."N" */
     k3_gram_schema_opts schema; /* strictness and whitespace of every schema here */
 } k3_gram_reply_spec;
 
@@ -163,8 +163,7 @@ typedef struct k3_gram_reply_spec {
  *   NAMED     empty content, TOOLS with exactly one call of tool_name.
  * Warnings and errors as k3_gram_from_schema (pointers are prefixed with
  * the tool: "tools[i].parameters/..."). */
-int k3_gram_chat_reply(k3_grammar **out, const k3_gram_reply_spec *spec, k3_buf *warn,
-                       k3_err *e);
+int k3_gram_chat_reply(k3_grammar **out, const k3_gram_reply_spec *spec, k3_buf *warn, k3_err *e);
 
 /* ---- the vocabulary ---- */
 typedef struct k3_gram_vocab k3_gram_vocab;

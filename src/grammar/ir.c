@@ -163,7 +163,8 @@ int64_t k3g_repeat(k3g_builder *b, k3g_el item, uint32_t min, uint32_t max)
         return -1;
     if (min > K3_GRAM_MAX_REPEAT || (max != K3G_INF && max > K3_GRAM_MAX_REPEAT))
         return k3_fail(b->e, K3_EINPUT, "grammar: repetition count above %d (K3_GRAM_MAX_REPEAT)",
-                       K3_GRAM_MAX_REPEAT), -1;
+                       K3_GRAM_MAX_REPEAT),
+               -1;
     if (max != K3G_INF && max < min)
         return k3_fail(b->e, K3_EINPUT, "grammar: repetition {%u,%u} has max < min", min, max), -1;
     int64_t tail = -1; /* the rule for the optional part, -1 if none */

@@ -106,8 +106,7 @@ int64_t k3g_literal(k3g_builder *b, const void *s, size_t n);
  * rule. names_out (may be NULL): rule names for messages, an array of
  * b->nrules + 1 whose last entry holds the names' storage (free it, then
  * the array). */
-int k3g_gbnf_into(k3g_builder *b, const char *text, size_t len, uint32_t *root,
-                  char ***names_out);
+int k3g_gbnf_into(k3g_builder *b, const char *text, size_t len, uint32_t *root, char ***names_out);
 
 /* Checks and flattens with rule root as the start. names (may be NULL)
  * gives rule names for messages. Frees nothing of b. */

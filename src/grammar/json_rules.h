@@ -22,15 +22,15 @@ typedef struct k3g_json {
 void k3g_json_init(k3g_json *j, k3g_builder *b, int ws);
 const char *k3g_comma(const k3g_json *j); /* ", " or "," */
 const char *k3g_colon(const k3g_json *j); /* ": " or ":" */
-int64_t k3g_json_char(k3g_json *j);   /* one string character (raw or escaped) */
-int64_t k3g_json_string(k3g_json *j); /* "..." */
+int64_t k3g_json_char(k3g_json *j);       /* one string character (raw or escaped) */
+int64_t k3g_json_string(k3g_json *j);     /* "..." */
 int64_t k3g_json_number(k3g_json *j);
 int64_t k3g_json_integer(k3g_json *j);
 int64_t k3g_json_value(k3g_json *j);
 int64_t k3g_json_object(k3g_json *j);
 int64_t k3g_json_array(k3g_json *j);
-int64_t k3g_any_char(k3g_json *j);    /* any code point, raw (tool string arguments) */
-int64_t k3g_any_text(k3g_json *j);    /* any bytes, any length (free text) */
+int64_t k3g_any_char(k3g_json *j); /* any code point, raw (tool string arguments) */
+int64_t k3g_any_text(k3g_json *j); /* any bytes, any length (free text) */
 
 /* A rule matching exactly one of the byte strings s[i][0..len[i]), built
  * as a trie so alternatives that share a prefix share its rules. */

@@ -47,7 +47,8 @@ static int64_t intern(k3_gram_matcher *m, uint32_t *s, size_t n)
     }
     if (!n)
         return 0;
-    qsort(s, n, sizeof *s, cmp_u32);
+    if (n > 1)
+        qsort(s, n, sizeof *s, cmp_u32);
     uint64_t h = hash_state(s, n);
     size_t nst = m->soff.n - 1;
     if (nst >= (1u << 23))
@@ -118,8 +119,7 @@ static int64_t trans(k3_gram_matcher *m, uint32_t st, unsigned c, k3g_vec *tmp)
     }
     tmp->n = 0;
     /* advance reads the pool while it is not growing; intern after */
-    if (k3g_advance(m, m->pool.v + m->soff.v[st], m->soff.v[st + 1] - m->soff.v[st], c, 0, 1,
-                    tmp))
+    if (k3g_advance(m, m->pool.v + m->soff.v[st], m->soff.v[st + 1] - m->soff.v[st], c, 0, 1, tmp))
         return -1;
     int64_t ns = intern(m, tmp->v, tmp->n);
     if (ns < 0)

@@ -202,7 +202,8 @@ static int expand(k3_gram_matcher *m, uint32_t start, int scratch, k3g_vec *out)
                 return m->e->code;
         } else if (el.type != K3G_RULE) {
             if (out->n >= K3_GRAM_MAX_STACKS)
-                return k3_fail(m->e, K3_EINPUT, "grammar: more than %d live stacks "
+                return k3_fail(m->e, K3_EINPUT,
+                               "grammar: more than %d live stacks "
                                "(K3_GRAM_MAX_STACKS): the grammar is too ambiguous",
                                K3_GRAM_MAX_STACKS);
             if (k3g_vec_push(out, x, m->e))
@@ -275,7 +276,8 @@ static int cmp_u32(const void *a, const void *b)
 /* Appends the state in tmp (committed ids) as the next history entry. */
 static int push_state(k3_gram_matcher *m, k3g_vec *tmp)
 {
-    qsort(tmp->v, tmp->n, sizeof *tmp->v, cmp_u32);
+    if (tmp->n > 1)
+        qsort(tmp->v, tmp->n, sizeof *tmp->v, cmp_u32);
     for (size_t i = 0; i < tmp->n; i++)
         if (k3g_vec_push(&m->hist, tmp->v[i], m->e))
             return m->e->code;
@@ -316,8 +318,10 @@ int k3_gram_matcher_new(k3_gram_matcher **out, const k3_grammar *g, const k3_gra
         if (id < 0) {
             id = k3g_vocab_special(v, t->text, t->len);
             if (id < 0) {
-                k3_fail(e, K3_EINPUT, "grammar: token %s is not a special token of the "
-                        "vocabulary", t->text);
+                k3_fail(e, K3_EINPUT,
+                        "grammar: token %s is not a special token of the "
+                        "vocabulary",
+                        t->text);
                 goto fail;
             }
         } else if (id >= v->n) {
@@ -325,7 +329,8 @@ int k3_gram_matcher_new(k3_gram_matcher **out, const k3_grammar *g, const k3_gra
                     (long long)id, v->n);
             goto fail;
         } else if (!t->neg && !v->special[id]) {
-            k3_fail(e, K3_EINPUT, "grammar: token <[%lld]> is an ordinary id; a token terminal "
+            k3_fail(e, K3_EINPUT,
+                    "grammar: token <[%lld]> is an ordinary id; a token terminal "
                     "must name a special id (ordinary text is written as a literal)",
                     (long long)id);
             goto fail;

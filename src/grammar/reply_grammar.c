@@ -20,7 +20,7 @@
 
 typedef struct rb {
     k3g_builder *b;
-    k3g_schema args;    /* tool arguments: spaced JSON, as render.c */
+    k3g_schema args;           /* tool arguments: spaced JSON, as render.c */
     uint32_t open, close, sep; /* token indices */
     k3_err *e;
 } rb;
@@ -62,9 +62,9 @@ static int close_tag(rb *x, uint32_t r, const char *name)
 static const struct {
     const char *name;
     unsigned mask;
-} arg_types[] = { { "string", K3G_T_STR }, { "number", K3G_T_INT | K3G_T_NUM },
-                  { "boolean", K3G_T_BOOL }, { "null", K3G_T_NULL }, { "array", K3G_T_ARR },
-                  { "object", K3G_T_OBJ } };
+} arg_types[] = { { "string", K3G_T_STR },   { "number", K3G_T_INT | K3G_T_NUM },
+                  { "boolean", K3G_T_BOOL }, { "null", K3G_T_NULL },
+                  { "array", K3G_T_ARR },    { "object", K3G_T_OBJ } };
 
 /* One argument element for key k whose value matches schema (NULL: any
  * value). Returns a rule, K3G_EMPTY when no value fits. */
@@ -121,8 +121,8 @@ static int64_t any_arguments(rb *x)
     for (size_t t = 0; t < sizeof arg_types / sizeof *arg_types; t++) {
         int raw = arg_types[t].mask == K3G_T_STR;
         static const k3_json yes = { K3J_BOOL, 1, 0, 0, 0, NULL, 0, 0, NULL, NULL, NULL };
-        int64_t v = raw ? k3g_any_text(&x->args.j)
-                        : k3g_schema_value(&x->args, &yes, arg_types[t].mask, 0);
+        int64_t v =
+            raw ? k3g_any_text(&x->args.j) : k3g_schema_value(&x->args, &yes, arg_types[t].mask, 0);
         if (v < 0)
             return -1;
         if (tok(x, (uint32_t)el, x->open) || text(x, (uint32_t)el, "argument key=\"") ||
@@ -161,15 +161,16 @@ static int64_t arguments(rb *x, const k3_gram_tool *t, size_t ti)
         const k3_json *props = k3_json_get(p, "properties"), *req = k3_json_get(p, "required");
         const k3_json *ty = k3_json_get(p, "type");
         if (ty && !(ty->type == K3J_STRING && !strcmp(ty->str, "object"))) {
-            k3_fail(x->e, K3_EINPUT, "%s/type: tool parameters must be an object schema",
-                    prefix);
+            k3_fail(x->e, K3_EINPUT, "%s/type: tool parameters must be an object schema", prefix);
             goto out;
         }
         for (size_t i = 0; i < p->count; i++) {
-            static const char *const ok[] = { "type", "properties", "required",
-                                              "additionalProperties", "description", "title",
-                                              "$defs", "definitions", "$schema", "$id",
-                                              "$comment", "default", "examples", NULL };
+            static const char *const ok[] = {
+                "type",        "properties", "required", "additionalProperties",
+                "description", "title",      "$defs",    "definitions",
+                "$schema",     "$id",        "$comment", "default",
+                "examples",    NULL
+            };
             int known = 0;
             for (const char *const *k = ok; *k; k++)
                 known |= !strcmp(*k, p->keys[i]);
@@ -195,7 +196,8 @@ static int64_t arguments(rb *x, const k3_gram_tool *t, size_t ti)
                 required |= req->items[k].type == K3J_STRING &&
                             req->items[k].len == props->key_lens[i] &&
                             !memcmp(req->items[k].str, props->keys[i], props->key_lens[i]);
-            size_t m = k3g_ptr_push(&x->args, "properties"), m2 = k3g_ptr_push(&x->args, props->keys[i]);
+            size_t m = k3g_ptr_push(&x->args, "properties"),
+                   m2 = k3g_ptr_push(&x->args, props->keys[i]);
             int64_t a = argument(x, props->keys[i], props->key_lens[i], &props->items[i]);
             k3g_ptr_pop(&x->args, m2);
             k3g_ptr_pop(&x->args, m);
@@ -205,8 +207,10 @@ static int64_t arguments(rb *x, const k3_gram_tool *t, size_t ti)
             }
             if (a == K3G_EMPTY) {
                 if (required) {
-                    k3_fail(x->e, K3_EINPUT, "%s/properties/%s: a required argument allows no "
-                            "value", prefix, props->keys[i]);
+                    k3_fail(x->e, K3_EINPUT,
+                            "%s/properties/%s: a required argument allows no "
+                            "value",
+                            prefix, props->keys[i]);
                     r = -1;
                     goto out;
                 }
@@ -310,13 +314,12 @@ static int64_t content(rb *x, const k3_gram_reply_spec *sp, k3_buf *warn)
         return root;
     }
     default:
-        return k3_fail(x->e, K3_EINPUT, "chat reply grammar: unknown content kind %d",
-                       sp->content), -1;
+        return k3_fail(x->e, K3_EINPUT, "chat reply grammar: unknown content kind %d", sp->content),
+               -1;
     }
 }
 
-int k3_gram_chat_reply(k3_grammar **out, const k3_gram_reply_spec *sp, k3_buf *warn,
-                       k3_err *e)
+int k3_gram_chat_reply(k3_grammar **out, const k3_gram_reply_spec *sp, k3_buf *warn, k3_err *e)
 {
     *out = NULL;
     k3g_builder b;
@@ -341,8 +344,9 @@ int k3_gram_chat_reply(k3_grammar **out, const k3_gram_reply_spec *sp, k3_buf *w
     }
     if (mode != K3_GRAM_TOOLS_NONE && !sp->ntools) {
         k3_fail(e, K3_EINPUT, "chat reply grammar: tool_choice %s without tools",
-                mode == K3_GRAM_TOOLS_AUTO ? "auto" : mode == K3_GRAM_TOOLS_REQUIRED ? "required"
-                                                                                   : "named");
+                mode == K3_GRAM_TOOLS_AUTO       ? "auto"
+                : mode == K3_GRAM_TOOLS_REQUIRED ? "required"
+                                                 : "named");
         goto out;
     }
     size_t max = sp->max_calls ? sp->max_calls : 8;
@@ -356,8 +360,10 @@ int k3_gram_chat_reply(k3_grammar **out, const k3_gram_reply_spec *sp, k3_buf *w
             if (sp->tool_name && !strcmp(sp->tools[t].name, sp->tool_name))
                 only = (int64_t)t;
         if (only < 0) {
-            k3_fail(e, K3_EINPUT, "tool_choice names the function '%s', which is not among the "
-                    "tools", sp->tool_name ? sp->tool_name : "");
+            k3_fail(e, K3_EINPUT,
+                    "tool_choice names the function '%s', which is not among the "
+                    "tools",
+                    sp->tool_name ? sp->tool_name : "");
             goto out;
         }
         max = 1;

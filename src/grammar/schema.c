@@ -13,20 +13,39 @@
 
 /* Keywords that never constrain (annotations and containers). */
 static const char *const ignored[] = {
-    "description", "title", "default", "examples", "$schema", "$id", "$comment",
-    "deprecated", "readOnly", "writeOnly", "$defs", "definitions", "contentMediaType",
-    "contentEncoding", "$anchor",
+    "description", "title", "default", "examples", "$schema", "$id", "$comment", "deprecated",
+    "readOnly", "writeOnly", "$defs", "definitions", "contentMediaType", "contentEncoding",
+    "$anchor",
     /* OpenAPI's nullable: JSON Schema validators ignore it, so null is
      * not generated for it (a value without null is valid either way) */
     "nullable", NULL
 };
 /* Keywords this compiler enforces. */
-static const char *const handled[] = {
-    "type", "enum", "const", "properties", "required", "additionalProperties", "items",
-    "prefixItems", "minItems", "maxItems", "anyOf", "oneOf", "allOf", "$ref", "minLength",
-    "maxLength", "pattern", "format", "minimum", "maximum", "exclusiveMinimum",
-    "exclusiveMaximum", "uniqueItems", "additionalItems", NULL
-};
+static const char *const handled[] = { "type",
+                                       "enum",
+                                       "const",
+                                       "properties",
+                                       "required",
+                                       "additionalProperties",
+                                       "items",
+                                       "prefixItems",
+                                       "minItems",
+                                       "maxItems",
+                                       "anyOf",
+                                       "oneOf",
+                                       "allOf",
+                                       "$ref",
+                                       "minLength",
+                                       "maxLength",
+                                       "pattern",
+                                       "format",
+                                       "minimum",
+                                       "maximum",
+                                       "exclusiveMinimum",
+                                       "exclusiveMaximum",
+                                       "uniqueItems",
+                                       "additionalItems",
+                                       NULL };
 
 static int in_list(const char *const *l, const char *k)
 {
@@ -109,14 +128,20 @@ static int64_t empty_err(k3g_schema *s, const char *why)
 static const k3_json *resolve(k3g_schema *s, const k3_json *ref)
 {
     if (ref->type != K3J_STRING || ref->str[0] != '#')
-        return k3_fail(s->e, K3_EINPUT, "json schema: $ref at %s%s: only local references "
-                       "(\"#...\") are supported", s->prefix, s->ptr), NULL;
+        return k3_fail(s->e, K3_EINPUT,
+                       "json schema: $ref at %s%s: only local references "
+                       "(\"#...\") are supported",
+                       s->prefix, s->ptr),
+               NULL;
     const k3_json *n = s->root;
     const char *p = ref->str + 1;
     while (*p) {
         if (*p != '/')
-            return k3_fail(s->e, K3_EINPUT, "json schema: $ref \"%s\" at %s%s is not a JSON "
-                           "pointer", ref->str, s->prefix, s->ptr), NULL;
+            return k3_fail(s->e, K3_EINPUT,
+                           "json schema: $ref \"%s\" at %s%s is not a JSON "
+                           "pointer",
+                           ref->str, s->prefix, s->ptr),
+                   NULL;
         p++;
         char seg[512];
         size_t k = 0;
@@ -140,7 +165,8 @@ static const k3_json *resolve(k3g_schema *s, const k3_json *ref)
         }
         if (!next)
             return k3_fail(s->e, K3_EINPUT, "json schema: $ref \"%s\" at %s%s points at nothing",
-                           ref->str, s->prefix, s->ptr), NULL;
+                           ref->str, s->prefix, s->ptr),
+                   NULL;
         n = next;
     }
     return n;
@@ -152,9 +178,10 @@ static unsigned type_bit(const char *t)
     static const struct {
         const char *n;
         unsigned b;
-    } m[] = { { "null", K3G_T_NULL }, { "boolean", K3G_T_BOOL }, { "integer", K3G_T_INT },
-              { "number", K3G_T_NUM | K3G_T_INT }, { "string", K3G_T_STR },
-              { "array", K3G_T_ARR }, { "object", K3G_T_OBJ } };
+    } m[] = { { "null", K3G_T_NULL },   { "boolean", K3G_T_BOOL },
+              { "integer", K3G_T_INT }, { "number", K3G_T_NUM | K3G_T_INT },
+              { "string", K3G_T_STR },  { "array", K3G_T_ARR },
+              { "object", K3G_T_OBJ } };
     for (size_t i = 0; i < sizeof m / sizeof *m; i++)
         if (!strcmp(m[i].n, t))
             return m[i].b;
@@ -168,7 +195,9 @@ static unsigned value_type(const k3_json *v)
     case K3J_BOOL: return K3G_T_BOOL;
     case K3J_NUMBER:
         return v->is_int || (v->number == (double)(int64_t)v->number && v->number < 9e15 &&
-                             v->number > -9e15) ? K3G_T_INT | K3G_T_NUM : K3G_T_NUM;
+                             v->number > -9e15)
+                   ? K3G_T_INT | K3G_T_NUM
+                   : K3G_T_NUM;
     case K3J_STRING: return K3G_T_STR;
     case K3J_ARRAY: return K3G_T_ARR;
     default: return K3G_T_OBJ;
@@ -263,10 +292,12 @@ static int64_t array_rule(k3g_schema *s, const k3_json *node)
     size_t k = prefix && prefix->type == K3J_ARRAY ? prefix->count : 0;
     if (mn > K3_GRAM_MAX_REPEAT || mx > K3_GRAM_MAX_REPEAT)
         return k3_fail(s->e, K3_EINPUT, "json schema: minItems/maxItems above %d at %s%s",
-                       K3_GRAM_MAX_REPEAT, s->prefix, s->ptr), -1;
+                       K3_GRAM_MAX_REPEAT, s->prefix, s->ptr),
+               -1;
     if (k > K3_GRAM_MAX_REPEAT)
         return k3_fail(s->e, K3_EINPUT, "json schema: more than %d prefixItems at %s%s",
-                       K3_GRAM_MAX_REPEAT, s->prefix, s->ptr), -1;
+                       K3_GRAM_MAX_REPEAT, s->prefix, s->ptr),
+               -1;
     /* the item rules: prefix ones, then the rest (-2: no more items) */
     int64_t rest;
     if (items && items->type == K3J_BOOL && !items->boolean)
@@ -370,7 +401,7 @@ typedef struct prop {
     size_t klen;
     const k3_json *schema; /* NULL: any value */
     int required;
-    const char *via;       /* pointer segment: "properties" */
+    const char *via; /* pointer segment: "properties" */
 } prop;
 
 static int add_member(k3g_schema *s, uint32_t r, const prop *p, int64_t val)
@@ -451,10 +482,13 @@ static int64_t object_rule(k3g_schema *s, const k3_json *const *src, size_t nsrc
                     if (p[t].klen == props->key_lens[i] &&
                         !memcmp(p[t].key, props->keys[i], p[t].klen)) {
                         free(p);
-                        return k3g_unsupported(s, "allOf") ? -1
-                               : (k3_fail(s->e, K3_EINPUT, "json schema: allOf: property '%s' "
-                                          "defined twice at %s%s", props->keys[i], s->prefix,
-                                          s->ptr), -1);
+                        return k3g_unsupported(s, "allOf")
+                                   ? -1
+                                   : (k3_fail(s->e, K3_EINPUT,
+                                              "json schema: allOf: property '%s' "
+                                              "defined twice at %s%s",
+                                              props->keys[i], s->prefix, s->ptr),
+                                      -1);
                     }
                 if (np == cap) {
                     cap = cap ? cap * 2 : 16;
@@ -521,8 +555,7 @@ static int64_t object_rule(k3g_schema *s, const k3_json *const *src, size_t nsrc
         k3g_builder *b = s->b;
         int64_t str = k3g_json_string(&s->j), mem = k3g_rule(b), more = k3g_rule(b);
         const char *comma = k3g_comma(&s->j), *colon = k3g_colon(&s->j);
-        if (str < 0 || mem < 0 || more < 0 ||
-            k3g_add(b, (uint32_t)mem, K3G_RULE, (uint32_t)str) ||
+        if (str < 0 || mem < 0 || more < 0 || k3g_add(b, (uint32_t)mem, K3G_RULE, (uint32_t)str) ||
             k3g_bytes(b, (uint32_t)mem, colon, strlen(colon)) ||
             k3g_add(b, (uint32_t)mem, K3G_RULE, (uint32_t)v) || k3g_alt(b, (uint32_t)mem) ||
             k3g_bytes(b, (uint32_t)more, comma, strlen(comma)) ||
@@ -546,8 +579,8 @@ static int64_t object_rule(k3g_schema *s, const k3_json *const *src, size_t nsrc
         memo[i] = -1;
     for (size_t i = 0; i < np; i++) {
         size_t m = k3g_ptr_push(s, "properties"), m2 = k3g_ptr_push(s, p[i].key);
-        val[i] = p[i].schema ? k3g_schema_value(s, p[i].schema, K3G_T_ALL, 0)
-                             : k3g_json_value(&s->j);
+        val[i] =
+            p[i].schema ? k3g_schema_value(s, p[i].schema, K3G_T_ALL, 0) : k3g_json_value(&s->j);
         k3g_ptr_pop(s, m2);
         k3g_ptr_pop(s, m);
         if (val[i] == -1)
@@ -578,12 +611,20 @@ static unsigned implied_types(const k3_json *node)
     static const struct {
         const char *k;
         unsigned t;
-    } m[] = { { "properties", K3G_T_OBJ }, { "additionalProperties", K3G_T_OBJ },
-              { "required", K3G_T_OBJ }, { "items", K3G_T_ARR }, { "prefixItems", K3G_T_ARR },
-              { "minItems", K3G_T_ARR }, { "maxItems", K3G_T_ARR },
-              { "minLength", K3G_T_STR }, { "maxLength", K3G_T_STR }, { "pattern", K3G_T_STR },
-              { "format", K3G_T_STR }, { "minimum", K3G_T_NUM | K3G_T_INT },
-              { "maximum", K3G_T_NUM | K3G_T_INT }, { "exclusiveMinimum", K3G_T_NUM | K3G_T_INT },
+    } m[] = { { "properties", K3G_T_OBJ },
+              { "additionalProperties", K3G_T_OBJ },
+              { "required", K3G_T_OBJ },
+              { "items", K3G_T_ARR },
+              { "prefixItems", K3G_T_ARR },
+              { "minItems", K3G_T_ARR },
+              { "maxItems", K3G_T_ARR },
+              { "minLength", K3G_T_STR },
+              { "maxLength", K3G_T_STR },
+              { "pattern", K3G_T_STR },
+              { "format", K3G_T_STR },
+              { "minimum", K3G_T_NUM | K3G_T_INT },
+              { "maximum", K3G_T_NUM | K3G_T_INT },
+              { "exclusiveMinimum", K3G_T_NUM | K3G_T_INT },
               { "exclusiveMaximum", K3G_T_NUM | K3G_T_INT } };
     unsigned t = 0;
     for (size_t i = 0; i < sizeof m / sizeof *m; i++)
@@ -649,7 +690,8 @@ static int64_t union_rule(k3g_schema *s, const k3_json *list, const char *key, u
 {
     if (list->type != K3J_ARRAY || !list->count)
         return k3_fail(s->e, K3_EINPUT, "json schema: %s at %s%s must be a non-empty array", key,
-                       s->prefix, s->ptr), -1;
+                       s->prefix, s->ptr),
+               -1;
     int64_t *r = malloc(list->count * sizeof *r);
     size_t n = 0;
     if (!r)
@@ -685,12 +727,16 @@ int64_t k3g_schema_value(k3g_schema *s, const k3_json *node, unsigned mask, int 
         node = NULL;
     } else if (node->type != K3J_OBJECT) {
         return k3_fail(s->e, K3_EINPUT, "json schema: expected an object or a boolean at %s%s",
-                       s->prefix, s->plen ? s->ptr : "/"), -1;
+                       s->prefix, s->plen ? s->ptr : "/"),
+               -1;
     }
     if (++s->depth > K3_GRAM_MAX_NEST) {
         s->depth--;
-        return k3_fail(s->e, K3_EINPUT, "json schema: nested deeper than %d (K3_GRAM_MAX_NEST) "
-                       "at %s%s", K3_GRAM_MAX_NEST, s->prefix, s->ptr), -1;
+        return k3_fail(s->e, K3_EINPUT,
+                       "json schema: nested deeper than %d (K3_GRAM_MAX_NEST) "
+                       "at %s%s",
+                       K3_GRAM_MAX_NEST, s->prefix, s->ptr),
+               -1;
     }
     int64_t r = -1;
     int has_constraint = 0;
@@ -799,8 +845,7 @@ int64_t k3g_schema_value(k3g_schema *s, const k3_json *node, unsigned mask, int 
             }
             const k3_json *xt = x->type == K3J_OBJECT ? k3_json_get(x, "type") : NULL;
             ok = x->type == K3J_OBJECT && !k3_json_get(x, "anyOf") && !k3_json_get(x, "oneOf") &&
-                 !k3_json_get(x, "allOf") && !k3_json_get(x, "enum") &&
-                 !k3_json_get(x, "const") &&
+                 !k3_json_get(x, "allOf") && !k3_json_get(x, "enum") && !k3_json_get(x, "const") &&
                  (!xt || (xt->type == K3J_STRING && !strcmp(xt->str, "object")));
             src[ns++] = x;
         }

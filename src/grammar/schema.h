@@ -12,8 +12,14 @@
 
 /* JSON types as bits (integer is its own bit; number includes it). */
 enum {
-    K3G_T_NULL = 1, K3G_T_BOOL = 2, K3G_T_INT = 4, K3G_T_NUM = 8, K3G_T_STR = 16,
-    K3G_T_ARR = 32, K3G_T_OBJ = 64, K3G_T_ALL = 127
+    K3G_T_NULL = 1,
+    K3G_T_BOOL = 2,
+    K3G_T_INT = 4,
+    K3G_T_NUM = 8,
+    K3G_T_STR = 16,
+    K3G_T_ARR = 32,
+    K3G_T_OBJ = 64,
+    K3G_T_ALL = 127
 };
 
 /* Returned (instead of a rule) by the compilers when the schema allows

@@ -59,8 +59,9 @@ static int64_t same_len(k3g_builder *b, const char *lo, const char *hi, size_t n
     }
     if (start <= end) {
         int64_t d = digit_class(b, start, end);
-        int64_t rest = d < 0 ? -1 : k3g_repeat(b, k3g_r(digit_class(b, '0', '9')), (uint32_t)n - 1,
-                                                (uint32_t)n - 1);
+        int64_t rest = d < 0 ? -1
+                             : k3g_repeat(b, k3g_r(digit_class(b, '0', '9')), (uint32_t)n - 1,
+                                          (uint32_t)n - 1);
         if (rest < 0 || k3g_add(b, (uint32_t)r, K3G_RULE, (uint32_t)d) ||
             k3g_add(b, (uint32_t)r, K3G_RULE, (uint32_t)rest) || k3g_alt(b, (uint32_t)r))
             return -1;
@@ -99,8 +100,8 @@ static int64_t nonneg(k3g_builder *bu, int64_t a, int64_t b)
     }
     if (b < 0) { /* more digits than a: any */
         int64_t d = digit_class(bu, '1', '9');
-        int64_t rest = d < 0 ? -1 : k3g_repeat(bu, k3g_r(digit_class(bu, '0', '9')), (uint32_t)la,
-                                                K3G_INF);
+        int64_t rest =
+            d < 0 ? -1 : k3g_repeat(bu, k3g_r(digit_class(bu, '0', '9')), (uint32_t)la, K3G_INF);
         if (rest < 0 || k3g_add(bu, (uint32_t)r, K3G_RULE, (uint32_t)d) ||
             k3g_add(bu, (uint32_t)r, K3G_RULE, (uint32_t)rest) || k3g_alt(bu, (uint32_t)r))
             return -1;

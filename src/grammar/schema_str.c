@@ -65,8 +65,9 @@ int64_t k3g_char_set(k3g_schema *s, const uint32_t *ranges, size_t n, int raw)
         }
     }
     free(v);
-    static const char *const named[32] = { [8] = "\\b", [9] = "\\t", [10] = "\\n", [12] = "\\f",
-                                           [13] = "\\r" };
+    static const char *const named[32] = {
+        [8] = "\\b", [9] = "\\t", [10] = "\\n", [12] = "\\f", [13] = "\\r"
+    };
     for (uint32_t c = 0; c < 0x20; c++)
         if (has(ranges, n, c)) {
             char u[8];
@@ -80,7 +81,8 @@ int64_t k3g_char_set(k3g_schema *s, const uint32_t *ranges, size_t n, int raw)
             if (k3g_bytes(b, (uint32_t)r, t, strlen(t)) || k3g_alt(b, (uint32_t)r))
                 return -1;
         }
-    if ((has(ranges, n, '"') && (k3g_bytes(b, (uint32_t)r, "\\\"", 2) || k3g_alt(b, (uint32_t)r))) ||
+    if ((has(ranges, n, '"') &&
+         (k3g_bytes(b, (uint32_t)r, "\\\"", 2) || k3g_alt(b, (uint32_t)r))) ||
         (has(ranges, n, '\\') && (k3g_bytes(b, (uint32_t)r, "\\\\", 2) || k3g_alt(b, (uint32_t)r))))
         return -1;
     b->rules[r].defined = 1;
@@ -103,8 +105,10 @@ static int rx_hex(rx *x, int n, uint32_t *out)
     uint32_t v = 0;
     for (int i = 0; i < n; i++) {
         char h = x->p < x->end ? *x->p : 0;
-        int d = h >= '0' && h <= '9' ? h - '0' : h >= 'a' && h <= 'f' ? h - 'a' + 10
-                : h >= 'A' && h <= 'F' ? h - 'A' + 10 : -1;
+        int d = h >= '0' && h <= '9'   ? h - '0'
+                : h >= 'a' && h <= 'f' ? h - 'a' + 10
+                : h >= 'A' && h <= 'F' ? h - 'A' + 10
+                                       : -1;
         if (d < 0)
             return x->unsupported = 1, -1;
         v = v * 16 + (uint32_t)d;
@@ -121,8 +125,11 @@ static size_t rx_char(rx *x, uint32_t *r)
 {
     const unsigned char *q = (const unsigned char *)x->p;
     if (*q != '\\') {
-        unsigned n = *q < 0x80 ? 1 : (*q & 0xE0) == 0xC0 ? 2 : (*q & 0xF0) == 0xE0 ? 3
-                     : (*q & 0xF8) == 0xF0 ? 4 : 1;
+        unsigned n = *q < 0x80             ? 1
+                     : (*q & 0xE0) == 0xC0 ? 2
+                     : (*q & 0xF0) == 0xE0 ? 3
+                     : (*q & 0xF8) == 0xF0 ? 4
+                                           : 1;
         uint32_t v = n == 1 ? *q : n == 2 ? (*q & 0x1Fu) : n == 3 ? (*q & 0x0Fu) : (*q & 0x07u);
         for (unsigned i = 1; i < n && x->p + i < x->end; i++)
             v = (v << 6) | (q[i] & 0x3Fu);
@@ -139,8 +146,8 @@ static size_t rx_char(rx *x, uint32_t *r)
     static const uint32_t dig[] = { '0', '9' }, word[] = { '0', '9', 'A', 'Z', '_', '_', 'a', 'z' },
                           space[] = { '\t', '\r', ' ', ' ' };
     static const uint32_t ndig[] = { 0, '0' - 1, '9' + 1, 0x7F };
-    static const uint32_t nword[] = { 0, '0' - 1, '9' + 1, 'A' - 1, 'Z' + 1, '_' - 1, '_' + 1,
-                                      'a' - 1, 'z' + 1, 0x7F };
+    static const uint32_t nword[] = { 0,       '0' - 1, '9' + 1, 'A' - 1, 'Z' + 1,
+                                      '_' - 1, '_' + 1, 'a' - 1, 'z' + 1, 0x7F };
     static const uint32_t nspace[] = { 0, 8, 14, 31, 33, 0x7F };
     switch (c) {
     case 'd': memcpy(r, dig, sizeof dig); return 1;
@@ -216,7 +223,7 @@ static int64_t rx_class(rx *x)
         x->unsupported = 1;
         return -1;
     }
-    x->p++; /* ']' */
+    x->p++;    /* ']' */
     if (neg) { /* complement (sorted by insertion) */
         for (size_t i = 1; i < n; i++)
             for (size_t j = i; j && v[2 * j] < v[2 * j - 2]; j--) {
@@ -410,8 +417,7 @@ static int64_t pattern_body(k3g_schema *s, const char *p, size_t len, int raw, i
     int64_t anyc = raw ? k3g_any_char(&s->j) : k3g_json_char(&s->j);
     int64_t any = anyc < 0 ? -1 : k3g_repeat(b, k3g_r(anyc), 0, K3G_INF);
     int64_t r = k3g_rule(b);
-    if (any < 0 || r < 0 ||
-        (!start && k3g_add(b, (uint32_t)r, K3G_RULE, (uint32_t)any)) ||
+    if (any < 0 || r < 0 || (!start && k3g_add(b, (uint32_t)r, K3G_RULE, (uint32_t)any)) ||
         k3g_add(b, (uint32_t)r, K3G_RULE, (uint32_t)body) ||
         (!end && k3g_add(b, (uint32_t)r, K3G_RULE, (uint32_t)any)) || k3g_alt(b, (uint32_t)r))
         return -1;
@@ -427,9 +433,10 @@ static const char *format_pattern(const char *f)
                   "(0[1-9]|[12][0-9]|30)|02-(0[1-9]|1[0-9]|2[0-8]))$" },
         { "time", "^([01][0-9]|2[0-3]):[0-5][0-9]:[0-5][0-9](\\.[0-9]{1,6})?"
                   "(Z|[+-]([01][0-9]|2[0-3]):[0-5][0-9])$" },
-        { "date-time", "^[1-9][0-9]{3}-((0[13578]|1[02])-(0[1-9]|[12][0-9]|3[01])|(0[469]|11)-"
-                       "(0[1-9]|[12][0-9]|30)|02-(0[1-9]|1[0-9]|2[0-8]))T([01][0-9]|2[0-3]):"
-                       "[0-5][0-9]:[0-5][0-9](\\.[0-9]{1,6})?(Z|[+-]([01][0-9]|2[0-3]):[0-5][0-9])$" },
+        { "date-time",
+          "^[1-9][0-9]{3}-((0[13578]|1[02])-(0[1-9]|[12][0-9]|3[01])|(0[469]|11)-"
+          "(0[1-9]|[12][0-9]|30)|02-(0[1-9]|1[0-9]|2[0-8]))T([01][0-9]|2[0-3]):"
+          "[0-5][0-9]:[0-5][0-9](\\.[0-9]{1,6})?(Z|[+-]([01][0-9]|2[0-3]):[0-5][0-9])$" },
         { "uuid", "^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$" },
         { "email", "^[A-Za-z0-9._%+-]{1,64}@[A-Za-z0-9-]{1,63}(\\.[A-Za-z0-9-]{1,63}){1,4}$" },
         { "ipv4", "^(25[0-5]|2[0-4][0-9]|1[0-9][0-9]|[1-9][0-9]|[0-9])(\\.(25[0-5]|2[0-4][0-9]|"
@@ -498,7 +505,7 @@ int64_t k3g_schema_string(k3g_schema *s, const k3_json *node, int raw)
         return -1;
     }
     int64_t c = raw ? k3g_any_char(&s->j) : k3g_json_char(&s->j);
-    int64_t body = c < 0 ? -1 : k3g_repeat(s->b, k3g_r(c), (uint32_t)mn,
-                                           mx < 0 ? K3G_INF : (uint32_t)mx);
+    int64_t body =
+        c < 0 ? -1 : k3g_repeat(s->b, k3g_r(c), (uint32_t)mn, mx < 0 ? K3G_INF : (uint32_t)mx);
     return quoted(s, body, raw);
 }

@@ -170,7 +170,7 @@ int64_t k3g_class(k3g_builder *b, const uint32_t *ranges, size_t n)
             r = -1;
     }
     if (r >= 0 && !b->rules[r].defined)
-        b->rules[r].defined = 1; /* an empty set: a rule with no alternative */
+        b->rules[r].defined = 1;        /* an empty set: a rule with no alternative */
     if (r < 0 || b->nclasses >= 4096) { /* the cache is bounded; past it, no sharing */
         free(v);
         return r;

@@ -18,16 +18,15 @@
 
 static k3_gram_vocab *vocab;
 #define NPIECE 8
-#define NV (256 + NPIECE + 4)
+#define NV     (256 + NPIECE + 4)
 
 int LLVMFuzzerInitialize(int *argc, char ***argv)
 {
     (void)argc;
     (void)argv;
-    static const char *const pieces[NPIECE] = { "\": ", "{\"", "true", "ab", "12", "\xC3\xA9",
-                                                "<|open|>", "\", \"" };
-    static const char *const specials[4] = { "<|open|>", "<|close|>", "<|sep|>",
-                                             "<|end_of_msg|>" };
+    static const char *const pieces[NPIECE] = { "\": ", "{\"",      "true",     "ab",
+                                                "12",   "\xC3\xA9", "<|open|>", "\", \"" };
+    static const char *const specials[4] = { "<|open|>", "<|close|>", "<|sep|>", "<|end_of_msg|>" };
     static unsigned char bytes[256];
     const unsigned char *b[NV];
     size_t l[NV];
@@ -98,16 +97,18 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         if (!k3_gram_mask(m, -1, plain, &e))
             for (uint32_t k = 0; k < NV; k++)
                 if (!bit(plain, k)) {
-                    FZ_ASSERT(k3_gram_accept(m, k, &e) == K3_EINPUT, "id %u accepted outside "
-                              "the mask", k);
+                    FZ_ASSERT(k3_gram_accept(m, k, &e) == K3_EINPUT,
+                              "id %u accepted outside "
+                              "the mask",
+                              k);
                     break;
                 }
         e.code = 0;
-        FZ_ASSERT(k3_gram_accept(m, first, &e) == K3_OK, "allowed id %u refused: %s", first,
-                  e.msg);
+        FZ_ASSERT(k3_gram_accept(m, first, &e) == K3_OK, "allowed id %u refused: %s", first, e.msg);
         k3_gram_rollback(m, 1);
         FZ_ASSERT(k3_gram_mask(m, 64 - step, again, &e) == K3_OK &&
-                      !memcmp(mask, again, sizeof mask), "rollback changed the mask");
+                      !memcmp(mask, again, sizeof mask),
+                  "rollback changed the mask");
         FZ_ASSERT(k3_gram_accept(m, first, &e) == K3_OK, "re-accept failed");
     }
     k3_gram_matcher_free(m);

@@ -25,12 +25,17 @@
 #include "k3/tokenizer.h"
 
 static const char *const pieces[] = {
-    "\": ", "\", \"", "{\"", "\"}", "true", "false", "null", "00", "12", "-1", "0.", "e+",
-    "ab", "abc", "\\n", "\\u00", "\\\"", "\xC3\xA9", "\xE2\x82\xAC", "\xF0\x9F\x98\x80", "[1",
-    "], ", "\"a", "a\"", "2024-", "-0", "T1", ":00", "@", ".com", "\": {\"", "\": [\"",
+    "\": ",  "\", \"",   "{\"",          "\"}",
+    "true",  "false",    "null",         "00",
+    "12",    "-1",       "0.",           "e+",
+    "ab",    "abc",      "\\n",          "\\u00",
+    "\\\"",  "\xC3\xA9", "\xE2\x82\xAC", "\xF0\x9F\x98\x80",
+    "[1",    "], ",      "\"a",          "a\"",
+    "2024-", "-0",       "T1",           ":00",
+    "@",     ".com",     "\": {\"",      "\": [\"",
 };
-#define NP (sizeof pieces / sizeof *pieces)
-#define NV (256 + NP + 1)
+#define NP     (sizeof pieces / sizeof *pieces)
+#define NV     (256 + NP + 1)
 #define END_ID (NV - 1)
 
 static char *slurp(const char *path, size_t *n)
@@ -102,7 +107,8 @@ int main(int argc, char **argv)
     for (int i = 0; i < 256; i++)
         bytes[i] = (unsigned char)i, b[i] = &bytes[i], l[i] = 1, sp[i] = 0;
     for (size_t i = 0; i < NP; i++)
-        b[256 + i] = (const unsigned char *)pieces[i], l[256 + i] = strlen(pieces[i]), sp[256 + i] = 0;
+        b[256 + i] = (const unsigned char *)pieces[i], l[256 + i] = strlen(pieces[i]),
+                sp[256 + i] = 0;
     b[END_ID] = (const unsigned char *)"<|end_of_msg|>", l[END_ID] = 14, sp[END_ID] = 1;
     k3_gram_vocab *v = NULL;
     k3_gram_matcher *m = NULL;

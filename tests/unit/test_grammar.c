@@ -16,19 +16,20 @@
 /* The synthetic vocabulary: ids 0..255 the single bytes, then pieces,
  * then specials. */
 static const char *const pieces[] = {
-    "ab", "abc", "\"", "\",", "{\"", "\"}", "true", "tr", "12", "\xC3\xA9", "<|open|>", "\": ",
-    ", \"", "null", "]", "[1", "-0", "0.", "e+", "\\u00", "\\n", "think", "response",
-    "message", "call", "argument", " key=\"", " type=\"", "tool=\"", " index=\"1\"", "string",
-    "number", "get", "_weather", "Paris", "\"a\"", "abcdefgh", "\xE2\x82", "\xAC",
+    "ab",   "abc",      "\"",       "\",",      "{\"",      "\"}",          "true",     "tr",
+    "12",   "\xC3\xA9", "<|open|>", "\": ",     ", \"",     "null",         "]",        "[1",
+    "-0",   "0.",       "e+",       "\\u00",    "\\n",      "think",        "response", "message",
+    "call", "argument", " key=\"",  " type=\"", "tool=\"",  " index=\"1\"", "string",   "number",
+    "get",  "_weather", "Paris",    "\"a\"",    "abcdefgh", "\xE2\x82",     "\xAC",
 };
 static const char *const specials[] = { "<|open|>", "<|close|>", "<|sep|>", "<|end_of_msg|>" };
-#define NPIECES (sizeof pieces / sizeof *pieces)
-#define NSPEC 4
-#define NV (256 + NPIECES + NSPEC)
-#define ID_OPEN (256 + NPIECES)
+#define NPIECES  (sizeof pieces / sizeof *pieces)
+#define NSPEC    4
+#define NV       (256 + NPIECES + NSPEC)
+#define ID_OPEN  (256 + NPIECES)
 #define ID_CLOSE (ID_OPEN + 1)
-#define ID_SEP (ID_OPEN + 2)
-#define ID_END (ID_OPEN + 3)
+#define ID_SEP   (ID_OPEN + 2)
+#define ID_END   (ID_OPEN + 3)
 
 static k3_gram_vocab *vocab;
 static unsigned char byte_store[256];
@@ -47,7 +48,7 @@ static void make_vocab(void)
                 sp[256 + i] = 0;
     for (int i = 0; i < NSPEC; i++)
         b[ID_OPEN + i] = (const unsigned char *)specials[i], l[ID_OPEN + i] = strlen(specials[i]),
-                sp[ID_OPEN + i] = 1;
+                    sp[ID_OPEN + i] = 1;
     k3_err e = { 0, "" };
     CHECK(k3_gram_vocab_new(&vocab, NV, b, l, sp, &e) == K3_OK, "vocab: %s", e.msg);
 }
@@ -175,8 +176,15 @@ static void test_matching(void)
         { "root ::= [^a-y]*", { "", "z", "zé" }, { "a", "y" } },
         { "root ::= \"a\"{2,3} b\nb ::= \"-\" | \"\"", { "aa", "aaa-", "aa-" }, { "a", "aaaa" } },
         { "root ::= (\"x\" | \"y\"){2}  # comment\n", { "xy", "yy" }, { "x", "xyx" } },
-        { "root ::= \"\\u00e9\\x41\" .", { "\xC3\xA9" "Aq", "\xC3\xA9" "A\xE2\x82\xAC" },
-          { "\xC3\xA9" "A", "\xC3\xA9" "A\xE2\x82" } },
+        { "root ::= \"\\u00e9\\x41\" .",
+          { "\xC3\xA9"
+            "Aq",
+            "\xC3\xA9"
+            "A\xE2\x82\xAC" },
+          { "\xC3\xA9"
+            "A",
+            "\xC3\xA9"
+            "A\xE2\x82" } },
         { "root ::= [\\x00-\\x7F]{0,2}", { "", "ab" }, { "abc", "\xC3\xA9" } },
         { "root ::= item (\",\" item)*\nitem ::= [0-9]+", { "1", "1,22,3" }, { "1,", ",1" } },
     };
@@ -188,8 +196,8 @@ static void test_matching(void)
             CHECK(matches(g, cases[i].yes[k], strlen(cases[i].yes[k])), "%s should match '%s'",
                   cases[i].gram, cases[i].yes[k]);
         for (int k = 0; k < 4 && cases[i].no[k]; k++)
-            CHECK(!matches(g, cases[i].no[k], strlen(cases[i].no[k])),
-                  "%s should not match '%s'", cases[i].gram, cases[i].no[k]);
+            CHECK(!matches(g, cases[i].no[k], strlen(cases[i].no[k])), "%s should not match '%s'",
+                  cases[i].gram, cases[i].no[k]);
         k3_gram_free(g);
     }
 }
@@ -300,7 +308,8 @@ static void test_specials(void)
     if (g) {
         uint32_t end = ID_END;
         CHECK(k3_gram_matcher_new(&m, g, vocab, &end, 1, &e) == K3_EINPUT &&
-                  strstr(e.msg, "<|nope|>"), "unknown token: %s", e.msg);
+                  strstr(e.msg, "<|nope|>"),
+              "unknown token: %s", e.msg);
     }
     k3_gram_free(g);
 }
@@ -310,8 +319,9 @@ static void test_specials(void)
  * output is complete. */
 static void test_budget(void)
 {
-    const char *gr = "root ::= \"{\" (\"\\\"a\\\"\" \": \" val (\", \" \"\\\"a\\\"\" \": \" val)*)? \"}\"\n"
-                     "val ::= \"true\" | \"null\" | [0-9]+ | \"[\" val \"]\" | \"\\\"\" [^\"]* \"\\\"\"";
+    const char *gr =
+        "root ::= \"{\" (\"\\\"a\\\"\" \": \" val (\", \" \"\\\"a\\\"\" \": \" val)*)? \"}\"\n"
+        "val ::= \"true\" | \"null\" | [0-9]+ | \"[\" val \"]\" | \"\\\"\" [^\"]* \"\\\"\"";
     k3_grammar *g = gbnf(gr);
     if (!g)
         return;
@@ -337,8 +347,8 @@ static void test_budget(void)
                 CHECK(k3_gram_accept(m, id, &e) == K3_OK, "accept: %s", e.msg);
                 used++;
             }
-            CHECK(k3_gram_is_done(m), "budget %d seed %u: not complete after %d ids", budget,
-                  seed, used);
+            CHECK(k3_gram_is_done(m), "budget %d seed %u: not complete after %d ids", budget, seed,
+                  used);
             k3_gram_matcher_free(m);
         }
     }
@@ -357,8 +367,7 @@ static void test_hostile(void)
         clock_t t0 = clock();
         for (int i = 0; i < 64 && rc == K3_OK; i++)
             rc = k3_gram_accept(m, 'a', &e);
-        CHECK(rc == K3_OK || (rc == K3_EINPUT && strstr(e.msg, "K3_GRAM_MAX_STACKS")), "%s",
-              e.msg);
+        CHECK(rc == K3_OK || (rc == K3_EINPUT && strstr(e.msg, "K3_GRAM_MAX_STACKS")), "%s", e.msg);
         CHECK((double)(clock() - t0) / CLOCKS_PER_SEC < 5, "ambiguity took too long");
         k3_gram_matcher_free(m);
     }
@@ -384,8 +393,11 @@ static int feed(k3_gram_matcher *m, const char *s)
 {
     k3_err e = { 0, "" };
     for (; *s; s++) {
-        uint32_t id = *s == 1 ? ID_OPEN : *s == 2 ? ID_CLOSE : *s == 3 ? ID_SEP
-                      : *s == 4 ? ID_END : (unsigned char)*s;
+        uint32_t id = *s == 1   ? ID_OPEN
+                      : *s == 2 ? ID_CLOSE
+                      : *s == 3 ? ID_SEP
+                      : *s == 4 ? ID_END
+                                : (unsigned char)*s;
         if (k3_gram_accept(m, id, &e))
             return 0;
     }
@@ -400,13 +412,13 @@ static void test_reply(void)
         "{\"type\":\"object\",\"properties\":{\"city\":{\"type\":\"string\"},"
         "\"days\":{\"type\":\"integer\"},\"metric\":{\"type\":\"boolean\"}},"
         "\"required\":[\"city\"]}";
-    static const char call[] =
-        "need tool\2think\3\1response\3\2response\3\1tools\3"
-        "\1call tool=\"get_weather\" index=\"1\"\3"
-        "\1argument key=\"city\" type=\"string\"\3Paris\2argument\3"
-        "\1argument key=\"days\" type=\"number\"\3" "2\2argument\3"
-        "\1argument key=\"metric\" type=\"boolean\"\3true\2argument\3"
-        "\2call\3\2tools\3\2message\3\4";
+    static const char call[] = "need tool\2think\3\1response\3\2response\3\1tools\3"
+                               "\1call tool=\"get_weather\" index=\"1\"\3"
+                               "\1argument key=\"city\" type=\"string\"\3Paris\2argument\3"
+                               "\1argument key=\"days\" type=\"number\"\3"
+                               "2\2argument\3"
+                               "\1argument key=\"metric\" type=\"boolean\"\3true\2argument\3"
+                               "\2call\3\2tools\3\2message\3\4";
     char err[128];
     k3_json_doc *doc = k3_json_parse(params, strlen(params), err, sizeof err);
     CHECK(doc != NULL, "%s", err);
@@ -433,21 +445,26 @@ static void test_reply(void)
         /* a required argument missing; a wrong type; an undeclared tool */
         { K3_GRAM_TOOLS_REQUIRED, 0, K3_GRAM_CONTENT_FREE,
           "\2response\3\1tools\3\1call tool=\"get_weather\" index=\"1\"\3\2call\3"
-          "\2tools\3\2message\3\4", 0 },
+          "\2tools\3\2message\3\4",
+          0 },
         { K3_GRAM_TOOLS_REQUIRED, 0, K3_GRAM_CONTENT_FREE,
           "\2response\3\1tools\3\1call tool=\"get_weather\" index=\"1\"\3"
-          "\1argument key=\"city\" type=\"number\"\3" "1\2argument\3\2call\3"
-          "\2tools\3\2message\3\4", 0 },
+          "\1argument key=\"city\" type=\"number\"\3"
+          "1\2argument\3\2call\3"
+          "\2tools\3\2message\3\4",
+          0 },
         { K3_GRAM_TOOLS_REQUIRED, 0, K3_GRAM_CONTENT_FREE,
           "\2response\3\1tools\3\1call tool=\"other\" index=\"1\"\3\2call\3"
-          "\2tools\3\2message\3\4", 0 },
+          "\2tools\3\2message\3\4",
+          0 },
         /* two calls, indexed 1 and 2 */
         { K3_GRAM_TOOLS_REQUIRED, 0, K3_GRAM_CONTENT_FREE,
           "\2response\3\1tools\3\1call tool=\"get_weather\" index=\"1\"\3"
           "\1argument key=\"city\" type=\"string\"\3a\"b&\2argument\3\2call\3"
           "\1call tool=\"get_weather\" index=\"2\"\3"
           "\1argument key=\"city\" type=\"string\"\3x\2argument\3\2call\3"
-          "\2tools\3\2message\3\4", 1 },
+          "\2tools\3\2message\3\4",
+          1 },
     };
     for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
         k3_gram_reply_spec sp;
@@ -494,8 +511,7 @@ static void test_hostile_schemas(void)
     k3_grammar *g = NULL;
     k3_err e = { 0, "" };
     int rc = k3_gram_from_schema(&g, s, n, NULL, NULL, &e);
-    CHECK(rc == K3_OK || (rc == K3_EINPUT && strstr(e.msg, "K3_GRAM_MAX")), "huge enum: %s",
-          e.msg);
+    CHECK(rc == K3_OK || (rc == K3_EINPUT && strstr(e.msg, "K3_GRAM_MAX")), "huge enum: %s", e.msg);
     if (g) {
         CHECK(matches(g, "\"v7919\"", 7) && !matches(g, "\"v7918\"", 7), "huge enum members");
         k3_gram_free(g);
@@ -552,11 +568,13 @@ static void test_hostile_schemas(void)
     e.code = 0;
     k3_gram_schema_opts strict = { 1, K3_GRAM_WS_SPACED };
     CHECK(k3_gram_from_schema(&g, pp, strlen(pp), &strict, NULL, &e) == K3_EINPUT &&
-              strstr(e.msg, "'patternProperties' at /properties/a/patternProperties"), "%s", e.msg);
+              strstr(e.msg, "'patternProperties' at /properties/a/patternProperties"),
+          "%s", e.msg);
     k3_buf warn = { 0 };
     e.code = 0;
     CHECK(k3_gram_from_schema(&g, pp, strlen(pp), NULL, &warn, &e) == K3_OK && warn.len &&
-              strstr(warn.data, "/properties/a/patternProperties"), "warning: %s", e.msg);
+              strstr(warn.data, "/properties/a/patternProperties"),
+          "warning: %s", e.msg);
     k3_buf_free(&warn);
     k3_gram_free(g);
     double secs = (double)(clock() - t0) / CLOCKS_PER_SEC;

@@ -254,8 +254,8 @@ static void test_masks(void)
 {
     static const char *const grams[] = {
         "root ::= \"ab\" | \"abc\" | \"abcdefgh\"",
-        "root ::= \"{\" (\"\\\"a\\\"\" \": \" val (\", \" \"\\\"a\\\"\" \": \" val)*)? \"}\"\n"
-        "val ::= \"true\" | \"null\" | [0-9]+ | \"[\" val \"]\" | \"\\\"\" [^\"]* \"\\\"\"",
+        ("root ::= \"{\" (\"\\\"a\\\"\" \": \" val (\", \" \"\\\"a\\\"\" \": \" val)*)? \"}\"\n"
+         "val ::= \"true\" | \"null\" | [0-9]+ | \"[\" val \"]\" | \"\\\"\" [^\"]* \"\\\"\""),
         "root ::= <|open|> \"think\" <|sep|> [^<]* <|close|> \"think\" <|sep|>",
         "root ::= (!<|close|>)* <|close|>",
         "root ::= !<|close|> (!<|open|> | \"ab\") <|sep|>",

@@ -70,14 +70,8 @@ static int64_t rule_of(gp *p, const char *s, size_t n)
     for (size_t i = 0; i < p->nnames; i++)
         if (p->names[i].n == n && !memcmp(p->names[i].s, s, n))
             return p->names[i].rule;
-    if (p->nnames == p->capnames) {
-        size_t c = p->capnames ? p->capnames * 2 : 32;
-        name_ent *q = realloc(p->names, c * sizeof *q);
-        if (!q)
-            return k3_fail(p->e, K3_ERUNTIME, "grammar: out of memory"), -1;
-        p->names = q;
-        p->capnames = c;
-    }
+    if (k3g_grow((void **)&p->names, &p->capnames, p->nnames + 1, sizeof *p->names, p->e))
+        return -1;
     int64_t r = k3g_rule(p->b);
     if (r < 0)
         return -1;
@@ -220,31 +214,10 @@ static int item(gp *p, k3g_el *el, int depth)
         }
         if (!p->e->code && p->s >= p->end)
             fail_at(p, at, "unterminated character class");
-        if (!p->e->code && neg) { /* complement over 0..10FFFF */
-            uint32_t *q = malloc((n + 1) * 2 * sizeof *q);
-            size_t m = 0;
-            if (!q)
-                k3_fail(p->e, K3_ERUNTIME, "grammar: out of memory");
-            else {
-                /* sort by start (small n: insertion sort) */
-                for (size_t i = 1; i < n; i++)
-                    for (size_t j = i; j && rg[2 * j] < rg[2 * j - 2]; j--) {
-                        uint32_t t0 = rg[2 * j], t1 = rg[2 * j + 1];
-                        rg[2 * j] = rg[2 * j - 2], rg[2 * j + 1] = rg[2 * j - 1];
-                        rg[2 * j - 2] = t0, rg[2 * j - 1] = t1;
-                    }
-                uint32_t next = 0;
-                for (size_t i = 0; i < n; i++) {
-                    if (rg[2 * i] > next)
-                        q[2 * m] = next, q[2 * m + 1] = rg[2 * i] - 1, m++;
-                    if (rg[2 * i + 1] + 1 > next)
-                        next = rg[2 * i + 1] + 1;
-                }
-                if (next <= 0x10FFFF)
-                    q[2 * m] = next, q[2 * m + 1] = 0x10FFFF, m++;
-                free(rg);
-                rg = q, n = m;
-            }
+        if (!p->e->code && neg) {
+            n = k3g_complement(&rg, n, p->e);
+            if (n == SIZE_MAX)
+                n = 0;
         }
         int64_t r = p->e->code ? -1 : k3g_class(p->b, rg, n);
         free(rg);

@@ -77,6 +77,13 @@ typedef struct k3g_builder {
     k3_err *e;
 } k3g_builder;
 
+/* Grows the array *p of *cap items of sz bytes to hold need items
+ * (doubling); K3_ERUNTIME on failure. */
+int k3g_grow(void **p, size_t *cap, size_t need, size_t sz, k3_err *e);
+/* Replaces the code-point ranges (*r)[0..2n) by their complement within
+ * U+0000..U+10FFFF; returns the new count, or SIZE_MAX on failure. */
+size_t k3g_complement(uint32_t **r, size_t n, k3_err *e);
+
 void k3g_init(k3g_builder *b, k3_err *e);
 void k3g_dispose(k3g_builder *b);
 /* A new empty rule; returns its index or -1 (e set). */

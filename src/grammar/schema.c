@@ -490,14 +490,9 @@ static int64_t object_rule(k3g_schema *s, const k3_json *const *src, size_t nsrc
                                               props->keys[i], s->prefix, s->ptr),
                                       -1);
                     }
-                if (np == cap) {
-                    cap = cap ? cap * 2 : 16;
-                    prop *q = realloc(p, cap * sizeof *q);
-                    if (!q) {
-                        free(p);
-                        return k3_fail(s->e, K3_ERUNTIME, "json schema: out of memory"), -1;
-                    }
-                    p = q;
+                if (k3g_grow((void **)&p, &cap, np + 1, sizeof *p, s->e)) {
+                    free(p);
+                    return -1;
                 }
                 p[np].key = props->keys[i];
                 p[np].klen = props->key_lens[i];
@@ -518,14 +513,9 @@ static int64_t object_rule(k3g_schema *s, const k3_json *const *src, size_t nsrc
                                !memcmp(p[t].key, req->items[i].str, p[t].klen)))
                 t++;
             if (t == np) {
-                if (np == cap) {
-                    cap = cap ? cap * 2 : 16;
-                    prop *q = realloc(p, cap * sizeof *q);
-                    if (!q) {
-                        free(p);
-                        return k3_fail(s->e, K3_ERUNTIME, "json schema: out of memory"), -1;
-                    }
-                    p = q;
+                if (k3g_grow((void **)&p, &cap, np + 1, sizeof *p, s->e)) {
+                    free(p);
+                    return -1;
                 }
                 p[np].key = req->items[i].str;
                 p[np].klen = req->items[i].len;
@@ -664,14 +654,8 @@ static int64_t cached_ref(k3g_schema *s, const k3_json *target, unsigned mask, i
     int64_t r = k3g_rule(s->b);
     if (r < 0)
         return -1;
-    if (s->nrefs == s->caprefs) {
-        size_t c = s->caprefs ? s->caprefs * 2 : 16;
-        k3g_refc *q = realloc(s->refs, c * sizeof *q);
-        if (!q)
-            return k3_fail(s->e, K3_ERUNTIME, "json schema: out of memory"), -1;
-        s->refs = q;
-        s->caprefs = c;
-    }
+    if (k3g_grow((void **)&s->refs, &s->caprefs, s->nrefs + 1, sizeof *s->refs, s->e))
+        return -1;
     s->refs[s->nrefs].node = target;
     s->refs[s->nrefs].rule = r;
     s->nrefs++;

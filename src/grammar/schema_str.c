@@ -223,31 +223,10 @@ static int64_t rx_class(rx *x)
         x->unsupported = 1;
         return -1;
     }
-    x->p++;    /* ']' */
-    if (neg) { /* complement (sorted by insertion) */
-        for (size_t i = 1; i < n; i++)
-            for (size_t j = i; j && v[2 * j] < v[2 * j - 2]; j--) {
-                uint32_t a = v[2 * j], b = v[2 * j + 1];
-                v[2 * j] = v[2 * j - 2], v[2 * j + 1] = v[2 * j - 1];
-                v[2 * j - 2] = a, v[2 * j - 1] = b;
-            }
-        uint32_t *c = malloc((n + 1) * 2 * sizeof *c);
-        if (!c) {
-            free(v);
-            return k3_fail(x->s->e, K3_ERUNTIME, "grammar: out of memory"), -1;
-        }
-        size_t m = 0;
-        uint32_t next = 0;
-        for (size_t i = 0; i < n; i++) {
-            if (v[2 * i] > next)
-                c[2 * m] = next, c[2 * m + 1] = v[2 * i] - 1, m++;
-            if (v[2 * i + 1] + 1 > next)
-                next = v[2 * i + 1] + 1;
-        }
-        if (next <= 0x10FFFF)
-            c[2 * m] = next, c[2 * m + 1] = 0x10FFFF, m++;
+    x->p++; /* ']' */
+    if (neg && (n = k3g_complement(&v, n, x->s->e)) == SIZE_MAX) {
         free(v);
-        v = c, n = m;
+        return -1;
     }
     int64_t r = n ? k3g_char_set(x->s, v, n, x->raw) : K3G_EMPTY;
     free(v);

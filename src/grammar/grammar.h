@@ -226,6 +226,12 @@ size_t k3_gram_count(const k3_gram_matcher *m);
 /* Whether the grammar may end here (the end ids are allowed). */
 int k3_gram_is_accepting(const k3_gram_matcher *m);
 
+/* The fewest ids that finish from here, the end id included: fin + 1
+ * (0 once done). A budget of at least this many ids always ends
+ * complete (k3_gram_mask); less may still end if the model's ids are
+ * long. Useful to refuse a max_tokens that cannot fit the grammar. */
+size_t k3_gram_min_ids(const k3_gram_matcher *m);
+
 /* Whether an end id was accepted. */
 int k3_gram_is_done(const k3_gram_matcher *m);
 

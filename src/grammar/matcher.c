@@ -419,6 +419,15 @@ int k3_gram_is_accepting(const k3_gram_matcher *m)
     return n && s[0] == 0; /* sorted: node 0 first */
 }
 
+size_t k3_gram_min_ids(const k3_gram_matcher *m)
+{
+    if (k3_gram_is_done(m))
+        return 0;
+    size_t n;
+    const uint32_t *s = k3g_cur(m, &n);
+    return (size_t)k3g_fin(m, s, n) + 1;
+}
+
 static int is_end(const k3_gram_matcher *m, uint32_t id)
 {
     for (size_t i = 0; i < m->n_end; i++)

@@ -492,6 +492,50 @@ static void test_reply(void)
         k3_gram_matcher_free(m);
         k3_gram_free(g);
     }
+    /* the end budget with thinking and a required call: free reasoning
+     * must close in time; a uniform walk ends complete within every
+     * budget from k3_gram_min_ids up */
+    k3_gram_reply_spec sp;
+    memset(&sp, 0, sizeof sp);
+    sp.thinking = 1;
+    sp.tools = &tool;
+    sp.ntools = 1;
+    sp.tool_mode = K3_GRAM_TOOLS_REQUIRED;
+    k3_grammar *g = NULL;
+    k3_err e = { 0, "" };
+    CHECK(k3_gram_chat_reply(&g, &sp, NULL, &e) == K3_OK, "%s", e.msg);
+    int least = 0;
+    if (g) {
+        k3_gram_matcher *m0 = matcher(g);
+        least = m0 ? (int)k3_gram_min_ids(m0) : 0;
+        k3_gram_matcher_free(m0);
+    }
+    for (int budget = least; g && least && budget <= least + 60; budget++) {
+        for (unsigned seed = 1; seed <= 4; seed++) {
+            k3_gram_matcher *m = matcher(g);
+            srand(seed);
+            uint32_t mask[(NV + 31) / 32];
+            int used = 0;
+            while (m && !k3_gram_is_done(m) && used < budget) {
+                k3_gram_mask(m, budget - used, mask, &e);
+                uint32_t ids[NV];
+                int n = 0;
+                for (uint32_t id = 0; id < NV; id++)
+                    if (bit(mask, id))
+                        ids[n++] = id;
+                if (!n || k3_gram_accept(m, ids[rand() % n], &e))
+                    break;
+                used++;
+                CHECK(k3_gram_is_done(m) || (int)k3_gram_min_ids(m) <= budget - used,
+                      "budget %d seed %u: %zu ids needed, %d left", budget, seed,
+                      k3_gram_min_ids(m), budget - used);
+            }
+            CHECK(m && k3_gram_is_done(m), "reply, budget %d seed %u: not complete", budget, seed);
+            k3_gram_matcher_free(m);
+        }
+    }
+    CHECK(least > 0 && least < 150, "the reply's least budget %d", least);
+    k3_gram_free(g);
     k3_json_free(doc);
 }
 

@@ -143,6 +143,13 @@ int k3g_finish(k3g_builder *b, uint32_t root, const char *const *names, k3_gramm
     g->nrules = (uint32_t)b->nrules;
     g->root = root;
     size_t nel = 0, nalt = 0;
+    /* a front end that gave up half way (a refused pattern, not strict)
+     * may leave an alternative open in a rule nothing refers to: drop it */
+    for (size_t r = 0; r < b->nrules; r++) {
+        k3g_rdef *ru = &b->rules[r];
+        while (ru->n && ru->v[ru->n - 1].type != K3G_END)
+            ru->n--;
+    }
     for (size_t r = 0; r < b->nrules; r++) {
         nel += b->rules[r].n;
         for (size_t i = 0; i < b->rules[r].n; i++)

@@ -621,6 +621,23 @@ static void test_hostile_schemas(void)
           "warning: %s", e.msg);
     k3_buf_free(&warn);
     k3_gram_free(g);
+    /* the whitespace policy: spaced or compact, nothing else */
+    k3_grammar *sp = NULL, *cp = NULL;
+    e.code = 0;
+    CHECK(k3_gram_json_object(&sp, K3_GRAM_WS_SPACED, &e) == K3_OK &&
+              k3_gram_json_object(&cp, K3_GRAM_WS_COMPACT, &e) == K3_OK,
+          "%s", e.msg);
+    if (sp && cp) {
+        static const char a[] = "{\"a\": [1, {\"b\": null}], \"c\": \"x\"}";
+        static const char b[] = "{\"a\":[1,{\"b\":null}],\"c\":\"x\"}";
+        static const char c[] = "{ \"a\": 1}";
+        CHECK(matches(sp, a, strlen(a)) && !matches(sp, b, strlen(b)) &&
+                  matches(cp, b, strlen(b)) && !matches(cp, a, strlen(a)) &&
+                  !matches(sp, c, strlen(c)) && !matches(cp, c, strlen(c)) && !matches(sp, "[]", 2),
+              "whitespace policy");
+    }
+    k3_gram_free(sp);
+    k3_gram_free(cp);
     double secs = (double)(clock() - t0) / CLOCKS_PER_SEC;
     CHECK(secs < 10, "hostile schemas took %.1f s", secs);
     free(s);

@@ -7,7 +7,9 @@
  * 50-property tool schema (median of 20); then a random walk of STEPS
  * (default 300) ids through that schema's grammar (each step: the mask
  * with the end budget, then a seeded random allowed id), with the mean,
- * median and worst mask time per token and the first-mask time. The walk
+ * median and worst mask time per token and the first-mask time; then the
+ * same for a chat reply (thinking, then a required call of a tool whose
+ * parameters are that schema). The walk
  * is a stand-in for a random-weight model: it picks uniformly among the
  * allowed ids, which visits more distinct states than a trained model. */
 #include <stdint.h>
@@ -57,6 +59,53 @@ static char *schema50(void)
     return s;
 }
 
+/* A seeded random walk of up to steps ids through g under the end
+ * budget; prints the mask times. */
+static int walk(const char *what, const k3_grammar *g, const k3_gram_vocab *v, uint32_t end,
+                int steps)
+{
+    k3_err e = { 0, "" };
+    k3_gram_matcher *m = NULL;
+    if (k3_gram_matcher_new(&m, g, v, &end, 1, &e)) {
+        fprintf(stderr, "%s\n", e.msg);
+        return e.code;
+    }
+    size_t words = k3_gram_mask_words(v);
+    uint32_t *mask = malloc(words * 4), *ids = malloc((size_t)k3_gram_vocab_size(v) * 4);
+    double *mt = malloc((size_t)steps * sizeof *mt), total = 0;
+    size_t least = k3_gram_min_ids(m);
+    srand(7);
+    int t = 0;
+    for (; t < steps && !k3_gram_is_done(m); t++) {
+        double t0 = now();
+        if (k3_gram_mask(m, steps - t, mask, &e)) {
+            fprintf(stderr, "step %d: %s\n", t, e.msg);
+            return e.code;
+        }
+        mt[t] = now() - t0;
+        total += mt[t];
+        uint32_t n = 0;
+        for (uint32_t id = 0; id < k3_gram_vocab_size(v); id++)
+            if ((mask[id >> 5] >> (id & 31)) & 1)
+                ids[n++] = id;
+        if (!n)
+            break;
+        if (k3_gram_accept(m, ids[(uint32_t)rand() % n], &e)) {
+            fprintf(stderr, "step %d: %s\n", t, e.msg);
+            return e.code;
+        }
+    }
+    double first = mt[0];
+    qsort(mt, (size_t)t, sizeof *mt, cmpd);
+    printf("%s: %d ids of a %d-id budget (least %zu; %s), mask per id: mean %.3f ms, "
+           "median %.3f ms, worst %.2f ms, first %.2f ms\n",
+           what, t, steps, least, k3_gram_is_done(m) ? "complete" : "not complete", total / t * 1e3,
+           mt[t / 2] * 1e3, mt[t - 1] * 1e3, first * 1e3);
+    free(mask), free(ids), free(mt);
+    k3_gram_matcher_free(m);
+    return 0;
+}
+
 int main(int argc, char **argv)
 {
     if (argc < 2) {
@@ -95,45 +144,34 @@ int main(int argc, char **argv)
     printf("compile, 50-property tool schema (%zu bytes): median %.2f ms, worst %.2f ms\n",
            strlen(schema), ct[10] * 1e3, ct[19] * 1e3);
     uint32_t end = (uint32_t)k3_tok_special_id(tok, "<|end_of_msg|>");
-    k3_gram_matcher *m = NULL;
-    if (k3_gram_matcher_new(&m, g, v, &end, 1, &e)) {
-        fprintf(stderr, "%s\n", e.msg);
-        return e.code;
-    }
-    size_t words = k3_gram_mask_words(v);
-    uint32_t *mask = malloc(words * 4), *ids = malloc((size_t)k3_gram_vocab_size(v) * 4);
-    double *mt = malloc((size_t)steps * sizeof *mt), total = 0;
-    srand(7);
-    int t = 0;
-    for (; t < steps && !k3_gram_is_done(m); t++) {
+    int rc = walk("schema walk", g, v, end, steps);
+    /* a chat reply: thinking, then a required call of a tool taking the
+     * same 50 parameters */
+    char err[160];
+    k3_json_doc *doc = rc ? NULL : k3_json_parse(schema, strlen(schema), err, sizeof err);
+    if (doc) {
+        k3_gram_tool tool = { "fill_form", k3_json_root(doc) };
+        k3_gram_reply_spec sp;
+        memset(&sp, 0, sizeof sp);
+        sp.thinking = 1;
+        sp.tools = &tool;
+        sp.ntools = 1;
+        sp.tool_mode = K3_GRAM_TOOLS_REQUIRED;
+        k3_grammar *rg = NULL;
         t0 = now();
-        if (k3_gram_mask(m, steps - t, mask, &e)) {
-            fprintf(stderr, "step %d: %s\n", t, e.msg);
-            return e.code;
+        if (k3_gram_chat_reply(&rg, &sp, NULL, &e)) {
+            fprintf(stderr, "%s\n", e.msg);
+            rc = e.code;
+        } else {
+            printf("compile, chat reply with that tool required: %.2f ms\n", (now() - t0) * 1e3);
+            rc = walk("reply walk", rg, v, end, steps);
         }
-        mt[t] = now() - t0;
-        total += mt[t];
-        uint32_t n = 0;
-        for (uint32_t id = 0; id < k3_gram_vocab_size(v); id++)
-            if ((mask[id >> 5] >> (id & 31)) & 1)
-                ids[n++] = id;
-        if (!n)
-            break;
-        if (k3_gram_accept(m, ids[(uint32_t)rand() % n], &e)) {
-            fprintf(stderr, "step %d: %s\n", t, e.msg);
-            return e.code;
-        }
+        k3_gram_free(rg);
+        k3_json_free(doc);
     }
-    double first = mt[0];
-    qsort(mt, (size_t)t, sizeof *mt, cmpd);
-    printf("walk: %d ids (%s), mask per id: mean %.3f ms, median %.3f ms, worst %.2f ms, "
-           "first %.2f ms\n",
-           t, k3_gram_is_done(m) ? "complete" : "not complete", total / t * 1e3, mt[t / 2] * 1e3,
-           mt[t - 1] * 1e3, first * 1e3);
-    free(mask), free(ids), free(mt), free(schema);
-    k3_gram_matcher_free(m);
+    free(schema);
     k3_gram_free(g);
     k3_gram_vocab_free(v);
     k3_tok_free(tok);
-    return 0;
+    return rc;
 }

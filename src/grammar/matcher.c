@@ -284,6 +284,23 @@ static int push_state(k3_gram_matcher *m, k3g_vec *tmp)
     return k3g_vec_push(&m->off, (uint32_t)m->hist.n, m->e);
 }
 
+/* The start state (root's alternatives under the empty stack) as the
+ * first history entry; by k3_gram_matcher_new only. */
+static int start_state(k3_gram_matcher *m)
+{
+    k3g_vec tmp = { 0 };
+    const k3_grammar *g = m->g;
+    new_stamp(m);
+    for (uint32_t a = g->alt_off[g->root]; a < g->alt_off[g->root + 1] && !m->e->code; a++) {
+        uint32_t p = g->alts[a];
+        expand(m, g->el[p].type == K3G_END ? 0 : k3g_mk(m, p, 0, 0), 0, &tmp);
+    }
+    if (!m->e->code)
+        push_state(m, &tmp);
+    free(tmp.v);
+    return m->e->code;
+}
+
 int k3_gram_matcher_new(k3_gram_matcher **out, const k3_grammar *g, const k3_gram_vocab *v,
                         const uint32_t *end_ids, size_t n_end, k3_err *e)
 {
@@ -357,8 +374,7 @@ int k3_gram_matcher_new(k3_gram_matcher **out, const k3_grammar *g, const k3_gra
     m->vstamp = 1;
     if (k3g_vec_push(&m->off, 0, e))
         goto fail;
-    k3_gram_reset(m);
-    if (e->code)
+    if (start_state(m))
         goto fail;
     *out = m;
     return K3_OK;
@@ -367,22 +383,12 @@ fail:
     return e->code;
 }
 
+/* Back to the first history entry: no allocation, so no error record. */
 void k3_gram_reset(k3_gram_matcher *m)
 {
-    m->hist.n = 0;
-    m->off.n = 1;
+    m->off.n = 2;
+    m->hist.n = m->off.v[1];
     m->done_at = SIZE_MAX;
-    /* the start: root's alternatives under the empty stack */
-    k3g_vec tmp = { 0 };
-    const k3_grammar *g = m->g;
-    new_stamp(m);
-    for (uint32_t a = g->alt_off[g->root]; a < g->alt_off[g->root + 1] && !m->e->code; a++) {
-        uint32_t p = g->alts[a];
-        expand(m, g->el[p].type == K3G_END ? 0 : k3g_mk(m, p, 0, 0), 0, &tmp);
-    }
-    if (!m->e->code)
-        push_state(m, &tmp);
-    free(tmp.v);
 }
 
 void k3_gram_matcher_free(k3_gram_matcher *m)

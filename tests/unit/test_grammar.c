@@ -621,6 +621,38 @@ static void test_hostile_schemas(void)
           "warning: %s", e.msg);
     k3_buf_free(&warn);
     k3_gram_free(g);
+    /* integer ranges are exact: every integer in and around the range */
+    static const struct {
+        const char *schema;
+        long lo, hi;
+    } ranges[] = {
+        { "{\"type\":\"integer\",\"minimum\":-57,\"maximum\":1234}", -57, 1234 },
+        { "{\"type\":\"integer\",\"exclusiveMinimum\":99,\"exclusiveMaximum\":1000}", 100, 999 },
+        { "{\"type\":\"integer\",\"minimum\":7}", 7, 100000 },
+        { "{\"type\":\"integer\",\"maximum\":-3}", -100000, -3 },
+        { "{\"type\":\"integer\",\"minimum\":0,\"maximum\":0}", 0, 0 },
+    };
+    for (size_t k = 0; k < sizeof ranges / sizeof *ranges; k++) {
+        g = NULL;
+        e.code = 0;
+        CHECK(k3_gram_from_schema(&g, ranges[k].schema, strlen(ranges[k].schema), NULL, NULL, &e) ==
+                  K3_OK,
+              "%s: %s", ranges[k].schema, e.msg);
+        int wrong = 0;
+        for (long i = -1500; g && i <= 1500 && wrong < 3; i++) {
+            char num[24];
+            int len = snprintf(num, sizeof num, "%ld", i);
+            int want = i >= ranges[k].lo && i <= ranges[k].hi;
+            if (matches(g, num, (size_t)len) != want) {
+                CHECK(0, "%s: %ld %s", ranges[k].schema, i, want ? "refused" : "accepted");
+                wrong++;
+            }
+        }
+        if (g)
+            CHECK(!matches(g, "007", 3) && !matches(g, "-0", 2) && !matches(g, "1.0", 3),
+                  "%s: leading zeros, -0, fractions", ranges[k].schema);
+        k3_gram_free(g);
+    }
     /* the whitespace policy: spaced or compact, nothing else */
     k3_grammar *sp = NULL, *cp = NULL;
     e.code = 0;

@@ -80,9 +80,11 @@ typedef struct k3_gram_schema_opts {
  * postfix * + ? {m} {m,} {m,n}, # comments; `root` is the start rule.
  * Token terminals: <[ID]> (that id), <TEXT> e.g. <|open|> (the special id
  * whose text is TEXT, resolved by k3_gram_matcher_new), and !<...> (any
- * one id except that one, special ids included). Refused with line:column:
- * syntax errors, undefined rules, a missing root, left recursion (a rule
- * that can reach itself without consuming input), any limit above. */
+ * one id except that one, special ids included). Refused (K3_EINPUT):
+ * syntax errors, undefined rules and rules defined twice (with
+ * "grammar:LINE:COLUMN:"), a missing root, left recursion (a rule that can
+ * reach itself without consuming input; the message names both rules), a
+ * root that can never finish, any limit above. */
 int k3_gram_from_gbnf(k3_grammar **out, const char *text, size_t len, k3_err *e);
 
 /* JSON Schema (the subset in docs/GRAMMAR.md) as text or as a parsed node

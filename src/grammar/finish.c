@@ -108,9 +108,10 @@ static int left_recursion(const k3_grammar *g, const uint32_t *len, const char *
                 uint32_t s = el.arg;
                 if (color[s] == 1) {
                     char t1[24], t2[24];
-                    k3_fail(e, K3_EINPUT, "grammar: left recursion: rule %s reaches %s "
-                            "without consuming input", rname(names, r, t1, sizeof t1),
-                            rname(names, s, t2, sizeof t2));
+                    k3_fail(e, K3_EINPUT,
+                            "grammar: left recursion: rule %s reaches %s "
+                            "without consuming input",
+                            rname(names, r, t1, sizeof t1), rname(names, s, t2, sizeof t2));
                     break;
                 }
                 if (!color[s]) {
@@ -142,6 +143,13 @@ int k3g_finish(k3g_builder *b, uint32_t root, const char *const *names, k3_gramm
     g->nrules = (uint32_t)b->nrules;
     g->root = root;
     size_t nel = 0, nalt = 0;
+    /* a front end that gave up half way (a refused pattern, not strict)
+     * may leave an alternative open in a rule nothing refers to: drop it */
+    for (size_t r = 0; r < b->nrules; r++) {
+        k3g_rdef *ru = &b->rules[r];
+        while (ru->n && ru->v[ru->n - 1].type != K3G_END)
+            ru->n--;
+    }
     for (size_t r = 0; r < b->nrules; r++) {
         nel += b->rules[r].n;
         for (size_t i = 0; i < b->rules[r].n; i++)
@@ -155,7 +163,8 @@ int k3g_finish(k3g_builder *b, uint32_t root, const char *const *names, k3_gramm
     uint32_t *altrule = malloc((nalt + 1) * sizeof *altrule);
     uint32_t *base = calloc(nalt + 1, sizeof *base), *cnt = calloc(nalt + 1, sizeof *cnt);
     uint32_t *len = malloc((b->nrules + 1) * sizeof *len);
-    uint32_t *occ_off = calloc(b->nrules + 2, sizeof *occ_off), *occ = malloc((nel + 1) * sizeof *occ);
+    uint32_t *occ_off = calloc(b->nrules + 2, sizeof *occ_off),
+             *occ = malloc((nel + 1) * sizeof *occ);
     hnode *heap = malloc((nalt + 1) * sizeof *heap);
     if (!g->el || !g->alt_off || !g->alts || !g->minrest || !altrule || !base || !cnt || !len ||
         !occ_off || !occ || !heap) {
@@ -236,8 +245,9 @@ int k3g_finish(k3g_builder *b, uint32_t root, const char *const *names, k3_gramm
         free(done);
     }
     if (root >= b->nrules || len[root] == K3G_INF) {
-        k3_fail(e, K3_EINPUT, "grammar: the root rule matches nothing (every alternative "
-                              "needs a rule that never finishes)");
+        k3_fail(e, K3_EINPUT,
+                "grammar: the root rule matches nothing (every alternative "
+                "needs a rule that never finishes)");
         goto done;
     }
     /* drop dead alternatives (a rule they need never finishes) */

@@ -20,7 +20,7 @@ typedef struct name_ent {
 typedef struct gp {
     const char *s, *end, *line_start;
     unsigned line;
-    k3g_builder b;
+    k3g_builder *b;
     name_ent *names;
     size_t nnames, capnames;
     k3_err *e;
@@ -61,8 +61,8 @@ static void skip_space(gp *p)
 
 static int is_name_char(char c)
 {
-    return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
-           c == '-' || c == '_';
+    return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '-' ||
+           c == '_';
 }
 
 static int64_t rule_of(gp *p, const char *s, size_t n)
@@ -70,15 +70,9 @@ static int64_t rule_of(gp *p, const char *s, size_t n)
     for (size_t i = 0; i < p->nnames; i++)
         if (p->names[i].n == n && !memcmp(p->names[i].s, s, n))
             return p->names[i].rule;
-    if (p->nnames == p->capnames) {
-        size_t c = p->capnames ? p->capnames * 2 : 32;
-        name_ent *q = realloc(p->names, c * sizeof *q);
-        if (!q)
-            return k3_fail(p->e, K3_ERUNTIME, "grammar: out of memory"), -1;
-        p->names = q;
-        p->capnames = c;
-    }
-    int64_t r = k3g_rule(&p->b);
+    if (k3g_grow((void **)&p->names, &p->capnames, p->nnames + 1, sizeof *p->names, p->e))
+        return -1;
+    int64_t r = k3g_rule(p->b);
     if (r < 0)
         return -1;
     name_ent *ne = &p->names[p->nnames++];
@@ -102,8 +96,10 @@ static int char_at(gp *p, uint32_t *out)
             uint32_t v = 0;
             for (int i = 0; i < hex; i++) {
                 char h = p->s + 2 + i < p->end ? p->s[2 + i] : 0;
-                int d = h >= '0' && h <= '9' ? h - '0' : h >= 'a' && h <= 'f' ? h - 'a' + 10
-                        : h >= 'A' && h <= 'F' ? h - 'A' + 10 : -1;
+                int d = h >= '0' && h <= '9'   ? h - '0'
+                        : h >= 'a' && h <= 'f' ? h - 'a' + 10
+                        : h >= 'A' && h <= 'F' ? h - 'A' + 10
+                                               : -1;
                 if (d < 0)
                     return fail_at(p, p->s, "bad hex escape");
                 v = v * 16 + (uint32_t)d;
@@ -123,8 +119,11 @@ static int char_at(gp *p, uint32_t *out)
         return K3_OK;
     }
     /* a UTF-8 character */
-    unsigned n = *q < 0x80 ? 1 : (*q & 0xE0) == 0xC0 ? 2 : (*q & 0xF0) == 0xE0 ? 3
-                 : (*q & 0xF8) == 0xF0 ? 4 : 0;
+    unsigned n = *q < 0x80             ? 1
+                 : (*q & 0xE0) == 0xC0 ? 2
+                 : (*q & 0xF0) == 0xE0 ? 3
+                 : (*q & 0xF8) == 0xF0 ? 4
+                                       : 0;
     if (!n || p->s + n > p->end)
         return fail_at(p, p->s, "invalid UTF-8");
     uint32_t v = n == 1 ? *q : n == 2 ? (*q & 0x1Fu) : n == 3 ? (*q & 0x0Fu) : (*q & 0x07u);
@@ -166,19 +165,19 @@ static int item(gp *p, k3g_el *el, int depth)
     const char *at = p->s;
     char c = *p->s;
     if (c == '"') {
-        int64_t r = k3g_rule(&p->b);
+        int64_t r = k3g_rule(p->b);
         if (r < 0)
             return p->e->code;
         p->s++;
         while (p->s < p->end && *p->s != '"') {
             uint32_t cp;
-            if (char_at(p, &cp) || put_cp(&p->b, (uint32_t)r, cp))
+            if (char_at(p, &cp) || put_cp(p->b, (uint32_t)r, cp))
                 return p->e->code;
         }
         if (p->s >= p->end)
             return fail_at(p, at, "unterminated literal");
         p->s++;
-        if (k3g_alt(&p->b, (uint32_t)r))
+        if (k3g_alt(p->b, (uint32_t)r))
             return p->e->code;
         el->type = K3G_RULE, el->arg = (uint32_t)r;
     } else if (c == '[') {
@@ -215,33 +214,12 @@ static int item(gp *p, k3g_el *el, int depth)
         }
         if (!p->e->code && p->s >= p->end)
             fail_at(p, at, "unterminated character class");
-        if (!p->e->code && neg) { /* complement over 0..10FFFF */
-            uint32_t *q = malloc((n + 1) * 2 * sizeof *q);
-            size_t m = 0;
-            if (!q)
-                k3_fail(p->e, K3_ERUNTIME, "grammar: out of memory");
-            else {
-                /* sort by start (small n: insertion sort) */
-                for (size_t i = 1; i < n; i++)
-                    for (size_t j = i; j && rg[2 * j] < rg[2 * j - 2]; j--) {
-                        uint32_t t0 = rg[2 * j], t1 = rg[2 * j + 1];
-                        rg[2 * j] = rg[2 * j - 2], rg[2 * j + 1] = rg[2 * j - 1];
-                        rg[2 * j - 2] = t0, rg[2 * j - 1] = t1;
-                    }
-                uint32_t next = 0;
-                for (size_t i = 0; i < n; i++) {
-                    if (rg[2 * i] > next)
-                        q[2 * m] = next, q[2 * m + 1] = rg[2 * i] - 1, m++;
-                    if (rg[2 * i + 1] + 1 > next)
-                        next = rg[2 * i + 1] + 1;
-                }
-                if (next <= 0x10FFFF)
-                    q[2 * m] = next, q[2 * m + 1] = 0x10FFFF, m++;
-                free(rg);
-                rg = q, n = m;
-            }
+        if (!p->e->code && neg) {
+            n = k3g_complement(&rg, n, p->e);
+            if (n == SIZE_MAX)
+                n = 0;
         }
-        int64_t r = p->e->code ? -1 : k3g_class(&p->b, rg, n);
+        int64_t r = p->e->code ? -1 : k3g_class(p->b, rg, n);
         free(rg);
         if (r < 0)
             return p->e->code;
@@ -249,7 +227,7 @@ static int item(gp *p, k3g_el *el, int depth)
         el->type = K3G_RULE, el->arg = (uint32_t)r;
     } else if (c == '.') {
         uint32_t all[2] = { 0, 0x10FFFF };
-        int64_t r = k3g_class(&p->b, all, 1);
+        int64_t r = k3g_class(p->b, all, 1);
         if (r < 0)
             return p->e->code;
         p->s++;
@@ -258,7 +236,7 @@ static int item(gp *p, k3g_el *el, int depth)
         if (depth >= K3_GRAM_MAX_NEST)
             return fail_at(p, at, "groups nested deeper than K3_GRAM_MAX_NEST");
         p->s++;
-        int64_t r = k3g_rule(&p->b);
+        int64_t r = k3g_rule(p->b);
         if (r < 0 || alternates(p, (uint32_t)r, depth + 1))
             return p->e->code;
         skip_space(p);
@@ -298,10 +276,10 @@ static int item(gp *p, k3g_el *el, int depth)
             }
             if (q + 1 != gt)
                 return fail_at(p, at, "token <[ID]>: expected ']>'");
-            ti = k3g_token_add(&p->b, id, NULL, 0, neg);
+            ti = k3g_token_add(p->b, id, NULL, 0, neg);
         } else {
             /* the text includes the angle brackets: <|open|> names "<|open|>" */
-            ti = k3g_token_add(&p->b, -1, t - 1, (size_t)(gt - t) + 2, neg);
+            ti = k3g_token_add(p->b, -1, t - 1, (size_t)(gt - t) + 2, neg);
         }
         if (ti < 0)
             return p->e->code;
@@ -364,7 +342,7 @@ static int item(gp *p, k3g_el *el, int depth)
         } else {
             break;
         }
-        int64_t r = k3g_repeat(&p->b, *el, mn, mx);
+        int64_t r = k3g_repeat(p->b, *el, mn, mx);
         if (r < 0)
             return p->e->code;
         el->type = K3G_RULE, el->arg = (uint32_t)r;
@@ -392,11 +370,11 @@ static int alternates(gp *p, uint32_t r, int depth)
         skip_space(p);
         while (p->s < p->end && *p->s != '|' && *p->s != ')' && !at_definition(p)) {
             k3g_el el;
-            if (item(p, &el, depth) || k3g_add(&p->b, r, el.type, el.arg))
+            if (item(p, &el, depth) || k3g_add(p->b, r, el.type, el.arg))
                 return p->e->code;
             skip_space(p);
         }
-        if (k3g_alt(&p->b, r))
+        if (k3g_alt(p->b, r))
             return p->e->code;
         if (p->s < p->end && *p->s == '|') {
             p->s++;
@@ -408,9 +386,10 @@ static int alternates(gp *p, uint32_t r, int depth)
     }
 }
 
-int k3_gram_from_gbnf(k3_grammar **out, const char *text, size_t len, k3_err *e)
+int k3g_gbnf_into(k3g_builder *b, const char *text, size_t len, uint32_t *root_out,
+                  char ***names_out)
 {
-    *out = NULL;
+    k3_err *e = b->e;
     if (len > K3_GRAM_MAX_TEXT)
         return k3_fail(e, K3_EINPUT, "grammar: %zu bytes of text (more than K3_GRAM_MAX_TEXT)",
                        len);
@@ -420,7 +399,7 @@ int k3_gram_from_gbnf(k3_grammar **out, const char *text, size_t len, k3_err *e)
     p.end = text + len;
     p.line = 1;
     p.e = e;
-    k3g_init(&p.b, e);
+    p.b = b;
     uint8_t *defined = NULL;
     size_t ndefined = 0;
     for (;;) {
@@ -463,7 +442,6 @@ int k3_gram_from_gbnf(k3_grammar **out, const char *text, size_t len, k3_err *e)
             break;
     }
     int64_t root = -1;
-    const char **names = NULL;
     if (!e->code) {
         for (size_t i = 0; i < p.nnames; i++) {
             name_ent *ne = &p.names[i];
@@ -478,14 +456,15 @@ int k3_gram_from_gbnf(k3_grammar **out, const char *text, size_t len, k3_err *e)
         if (!e->code && root < 0)
             k3_fail(e, K3_EINPUT, "grammar: no 'root' rule");
     }
-    if (!e->code) {
-        names = calloc(p.b.nrules + 1, sizeof *names);
-        char *buf = NULL;
+    if (!e->code && names_out) {
+        /* names for messages: one block, names[rule] -> its name */
         size_t tot = 0;
         for (size_t i = 0; i < p.nnames; i++)
             tot += p.names[i].n + 1;
-        buf = malloc(tot + 1);
+        char **names = calloc(b->nrules + 1, sizeof *names);
+        char *buf = malloc(tot + 1);
         if (!names || !buf) {
+            free(names), free(buf);
             k3_fail(e, K3_ERUNTIME, "grammar: out of memory");
         } else {
             char *w = buf;
@@ -495,13 +474,33 @@ int k3_gram_from_gbnf(k3_grammar **out, const char *text, size_t len, k3_err *e)
                 names[p.names[i].rule] = w;
                 w += p.names[i].n + 1;
             }
-            k3g_finish(&p.b, (uint32_t)root, names, out);
+            names[b->nrules] = buf; /* the block, freed through it */
+            *names_out = names;
         }
-        free(buf);
     }
-    free(names);
+    if (!e->code)
+        *root_out = (uint32_t)root;
     free(defined);
     free(p.names);
-    k3g_dispose(&p.b);
+    return e->code;
+}
+
+int k3_gram_from_gbnf(k3_grammar **out, const char *text, size_t len, k3_err *e)
+{
+    *out = NULL;
+    k3g_builder b;
+    k3g_init(&b, e);
+    uint32_t root = 0;
+    char **names = NULL;
+    size_t nr = 0;
+    if (!k3g_gbnf_into(&b, text, len, &root, &names)) {
+        nr = b.nrules;
+        k3g_finish(&b, root, (const char *const *)names, out);
+    }
+    if (names) {
+        free(names[nr]);
+        free(names);
+    }
+    k3g_dispose(&b);
     return e->code;
 }

@@ -45,13 +45,13 @@
 #include "util/json_write.h"
 
 /* ---- limits (each breach is K3_EINPUT naming it) ---- */
-#define K3_GRAM_MAX_TEXT (4u << 20)    /* bytes of GBNF or schema text */
-#define K3_GRAM_MAX_RULES 65536        /* rules after desugaring */
-#define K3_GRAM_MAX_ELEMS (4u << 20)   /* grammar elements after desugaring */
-#define K3_GRAM_MAX_NEST 128           /* GBNF group / schema nesting depth */
-#define K3_GRAM_MAX_REPEAT 4096        /* the m and n of {m,n}, minItems... */
-#define K3_GRAM_MAX_STACKS 4096        /* live stacks (ambiguity) per byte */
-#define K3_GRAM_MAX_DEPTH 4096         /* frames in one stack (recursion) */
+#define K3_GRAM_MAX_TEXT   (4u << 20) /* bytes of GBNF or schema text */
+#define K3_GRAM_MAX_RULES  65536      /* rules after desugaring */
+#define K3_GRAM_MAX_ELEMS  (4u << 20) /* grammar elements after desugaring */
+#define K3_GRAM_MAX_NEST   128        /* GBNF group / schema nesting depth */
+#define K3_GRAM_MAX_REPEAT 4096       /* the m and n of {m,n}, minItems... */
+#define K3_GRAM_MAX_STACKS 4096       /* live stacks (ambiguity) per byte */
+#define K3_GRAM_MAX_DEPTH  4096       /* frames in one stack (recursion) */
 
 /* ---- compiled grammars ---- */
 typedef struct k3_grammar k3_grammar;
@@ -80,9 +80,11 @@ typedef struct k3_gram_schema_opts {
  * postfix * + ? {m} {m,} {m,n}, # comments; `root` is the start rule.
  * Token terminals: <[ID]> (that id), <TEXT> e.g. <|open|> (the special id
  * whose text is TEXT, resolved by k3_gram_matcher_new), and !<...> (any
- * one id except that one, special ids included). Refused with line:column:
- * syntax errors, undefined rules, a missing root, left recursion (a rule
- * that can reach itself without consuming input), any limit above. */
+ * one id except that one, special ids included). Refused (K3_EINPUT):
+ * syntax errors, undefined rules and rules defined twice (with
+ * "grammar:LINE:COLUMN:"), a missing root, left recursion (a rule that can
+ * reach itself without consuming input; the message names both rules), a
+ * root that can never finish, any limit above. */
 int k3_gram_from_gbnf(k3_grammar **out, const char *text, size_t len, k3_err *e);
 
 /* JSON Schema (the subset in docs/GRAMMAR.md) as text or as a parsed node
@@ -120,7 +122,7 @@ enum {
 };
 
 typedef struct k3_gram_tool {
-    const char *name; /* NUL-terminated */
+    const char *name;          /* NUL-terminated */
     const k3_json *parameters; /* a JSON Schema of an object, or NULL = no arguments
                                   constraint beyond "any argument elements" */
 } k3_gram_tool;
@@ -134,9 +136,9 @@ typedef struct k3_gram_reply_spec {
     size_t content_len;
     const k3_gram_tool *tools;
     size_t ntools;
-    int tool_mode;         /* K3_GRAM_TOOLS_* */
-    const char *tool_name; /* K3_GRAM_TOOLS_NAMED */
-    size_t max_calls;      /* calls in one reply (0 = 8); index="1".."N" */
+    int tool_mode;              /* K3_GRAM_TOOLS_* */
+    const char *tool_name;      /* K3_GRAM_TOOLS_NAMED */
+    size_t max_calls;           /* calls in one reply (0 = 8); index="1".."N" */
     k3_gram_schema_opts schema; /* strictness and whitespace of every schema here */
 } k3_gram_reply_spec;
 
@@ -163,8 +165,7 @@ typedef struct k3_gram_reply_spec {
  *   NAMED     empty content, TOOLS with exactly one call of tool_name.
  * Warnings and errors as k3_gram_from_schema (pointers are prefixed with
  * the tool: "tools[i].parameters/..."). */
-int k3_gram_chat_reply(k3_grammar **out, const k3_gram_reply_spec *spec, k3_buf *warn,
-                       k3_err *e);
+int k3_gram_chat_reply(k3_grammar **out, const k3_gram_reply_spec *spec, k3_buf *warn, k3_err *e);
 
 /* ---- the vocabulary ---- */
 typedef struct k3_gram_vocab k3_gram_vocab;
@@ -226,6 +227,12 @@ size_t k3_gram_count(const k3_gram_matcher *m);
 
 /* Whether the grammar may end here (the end ids are allowed). */
 int k3_gram_is_accepting(const k3_gram_matcher *m);
+
+/* The fewest ids that finish from here, the end id included: fin + 1
+ * (0 once done). A budget of at least this many ids always ends
+ * complete (k3_gram_mask); less may still end if the model's ids are
+ * long. Useful to refuse a max_tokens that cannot fit the grammar. */
+size_t k3_gram_min_ids(const k3_gram_matcher *m);
 
 /* Whether an end id was accepted. */
 int k3_gram_is_done(const k3_gram_matcher *m);

@@ -7,8 +7,7 @@
 
 #include "util/error.h"
 
-/* Grows *p (of *cap items of size sz) to hold need items. */
-static int grow(void **p, size_t *cap, size_t need, size_t sz, k3_err *e)
+int k3g_grow(void **p, size_t *cap, size_t need, size_t sz, k3_err *e)
 {
     if (need <= *cap)
         return K3_OK;
@@ -51,7 +50,7 @@ int64_t k3g_rule(k3g_builder *b)
                 K3_GRAM_MAX_RULES);
         return -1;
     }
-    if (grow((void **)&b->rules, &b->caprules, b->nrules + 1, sizeof *b->rules, b->e))
+    if (k3g_grow((void **)&b->rules, &b->caprules, b->nrules + 1, sizeof *b->rules, b->e))
         return -1;
     memset(&b->rules[b->nrules], 0, sizeof *b->rules);
     return (int64_t)b->nrules++;
@@ -65,7 +64,7 @@ static int put(k3g_builder *b, uint32_t r, unsigned type, uint32_t arg)
         return k3_fail(b->e, K3_EINPUT, "grammar: more than %u elements (K3_GRAM_MAX_ELEMS)",
                        K3_GRAM_MAX_ELEMS);
     k3g_rdef *ru = &b->rules[r];
-    if (grow((void **)&ru->v, &ru->cap, ru->n + 1, sizeof *ru->v, b->e))
+    if (k3g_grow((void **)&ru->v, &ru->cap, ru->n + 1, sizeof *ru->v, b->e))
         return b->e->code;
     ru->v[ru->n].type = type & 3;
     ru->v[ru->n].arg = arg;
@@ -99,7 +98,7 @@ int64_t k3g_set(k3g_builder *b, const uint8_t set[32])
             return (int64_t)i;
     if (b->nsets >= (1u << 29))
         return k3_fail(b->e, K3_EINPUT, "grammar: too many byte sets"), -1;
-    if (grow((void **)&b->sets, &b->capsets, b->nsets + 1, sizeof *b->sets, b->e))
+    if (k3g_grow((void **)&b->sets, &b->capsets, b->nsets + 1, sizeof *b->sets, b->e))
         return -1;
     memcpy(b->sets[b->nsets], set, 32);
     return (int64_t)b->nsets++;
@@ -131,7 +130,7 @@ int64_t k3g_token_add(k3g_builder *b, int64_t id, const char *text, size_t len, 
         if (t->id == id && t->neg == neg && t->len == len && (!len || !memcmp(t->text, text, len)))
             return (int64_t)i;
     }
-    if (grow((void **)&b->tok, &b->captok, b->ntok + 1, sizeof *b->tok, b->e))
+    if (k3g_grow((void **)&b->tok, &b->captok, b->ntok + 1, sizeof *b->tok, b->e))
         return -1;
     k3g_token *t = &b->tok[b->ntok];
     t->id = id;
@@ -163,7 +162,8 @@ int64_t k3g_repeat(k3g_builder *b, k3g_el item, uint32_t min, uint32_t max)
         return -1;
     if (min > K3_GRAM_MAX_REPEAT || (max != K3G_INF && max > K3_GRAM_MAX_REPEAT))
         return k3_fail(b->e, K3_EINPUT, "grammar: repetition count above %d (K3_GRAM_MAX_REPEAT)",
-                       K3_GRAM_MAX_REPEAT), -1;
+                       K3_GRAM_MAX_REPEAT),
+               -1;
     if (max != K3G_INF && max < min)
         return k3_fail(b->e, K3_EINPUT, "grammar: repetition {%u,%u} has max < min", min, max), -1;
     int64_t tail = -1; /* the rule for the optional part, -1 if none */

@@ -77,6 +77,13 @@ typedef struct k3g_builder {
     k3_err *e;
 } k3g_builder;
 
+/* Grows the array *p of *cap items of sz bytes to hold need items
+ * (doubling); K3_ERUNTIME on failure. */
+int k3g_grow(void **p, size_t *cap, size_t need, size_t sz, k3_err *e);
+/* Replaces the code-point ranges (*r)[0..2n) by their complement within
+ * U+0000..U+10FFFF; returns the new count, or SIZE_MAX on failure. */
+size_t k3g_complement(uint32_t **r, size_t n, k3_err *e);
+
 void k3g_init(k3g_builder *b, k3_err *e);
 void k3g_dispose(k3g_builder *b);
 /* A new empty rule; returns its index or -1 (e set). */
@@ -101,6 +108,12 @@ void k3g_classes_free(k3g_builder *b); /* by k3g_dispose */
 int64_t k3g_repeat(k3g_builder *b, k3g_el item, uint32_t min, uint32_t max);
 /* A rule: exactly the bytes of s. */
 int64_t k3g_literal(k3g_builder *b, const void *s, size_t n);
+
+/* Parses GBNF text into b (grammar.h has the dialect); *root is its root
+ * rule. names_out (may be NULL): rule names for messages, an array of
+ * b->nrules + 1 whose last entry holds the names' storage (free it, then
+ * the array). */
+int k3g_gbnf_into(k3g_builder *b, const char *text, size_t len, uint32_t *root, char ***names_out);
 
 /* Checks and flattens with rule root as the start. names (may be NULL)
  * gives rule names for messages. Frees nothing of b. */

@@ -29,6 +29,107 @@ static uint64_t hash_state(const uint32_t *s, size_t n)
     return h;
 }
 
+static int cmp_u32(const void *a, const void *b)
+{
+    uint32_t x = *(const uint32_t *)a, y = *(const uint32_t *)b;
+    return x < y ? -1 : x > y;
+}
+
+/* The index of state s[0..n) (sorted here) among the walk's states,
+ * added if new; state 0 is the empty one. -1 on failure. */
+static int64_t intern(k3_gram_matcher *m, uint32_t *s, size_t n)
+{
+    k3_err *e = m->e;
+    if (!m->soff.n) { /* state 0: empty */
+        if (k3g_vec_push(&m->soff, 0, e) || k3g_vec_push(&m->soff, 0, e) ||
+            k3g_vec_push(&m->sfin, K3G_INF, e))
+            return -1;
+    }
+    if (!n)
+        return 0;
+    if (n > 1)
+        qsort(s, n, sizeof *s, cmp_u32);
+    uint64_t h = hash_state(s, n);
+    size_t nst = m->soff.n - 1;
+    if (nst >= (1u << 23))
+        return k3_fail(e, K3_EINPUT, "grammar: more than 2^23 states in one mask"), -1;
+    if ((nst + 1) * 2 > m->nstab) { /* grow and rehash */
+        size_t ns = m->nstab ? m->nstab * 2 : 4096;
+        uint32_t *t = calloc(ns, sizeof *t);
+        if (!t)
+            return k3_fail(e, K3_ERUNTIME, "grammar matcher: out of memory"), -1;
+        for (size_t k = 1; k < nst; k++) {
+            const uint32_t *x = m->pool.v + m->soff.v[k];
+            size_t j = (size_t)hash_state(x, m->soff.v[k + 1] - m->soff.v[k]) & (ns - 1);
+            while (t[j])
+                j = (j + 1) & (ns - 1);
+            t[j] = (uint32_t)k;
+        }
+        free(m->stab);
+        m->stab = t;
+        m->nstab = ns;
+    }
+    size_t j = (size_t)h & (m->nstab - 1);
+    while (m->stab[j]) {
+        uint32_t k = m->stab[j];
+        size_t kn = m->soff.v[k + 1] - m->soff.v[k];
+        if (kn == n && !memcmp(m->pool.v + m->soff.v[k], s, n * sizeof *s))
+            return k;
+        j = (j + 1) & (m->nstab - 1);
+    }
+    for (size_t k = 0; k < n; k++)
+        if (k3g_vec_push(&m->pool, s[k], e))
+            return -1;
+    if (k3g_vec_push(&m->soff, (uint32_t)m->pool.n, e) ||
+        k3g_vec_push(&m->sfin, k3g_fin(m, s, n), e))
+        return -1;
+    m->stab[j] = (uint32_t)nst;
+    return (int64_t)nst;
+}
+
+/* The state after byte c from walk state st (0: dead), memoised. */
+static int64_t trans(k3_gram_matcher *m, uint32_t st, unsigned c, k3g_vec *tmp)
+{
+    if (st == 0)
+        return 0;
+    uint32_t key = st << 8 | c;
+    if ((m->nttab_used + 1) * 2 > m->nttab) {
+        size_t ns = m->nttab ? m->nttab * 2 : 1u << 14;
+        uint32_t *k2 = malloc(ns * sizeof *k2), *v2 = malloc(ns * sizeof *v2);
+        if (!k2 || !v2) {
+            free(k2), free(v2);
+            return k3_fail(m->e, K3_ERUNTIME, "grammar matcher: out of memory"), -1;
+        }
+        memset(k2, 0xFF, ns * sizeof *k2);
+        for (size_t i = 0; i < m->nttab; i++)
+            if (m->ttab_key[i] != UINT32_MAX) {
+                size_t j = (size_t)(m->ttab_key[i] * 0x9E3779B1u) & (ns - 1);
+                while (k2[j] != UINT32_MAX)
+                    j = (j + 1) & (ns - 1);
+                k2[j] = m->ttab_key[i], v2[j] = m->ttab_val[i];
+            }
+        free(m->ttab_key), free(m->ttab_val);
+        m->ttab_key = k2, m->ttab_val = v2, m->nttab = ns;
+    }
+    size_t j = (size_t)(key * 0x9E3779B1u) & (m->nttab - 1);
+    while (m->ttab_key[j] != UINT32_MAX) {
+        if (m->ttab_key[j] == key)
+            return m->ttab_val[j];
+        j = (j + 1) & (m->nttab - 1);
+    }
+    tmp->n = 0;
+    /* advance reads the pool while it is not growing; intern after */
+    if (k3g_advance(m, m->pool.v + m->soff.v[st], m->soff.v[st + 1] - m->soff.v[st], c, 0, 1, tmp))
+        return -1;
+    int64_t ns = intern(m, tmp->v, tmp->n);
+    if (ns < 0)
+        return -1;
+    m->ttab_key[j] = key;
+    m->ttab_val[j] = (uint32_t)ns;
+    m->nttab_used++;
+    return ns;
+}
+
 /* fin[id] for every id from state s[0..n): K3G_INF where not viable. */
 static int walk(k3_gram_matcher *m, const uint32_t *s, size_t n)
 {
@@ -69,35 +170,35 @@ static int walk(k3_gram_matcher *m, const uint32_t *s, size_t n)
     free(t.v);
     if (e->code)
         return e->code;
-    /* the trie */
-    k3g_vec *w = &m->walk, *off = &m->woff, tmp = { 0 };
-    w->n = off->n = 0;
-    for (size_t i = 0; i < n; i++)
-        if (k3g_vec_push(w, s[i], e))
-            return e->code;
-    if (k3g_vec_push(off, 0, e) || k3g_vec_push(off, (uint32_t)w->n, e))
-        return e->code;
+    /* the trie, each node's state looked up by (parent state, byte) */
+    m->pool.n = m->soff.n = m->sfin.n = m->path.n = 0;
+    m->nttab_used = 0;
+    if (m->ttab_key)
+        memset(m->ttab_key, 0xFF, m->nttab * sizeof *m->ttab_key);
+    if (m->stab)
+        memset(m->stab, 0, m->nstab * sizeof *m->stab);
+    k3g_vec tmp = { 0 };
+    for (size_t k = 0; k < n; k++)
+        if (k3g_vec_push(&tmp, s[k], e))
+            goto out;
+    int64_t st0 = intern(m, tmp.v, tmp.n);
+    if (st0 < 0 || k3g_vec_push(&m->path, (uint32_t)st0, e))
+        goto out;
     for (uint32_t i = 0; i < v->nnodes;) {
         uint32_t d = v->depth[i];
-        /* the parent's state is at depth d - 1: w[off[d-1]..off[d]) */
-        off->n = d + 1;
-        w->n = off->v[d];
-        tmp.n = 0;
-        if (k3g_advance(m, w->v + off->v[d - 1], off->v[d] - off->v[d - 1], v->byte[i], 0, 1,
-                        &tmp))
+        m->path.n = d; /* path.v[d - 1]: the parent's state */
+        int64_t ns = trans(m, m->path.v[d - 1], v->byte[i], &tmp);
+        if (ns < 0)
             break;
-        if (!tmp.n) {
+        if (ns == 0) { /* dead: skip the subtree */
             i = v->end[i];
             continue;
         }
-        for (size_t k = 0; k < tmp.n; k++)
-            if (k3g_vec_push(w, tmp.v[k], e))
-                goto out;
-        if (k3g_vec_push(off, (uint32_t)w->n, e))
-            goto out;
-        uint32_t f = k3g_fin(m, tmp.v, tmp.n);
+        if (k3g_vec_push(&m->path, (uint32_t)ns, e))
+            break;
+        uint32_t f = m->sfin.v[ns];
         for (uint32_t k = v->id_off[i]; k < v->id_off[i + 1]; k++)
-            if (v->lens[v->ids[k]] == d && f < fin[v->ids[k]])
+            if (f < fin[v->ids[k]])
                 fin[v->ids[k]] = f;
         i++;
     }

@@ -202,7 +202,8 @@ static int expand(k3_gram_matcher *m, uint32_t start, int scratch, k3g_vec *out)
                 return m->e->code;
         } else if (el.type != K3G_RULE) {
             if (out->n >= K3_GRAM_MAX_STACKS)
-                return k3_fail(m->e, K3_EINPUT, "grammar: more than %d live stacks "
+                return k3_fail(m->e, K3_EINPUT,
+                               "grammar: more than %d live stacks "
                                "(K3_GRAM_MAX_STACKS): the grammar is too ambiguous",
                                K3_GRAM_MAX_STACKS);
             if (k3g_vec_push(out, x, m->e))
@@ -275,11 +276,29 @@ static int cmp_u32(const void *a, const void *b)
 /* Appends the state in tmp (committed ids) as the next history entry. */
 static int push_state(k3_gram_matcher *m, k3g_vec *tmp)
 {
-    qsort(tmp->v, tmp->n, sizeof *tmp->v, cmp_u32);
+    if (tmp->n > 1)
+        qsort(tmp->v, tmp->n, sizeof *tmp->v, cmp_u32);
     for (size_t i = 0; i < tmp->n; i++)
         if (k3g_vec_push(&m->hist, tmp->v[i], m->e))
             return m->e->code;
     return k3g_vec_push(&m->off, (uint32_t)m->hist.n, m->e);
+}
+
+/* The start state (root's alternatives under the empty stack) as the
+ * first history entry; by k3_gram_matcher_new only. */
+static int start_state(k3_gram_matcher *m)
+{
+    k3g_vec tmp = { 0 };
+    const k3_grammar *g = m->g;
+    new_stamp(m);
+    for (uint32_t a = g->alt_off[g->root]; a < g->alt_off[g->root + 1] && !m->e->code; a++) {
+        uint32_t p = g->alts[a];
+        expand(m, g->el[p].type == K3G_END ? 0 : k3g_mk(m, p, 0, 0), 0, &tmp);
+    }
+    if (!m->e->code)
+        push_state(m, &tmp);
+    free(tmp.v);
+    return m->e->code;
 }
 
 int k3_gram_matcher_new(k3_gram_matcher **out, const k3_grammar *g, const k3_gram_vocab *v,
@@ -316,8 +335,10 @@ int k3_gram_matcher_new(k3_gram_matcher **out, const k3_grammar *g, const k3_gra
         if (id < 0) {
             id = k3g_vocab_special(v, t->text, t->len);
             if (id < 0) {
-                k3_fail(e, K3_EINPUT, "grammar: token %s is not a special token of the "
-                        "vocabulary", t->text);
+                k3_fail(e, K3_EINPUT,
+                        "grammar: token %s is not a special token of the "
+                        "vocabulary",
+                        t->text);
                 goto fail;
             }
         } else if (id >= v->n) {
@@ -325,7 +346,8 @@ int k3_gram_matcher_new(k3_gram_matcher **out, const k3_grammar *g, const k3_gra
                     (long long)id, v->n);
             goto fail;
         } else if (!t->neg && !v->special[id]) {
-            k3_fail(e, K3_EINPUT, "grammar: token <[%lld]> is an ordinary id; a token terminal "
+            k3_fail(e, K3_EINPUT,
+                    "grammar: token <[%lld]> is an ordinary id; a token terminal "
                     "must name a special id (ordinary text is written as a literal)",
                     (long long)id);
             goto fail;
@@ -352,8 +374,7 @@ int k3_gram_matcher_new(k3_gram_matcher **out, const k3_grammar *g, const k3_gra
     m->vstamp = 1;
     if (k3g_vec_push(&m->off, 0, e))
         goto fail;
-    k3_gram_reset(m);
-    if (e->code)
+    if (start_state(m))
         goto fail;
     *out = m;
     return K3_OK;
@@ -362,22 +383,12 @@ fail:
     return e->code;
 }
 
+/* Back to the first history entry: no allocation, so no error record. */
 void k3_gram_reset(k3_gram_matcher *m)
 {
-    m->hist.n = 0;
-    m->off.n = 1;
+    m->off.n = 2;
+    m->hist.n = m->off.v[1];
     m->done_at = SIZE_MAX;
-    /* the start: root's alternatives under the empty stack */
-    k3g_vec tmp = { 0 };
-    const k3_grammar *g = m->g;
-    new_stamp(m);
-    for (uint32_t a = g->alt_off[g->root]; a < g->alt_off[g->root + 1] && !m->e->code; a++) {
-        uint32_t p = g->alts[a];
-        expand(m, g->el[p].type == K3G_END ? 0 : k3g_mk(m, p, 0, 0), 0, &tmp);
-    }
-    if (!m->e->code)
-        push_state(m, &tmp);
-    free(tmp.v);
 }
 
 void k3_gram_matcher_free(k3_gram_matcher *m)
@@ -388,7 +399,8 @@ void k3_gram_matcher_free(k3_gram_matcher *m)
     free(m->com.n), free(m->com.slot), free(m->com.stamp);
     free(m->scr.n), free(m->scr.slot), free(m->scr.stamp);
     free(m->vis_c), free(m->vis_s), free(m->work.v);
-    free(m->hist.v), free(m->off.v), free(m->walk.v), free(m->woff.v);
+    free(m->hist.v), free(m->off.v), free(m->pool.v), free(m->soff.v), free(m->sfin.v);
+    free(m->path.v), free(m->stab), free(m->ttab_key), free(m->ttab_val);
     for (int i = 0; i < K3G_CACHE; i++)
         free(m->cache[i].key), free(m->cache[i].mask);
     free(m);
@@ -411,6 +423,15 @@ int k3_gram_is_accepting(const k3_gram_matcher *m)
     if (k3_gram_is_done(m))
         return 0;
     return n && s[0] == 0; /* sorted: node 0 first */
+}
+
+size_t k3_gram_min_ids(const k3_gram_matcher *m)
+{
+    if (k3_gram_is_done(m))
+        return 0;
+    size_t n;
+    const uint32_t *s = k3g_cur(m, &n);
+    return (size_t)k3g_fin(m, s, n) + 1;
 }
 
 static int is_end(const k3_gram_matcher *m, uint32_t id)

@@ -22,7 +22,7 @@
 #include "grammar/vocab.h"
 
 #define K3G_SCRATCH 0x80000000u
-#define K3G_NONE 0xFFFFFFFFu
+#define K3G_NONE    0xFFFFFFFFu
 
 typedef struct k3g_node {
     uint32_t pos, parent, fin, depth;
@@ -31,7 +31,7 @@ typedef struct k3g_node {
 typedef struct k3g_store {
     k3g_node *n;
     size_t len, cap;
-    uint32_t *slot; /* hash table of ids+1 (0 empty) */
+    uint32_t *slot;  /* hash table of ids+1 (0 empty) */
     uint32_t *stamp; /* scratch store only: slot valid when stamp == epoch */
     size_t nslot;
     uint32_t epoch;
@@ -56,7 +56,7 @@ typedef struct k3g_cache_ent {
 struct k3_gram_matcher {
     const k3_grammar *g;
     const k3_gram_vocab *v;
-    uint32_t *tokid;      /* per token terminal: the resolved id */
+    uint32_t *tokid; /* per token terminal: the resolved id */
     uint32_t *end_ids;
     size_t n_end;
     k3g_store com, scr;
@@ -64,16 +64,20 @@ struct k3_gram_matcher {
     uint32_t *vis_c, *vis_s;
     size_t nvis_c, nvis_s;
     uint32_t vstamp;
-    k3g_vec work;          /* the closure's worklist */
+    k3g_vec work; /* the closure's worklist */
     /* history: state k (after k ids) is hist.v[off.v[k]..off.v[k+1]) */
     k3g_vec hist, off;
-    size_t done_at;        /* count at which an end id was accepted, or SIZE_MAX */
+    size_t done_at; /* count at which an end id was accepted, or SIZE_MAX */
     /* mask scratch */
-    uint32_t *fin;         /* per id: fin after it, K3G_INF = not viable */
-    k3g_vec walk, woff;    /* per trie depth, the state after the path */
+    uint32_t *fin; /* per id: fin after it, K3G_INF = not viable */
+    /* the walk's interned states (mask.c): state k is pool[soff[k]..soff[k+1]),
+     * its fin sfin[k]; stab hashes states, ttab (state, byte) -> next state */
+    k3g_vec pool, soff, sfin, path;
+    uint32_t *stab, *ttab_key, *ttab_val;
+    size_t nstab, nttab, nttab_used;
     k3g_cache_ent cache[K3G_CACHE];
     uint64_t tick;
-    k3_err *e;             /* the current call's error record */
+    k3_err *e; /* the current call's error record */
 };
 
 /* The node (pos, parent), made in the store of `scratch` (committed when

@@ -86,15 +86,30 @@ static int piece(k3g_builder *b, uint32_t r, uint32_t lo, uint32_t hi, uint8_t *
 
 static int grow_classes(k3g_builder *b)
 {
-    if (b->nclasses < b->capclasses)
-        return K3_OK;
-    size_t c = b->capclasses ? b->capclasses * 2 : 16;
-    void *q = realloc(b->classes, c * sizeof(cls));
-    if (!q)
-        return k3_fail(b->e, K3_ERUNTIME, "grammar: out of memory");
-    b->classes = q;
-    b->capclasses = c;
-    return K3_OK;
+    return k3g_grow(&b->classes, &b->capclasses, b->nclasses + 1, sizeof(cls), b->e);
+}
+
+size_t k3g_complement(uint32_t **r, size_t n, k3_err *e)
+{
+    uint32_t *v = *r;
+    uint32_t *c = malloc((n + 1) * 2 * sizeof *c);
+    if (!c)
+        return k3_fail(e, K3_ERUNTIME, "grammar: out of memory"), SIZE_MAX;
+    if (n > 1)
+        qsort(v, n, 2 * sizeof *v, cmp_u32pair);
+    size_t m = 0;
+    uint32_t next = 0;
+    for (size_t i = 0; i < n; i++) {
+        if (v[2 * i] > next)
+            c[2 * m] = next, c[2 * m + 1] = v[2 * i] - 1, m++;
+        if (v[2 * i + 1] + 1 > next)
+            next = v[2 * i + 1] + 1;
+    }
+    if (next <= 0x10FFFF)
+        c[2 * m] = next, c[2 * m + 1] = 0x10FFFF, m++;
+    free(v);
+    *r = c;
+    return m;
 }
 
 void k3g_classes_free(k3g_builder *b)
@@ -170,7 +185,7 @@ int64_t k3g_class(k3g_builder *b, const uint32_t *ranges, size_t n)
             r = -1;
     }
     if (r >= 0 && !b->rules[r].defined)
-        b->rules[r].defined = 1; /* an empty set: a rule with no alternative */
+        b->rules[r].defined = 1;        /* an empty set: a rule with no alternative */
     if (r < 0 || b->nclasses >= 4096) { /* the cache is bounded; past it, no sharing */
         free(v);
         return r;

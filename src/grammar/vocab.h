@@ -17,8 +17,8 @@
 #include "grammar/grammar.h"
 
 struct k3_gram_vocab {
-    uint32_t n;        /* ids */
-    uint32_t nnodes;   /* trie nodes */
+    uint32_t n;      /* ids */
+    uint32_t nnodes; /* trie nodes */
     uint8_t *byte;
     uint16_t *depth;
     uint32_t *end, *id_off, *ids;

@@ -58,7 +58,7 @@ for target in tiny nano; do
     node tests/gates/structured_client.mjs "http://127.0.0.1:$port" "$name" "$work/$target-out" ||
         die "$target: the openai client failed (log: $(tail -5 "$work/$target.log"))"
     validate "$work/$target-out"
-    grep -q "warning: structured output not fully enforced.*contentMediaType" "$work/$target.log" ||
+    grep -q "warning: structured output not fully enforced.*patternProperties" "$work/$target.log" ||
         die "$target: the server did not log the warning"
     stop_server "$pid" "$target"
 done

@@ -49,13 +49,13 @@ content() { "$PYTHON" -c 'import json,sys; r=json.load(open(sys.argv[1]))["choic
 
 for target in tiny nano; do
     case $target in
-    tiny) tokdir=../shared/k3-release; name=serve-tiny ;;
-    nano) dir=models/k3-nano; tokdir=models/k3-nano; name=k3-nano ;;
+    tiny) tokdir=../shared/k3-release; mname=serve-tiny ;;
+    nano) dir=models/k3-nano; tokdir=models/k3-nano; mname=k3-nano ;;
     esac
     echo "== $target: the openai client"
     start_server "$target" "$K3_BIN" --max-tokens 400 || die "$target: k3 serve exited: $(cat "$work/$target.log")"
     mkdir -p "$work/$target-out"
-    node tests/gates/structured_client.mjs "http://127.0.0.1:$port" "$name" "$work/$target-out" ||
+    node tests/gates/structured_client.mjs "http://127.0.0.1:$port" "$mname" "$work/$target-out" ||
         die "$target: the openai client failed (log: $(tail -5 "$work/$target.log"))"
     validate "$work/$target-out"
     grep -q "warning: structured output not fully enforced.*patternProperties" "$work/$target.log" ||
@@ -84,8 +84,9 @@ stop_server "$pid" other
 
 echo "== --parallel 2: different grammars in one step each equal their lone answer"
 start_server par "$K3_BIN" --parallel 2 --max-tokens 400 || die "par: $(cat "$work/par.log")"
+ask='"messages":[{"role":"user","content":"Answer."}],"thinking":false'
 b1="{$ask,\"max_tokens\":60,\"seed\":5,\"temperature\":0.9,\"guided_json\":{\"type\":\"object\",\"properties\":{\"x\":{\"type\":\"integer\"}},\"required\":[\"x\"]}}"
-b2="{$ask,\"max_tokens\":60,\"grammar\":\"root ::= [a-z]+ (\\\" \\\" [a-z]+)*\"}"
+b2="{$ask,\"max_tokens\":60,\"temperature\":0,\"grammar\":\"root ::= [a-z]+ (\\\" \\\" [a-z]+)*\"}"
 post lone1 /v1/chat/completions "$b1"
 post lone2 /v1/chat/completions "$b2"
 post both1 /v1/chat/completions "$b1" &

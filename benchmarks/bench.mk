@@ -10,7 +10,7 @@
 # them to docs/plots/). Needs gnuplot (sh scripts/deps.sh plots); make test
 # never runs it.
 BENCH_BIN := $(BUILD)/bench/peak $(BUILD)/bench/kernels $(BUILD)/bench/codec_decode \
-	$(BUILD)/bench/io_depth
+	$(BUILD)/bench/io_depth $(BUILD)/bench/grammar_bench
 
 $(BUILD)/bench/%: benchmarks/%.c $(BUILD)/libk3.a
 	@mkdir -p $(dir $@)

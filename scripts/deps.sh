@@ -97,6 +97,8 @@ missing() {
         has cmake || echo cmake
         /usr/bin/python3 -c 'import torch' >/dev/null 2>&1 || echo python3-torch
         /usr/bin/python3 -c 'import PIL' >/dev/null 2>&1 || echo python3-pil
+        # gates 51-54: the independent JSON Schema validator of the grammar tests
+        /usr/bin/python3 -c 'import jsonschema' >/dev/null 2>&1 || echo python3-jsonschema
         has qemu-aarch64 || echo qemu-user
         # the cross compiler alone has no libc: no <stdio.h>, no libc.a
         has aarch64-linux-gnu-gcc || echo gcc-aarch64-linux-gnu

@@ -38,9 +38,14 @@ typedef struct k3_chat k3_chat;
  *   tools: null or an array of tool declarations (any JSON objects).
  *   options: thinking (bool, default true), thinking_effort ("low", "high",
  *     "max" or null), add_generation_prompt (bool, default true),
- *     tool_choice ("auto", "required", "none" or null), response_format
- *     (null or {"type": "text" | "json_object"} or {"type": "json_schema",
- *     "json_schema": {"schema": {...}, ...}}). */
+ *     tool_choice ("auto", "required", "none", null, or a named function
+ *     {"type": "function", "function": {"name": N}} with N declared in tools,
+ *     rendered as "required"), response_format (null or {"type": "text" |
+ *     "json_object"} or {"type": "json_schema", "json_schema": {"schema":
+ *     {...}, "strict": bool, ...}}), grammar (k3's extension: a GBNF grammar
+ *     the reply must match; nothing is rendered for it). Decoding enforces
+ *     tool_choice, response_format and grammar (docs/SERVE.md "Structured
+ *     outputs"). */
 int k3_chat_read(k3_chat **out, const char *text, size_t len, k3_err *e);
 
 /* k3_chat_read on a file; messages are prefixed with its path. */
@@ -59,6 +64,13 @@ int k3_chat_set_thinking(k3_chat *c, int on, const char *effort, k3_err *e);
 /* For a chat loop: turn the generation prompt (the opening of the next
  * assistant message) on or off, overriding options.add_generation_prompt. */
 void k3_chat_set_generation_prompt(k3_chat *c, int on);
+
+/* For a chat loop: the reply's text must be JSON valid under the JSON
+ * Schema json[0..len) (options.response_format json_schema, strict as
+ * given: K3_EINPUT when it is not a JSON object), or match the GBNF grammar
+ * gbnf[0..len) (options.grammar). Copied. */
+int k3_chat_set_json_schema(k3_chat *c, const char *json, size_t len, int strict, k3_err *e);
+int k3_chat_set_grammar(k3_chat *c, const char *gbnf, size_t len, k3_err *e);
 
 /* For a chat loop: appends a system or user message ("system"/"user") with
  * content text[0..len) (copied). */

@@ -43,7 +43,9 @@
  *      token is the first survivor i (in sorted order) with
  *      u * W < w_0 + ... + w_i, W the total, sums in double in that order
  *      (the last survivor when none is). At least one candidate always
- *      survives. */
+ *      survives. Candidates at -inf (a grammar's mask) are dropped first
+ *      (unless all are): they weigh 0, so this only keeps the fallback
+ *      above from ever naming one. */
 #ifndef K3_SAMPLE_H
 #define K3_SAMPLE_H
 

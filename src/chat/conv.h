@@ -62,9 +62,18 @@ struct k3_chat {
     int thinking;
     int add_generation_prompt;
     const char *effort;          /* "low" / "high" / "max", or NULL */
-    const char *tool_choice;     /* "required" / "none", or NULL ("auto") */
+    const char *tool_choice;     /* "required" / "none", or NULL ("auto"); a named
+                                  * function is "required" (the release has no notice
+                                  * for naming one) with tool_name set */
+    k3_text tool_name;           /* tool_choice {"type": "function", "function":
+                                  * {"name"}}: the one tool the reply must call; it is
+                                  * declared in tools (checked); absent otherwise */
     const char *response_format; /* "json_object" / "json_schema", or NULL ("text") */
     k3_text schema_json;         /* json_schema: the schema, sorted compact JSON */
+    int schema_strict;           /* json_schema.strict was true: a keyword decoding
+                                  * cannot enforce refuses the request */
+    k3_text grammar;             /* options.grammar: a GBNF grammar the reply's text
+                                  * must match (k3's extension; no notice is rendered) */
     k3_text tools_json;          /* the tools list, sorted compact JSON; absent when none */
     k3_chat_image *images;       /* [nimages] in order of occurrence (chat/images.h) */
     size_t nimages, images_cap;

@@ -237,14 +237,59 @@ static int read_response_format(k3_chat *c, const k3_json *v, k3_err *e)
         return k3_fail(e, K3_EINPUT, "options.response_format.json_schema: missing \"schema\"");
     if (schema->type != K3J_OBJECT)
         return wrong_type("options.response_format.json_schema.schema", "an object", schema, e);
+    const k3_json *strict = k3_json_get(js, "strict");
+    if (strict && strict->type != K3J_NULL && strict->type != K3J_BOOL)
+        return wrong_type("options.response_format.json_schema.strict", "a boolean", strict, e);
+    c->schema_strict = strict && strict->type == K3J_BOOL && strict->boolean;
     c->response_format = "json_schema";
     return keep_json(c, schema, K3_JW_SORT_KEYS, &c->schema_json, e);
 }
 
-static int read_options(k3_chat *c, const k3_json *o, k3_err *e)
+/* The name of tool declaration t ({"type": "function", "function": {"name"}}),
+ * or NULL. */
+static const k3_json *tool_name_of(const k3_json *t)
+{
+    const k3_json *fn = k3_json_get(t, "function");
+    const k3_json *name = fn && fn->type == K3J_OBJECT ? k3_json_get(fn, "name") : NULL;
+    return name && name->type == K3J_STRING ? name : NULL;
+}
+
+/* tool_choice {"type": "function", "function": {"name": N}}: N must be
+ * declared in tools. Rendered as "required" (chat/conv.h tool_name). */
+static int read_named_choice(k3_chat *c, const k3_json *v, const k3_json *tools, k3_err *e)
+{
+    static const char *const keys[] = { "type", "function", NULL };
+    static const char *const fn_keys[] = { "name", NULL };
+    static const char *const types[] = { "function", NULL };
+    const k3_json *type = k3_json_get(v, "type"), *fn = k3_json_get(v, "function");
+    int only_function;
+    if (check_object(v, "options.tool_choice", keys, e))
+        return e->code;
+    if (!type || !fn)
+        return k3_fail(e, K3_EINPUT, "options.tool_choice: a named choice needs \"type\": "
+                                     "\"function\" and \"function\": {\"name\": ...}");
+    if (pick(type, "options.tool_choice.type", types, "\"function\"", &only_function, e) ||
+        check_object(fn, "options.tool_choice.function", fn_keys, e))
+        return e->code;
+    const k3_json *name = k3_json_get(fn, "name");
+    if (!name || name->type != K3J_STRING)
+        return k3_fail(e, K3_EINPUT, "options.tool_choice.function.name: expected a string");
+    size_t n = tools && tools->type == K3J_ARRAY ? tools->count : 0, i = 0;
+    while (i < n && !(tool_name_of(&tools->items[i]) &&
+                      tool_name_of(&tools->items[i])->len == name->len &&
+                      !memcmp(tool_name_of(&tools->items[i])->str, name->str, name->len)))
+        i++;
+    if (i == n)
+        return k3_fail(e, K3_EINPUT, "options.tool_choice.function.name: \"%s\" is not a "
+                                     "declared tool", name->str);
+    c->tool_choice = "required";
+    return k3_chat_keep(c, name->str, name->len, &c->tool_name, e);
+}
+
+static int read_options(k3_chat *c, const k3_json *o, const k3_json *tools, k3_err *e)
 {
     static const char *const keys[] = { "thinking", "thinking_effort", "add_generation_prompt",
-                                        "tool_choice", "response_format", NULL };
+                                        "tool_choice", "response_format", "grammar", NULL };
     static const char *const efforts[] = { "low", "high", "max", NULL };
     static const char *const choices[] = { "auto", "required", "none", NULL };
     if (!o)
@@ -262,12 +307,22 @@ static int read_options(k3_chat *c, const k3_json *o, k3_err *e)
         c->effort = efforts[i];
     }
     if (choice && choice->type != K3J_NULL) {
-        if (choice->type == K3J_OBJECT)
-            return k3_fail(e, K3_EINPUT, "options.tool_choice: naming a tool is not supported "
-                                         "(use \"auto\", \"required\" or \"none\")");
-        if (pick(choice, "options.tool_choice", choices, "auto, required or none", &i, e))
+        if (choice->type == K3J_OBJECT) {
+            if (read_named_choice(c, choice, tools, e))
+                return e->code;
+        } else if (pick(choice, "options.tool_choice", choices, "auto, required or none", &i,
+                        e)) {
             return e->code;
-        c->tool_choice = i == 0 ? NULL : choices[i];
+        } else {
+            c->tool_choice = i == 0 ? NULL : choices[i];
+        }
+    }
+    const k3_json *grammar = k3_json_get(o, "grammar");
+    if (grammar && grammar->type != K3J_NULL) {
+        if (grammar->type != K3J_STRING)
+            return wrong_type("options.grammar", "a string (a GBNF grammar)", grammar, e);
+        if (k3_chat_keep(c, grammar->str, grammar->len, &c->grammar, e))
+            return e->code;
     }
     return read_response_format(c, k3_json_get(o, "response_format"), e);
 }
@@ -287,7 +342,7 @@ static int read_root(k3_chat *c, const k3_json *root, k3_err *e)
             return e->code;
     if (read_tools(c, k3_json_get(root, "tools"), e))
         return e->code;
-    return read_options(c, k3_json_get(root, "options"), e);
+    return read_options(c, k3_json_get(root, "options"), k3_json_get(root, "tools"), e);
 }
 
 int k3_chat_read(k3_chat **out, const char *text, size_t len, k3_err *e)
@@ -304,6 +359,27 @@ int k3_chat_read(k3_chat **out, const char *text, size_t len, k3_err *e)
         k3_chat_free(c);
     k3_json_free(doc);
     return e->code;
+}
+
+int k3_chat_set_json_schema(k3_chat *c, const char *json, size_t len, int strict, k3_err *e)
+{
+    char jerr[256];
+    k3_json_doc *doc = k3_json_parse(json, len, jerr, sizeof jerr);
+    if (!doc)
+        return k3_fail(e, K3_EINPUT, "the schema is not valid JSON: %s", jerr);
+    if (k3_json_root(doc)->type != K3J_OBJECT)
+        wrong_type("the schema", "an object", k3_json_root(doc), e);
+    else if (keep_json(c, k3_json_root(doc), K3_JW_SORT_KEYS, &c->schema_json, e) == K3_OK) {
+        c->response_format = "json_schema";
+        c->schema_strict = strict;
+    }
+    k3_json_free(doc);
+    return e->code;
+}
+
+int k3_chat_set_grammar(k3_chat *c, const char *gbnf, size_t len, k3_err *e)
+{
+    return k3_chat_keep(c, gbnf, len, &c->grammar, e);
 }
 
 int k3_chat_load(k3_chat **out, const char *path, k3_err *e)

@@ -6,6 +6,7 @@
  * ids, never on how it batches its writes. */
 #include "chat/turn.h"
 
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -160,6 +161,14 @@ int k3_turn_step_at(k3_turn *t, uint32_t id, const float *logits, int64_t pos, i
     const k3_turn_params *p = t->p;
     int is_end = k3_gen_is_end(t->m, &t->gen, id), stop = 0;
     *done = 1;
+    if (p->constraint && !is_end) {
+        int ok = 0;
+        if (p->constraint->accept(p->constraint->ctx, id, &ok, e))
+            return e->code;
+        if (!ok) /* a masked id was drawn: never go on unconstrained */
+            return k3_fail(e, K3_ERUNTIME, "id %u was drawn although the grammar refuses it",
+                           id);
+    }
     t->res.generated++;
     if (!is_end && p->tok) {
         int k = 0, hidden = 0;
@@ -207,6 +216,25 @@ static int flush_text(turn *t, k3_err *e)
     return show(t, K3_REPLY_REASONING, "", 0, 1, e);
 }
 
+/* A constrained turn's scratch row and its end ids (every id of the
+ * vocabulary k3_gen_is_end says ends it: a handful). */
+static int constraint_begin(turn *t, k3_err *e)
+{
+    size_t V = k3_model_vocab(t->m), n = 0;
+    if (t->gen.ignore_eos)
+        return k3_fail(e, K3_EINPUT, "a grammar cannot be combined with ignore_eos (the text "
+                                     "could never end)");
+    for (size_t id = 0; id < V; id++)
+        n += (size_t)k3_gen_is_end(t->m, &t->gen, (uint32_t)id);
+    if (!(t->masked = k3_malloc(e, V * sizeof *t->masked, "the masked logits")) ||
+        !(t->ends = k3_malloc(e, (n ? n : 1) * sizeof *t->ends, "the end ids")))
+        return e->code;
+    for (size_t id = 0; id < V; id++)
+        if (k3_gen_is_end(t->m, &t->gen, (uint32_t)id))
+            t->ends[t->nends++] = (uint32_t)id;
+    return K3_OK;
+}
+
 int k3_turn_begin(k3_turn *t, const k3_model *m, const k3_state *s, const k3_turn_params *p,
                   const k3_turn_sink *sink, k3_err *e)
 {
@@ -229,7 +257,7 @@ int k3_turn_begin(k3_turn *t, const k3_model *m, const k3_state *s, const k3_tur
     if (p->chat && (!p->tok || t->markup[0] < 0 || t->markup[1] < 0 || t->markup[2] < 0))
         return k3_fail(e, K3_EINPUT, "the tokenizer lacks the chat format's special tokens "
                                      "(<|open|> <|close|> <|sep|>): not a K3 tokenizer");
-    return K3_OK;
+    return p->constraint ? constraint_begin(t, e) : K3_OK;
 }
 
 int k3_turn_finish(k3_turn *t, k3_turn_result *res, k3_err *e)
@@ -243,9 +271,13 @@ int k3_turn_finish(k3_turn *t, k3_turn_result *res, k3_err *e)
     free(t->out);
     free(t->logits);
     free(t->seq);
+    free(t->masked);
+    free(t->ends);
     t->out = NULL;
     t->logits = NULL;
     t->seq = NULL;
+    t->masked = NULL;
+    t->ends = NULL;
     return e->code;
 }
 
@@ -308,6 +340,42 @@ static uint32_t pick_as_sampled(void *ctx, const uint32_t *ids, size_t pos, cons
     return k3_gen_sample_at(tp->smp, tp->gen, tp->m, ids, pos, row);
 }
 
+/* The id for sequence position pos after ids[0..pos), drawn from row as
+ * a plain run draws it: under a constraint, from the row masked by it
+ * (the end ids as they are where it may end, masked elsewhere). */
+static int draw(k3_turn *t, const uint32_t *ids, size_t pos, const float *row, uint32_t *id,
+                k3_err *e)
+{
+    const k3_constraint *c = t->p->constraint;
+    size_t V = k3_model_vocab(t->m), left = t->gen.max_tokens - t->res.generated;
+    if (!c) {
+        *id = k3_gen_sample_at(t->smp, &t->gen, t->m, ids, pos, row);
+        return K3_OK;
+    }
+    /* The end budget counts what the context leaves too (k3_gen_ends_after:
+     * the id at max_context - 1 is the last). */
+    if (t->p->open_ended)
+        left = SIZE_MAX;
+    else if (t->gen.max_context > 0 && (int64_t)pos < t->gen.max_context &&
+        (size_t)(t->gen.max_context - (int64_t)pos) < left)
+        left = (size_t)(t->gen.max_context - (int64_t)pos);
+    memcpy(t->masked, row, V * sizeof *t->masked);
+    if (c->mask(c->ctx, t->masked, V, left, e))
+        return e->code;
+    int can_end = c->can_end(c->ctx);
+    for (size_t i = 0; i < t->nends; i++)
+        t->masked[t->ends[i]] = can_end ? row[t->ends[i]] : -INFINITY;
+    size_t open = 0;
+    while (open < V && !(t->masked[open] > -INFINITY))
+        open++;
+    if (open == V)
+        return k3_fail(e, K3_ERUNTIME, "the grammar allows no next token at position %zu "
+                                       "(a model whose every allowed logit is -inf, or a grammar "
+                                       "that cannot go on)", pos);
+    *id = k3_gen_sample_at(t->smp, &t->gen, t->m, ids, pos, t->masked);
+    return K3_OK;
+}
+
 int k3_turn_decode_begin(k3_turn *t, k3_state *s, k3_sampler *smp, int *done, k3_err *e)
 {
     const k3_turn_params *p = t->p;
@@ -329,8 +397,33 @@ int k3_turn_decode_begin(k3_turn *t, k3_state *s, k3_sampler *smp, int *done, k3
     if (!(t->logits = k3_malloc(e, (t->spec + 1) * V * sizeof *t->logits, "logits")))
         return e->code;
     memcpy(t->logits, k3_state_logits(s), V * sizeof *t->logits);
-    t->feed[0] = k3_gen_sample(smp, &t->gen, t->m, s, t->logits);
+    if (draw(t, k3_state_ids(s), (size_t)k3_state_pos(s), t->logits, &t->feed[0], e))
+        return e->code;
     return k3_turn_step(t, t->feed[0], t->logits, done, e);
+}
+
+/* Of the nd drafts in t->feed[1..], the longest run the constraint
+ * accepts after the pending id (which it has accepted), stopping before
+ * an end id: the rest is cut, never verified. The constraint is rolled
+ * back to where it was; verification then advances it id by id. */
+static size_t grammar_cut(k3_turn *t, size_t nd, k3_err *e)
+{
+    const k3_constraint *c = t->p->constraint;
+    size_t good = 0;
+    if (!c)
+        return nd;
+    while (good < nd && !k3_gen_is_end(t->m, &t->gen, t->feed[1 + good])) {
+        int ok = 0;
+        if (c->accept(c->ctx, t->feed[1 + good], &ok, e))
+            return 0;
+        if (!ok)
+            break;
+        good++;
+    }
+    if (good && c->rollback(c->ctx, good, e))
+        return 0;
+    t->res.cut += nd - good;
+    return good;
 }
 
 /* Drafts after the pending id, within what the turn may still generate and
@@ -364,7 +457,9 @@ static size_t draft(k3_turn *t, const k3_state *s, k3_err *e)
     t->seq[pos] = t->feed[0];
     turn_pick tpk = { t->smp, &t->gen, t->m };
     k3_draft_pick pick = { pick_as_sampled, &tpk };
-    return p->drafter->propose(p->drafter->ctx, t->seq, pos + 1, t->feed + 1, want, &pick, e);
+    size_t nd = p->drafter->propose(p->drafter->ctx, t->seq, pos + 1, t->feed + 1, want, &pick,
+                                    e);
+    return e->code ? 0 : grammar_cut(t, nd, e);
 }
 
 int k3_turn_decode_want(k3_turn *t, k3_model *m, k3_state *s, k3_seq *seq, k3_err *e)
@@ -391,11 +486,12 @@ int k3_turn_decode_want(k3_turn *t, k3_model *m, k3_state *s, k3_seq *seq, k3_er
 }
 
 /* A plain step's end: the next id from the fed id's row. */
-static int took_one(k3_turn *t, k3_model *m, k3_state *s, int *done, k3_err *e)
+static int took_one(k3_turn *t, k3_state *s, int *done, k3_err *e)
 {
     t->costs.one_s += k3_seconds() - t->call_t0;
     t->costs.one_n++;
-    t->feed[0] = k3_gen_sample(t->smp, &t->gen, m, s, t->logits);
+    if (draw(t, k3_state_ids(s), (size_t)k3_state_pos(s), t->logits, &t->feed[0], e))
+        return e->code;
     return k3_turn_step(t, t->feed[0], t->logits, done, e);
 }
 
@@ -413,8 +509,8 @@ static int took_drafts(k3_turn *t, k3_model *m, k3_state *s, int *done, k3_err *
     t->res.drafted += nd;
     for (size_t i = 0; i <= nd; i++) {
         const float *row = t->logits + i * V;
-        z = k3_gen_sample_at(t->smp, &t->gen, m, k3_state_ids(s), (size_t)pos0 + 1 + i, row);
-        if (k3_turn_step_at(t, z, row, pos0 + 1 + (int64_t)i, done, e))
+        if (draw(t, k3_state_ids(s), (size_t)pos0 + 1 + i, row, &z, e) ||
+            k3_turn_step_at(t, z, row, pos0 + 1 + (int64_t)i, done, e))
             return e->code;
         if (*done || i == nd || z != d[i]) {
             keep = i + 1;
@@ -440,7 +536,7 @@ int k3_turn_decode_took(k3_turn *t, k3_model *m, k3_state *s, int *done, k3_err 
     *done = 1;
     if (t->nfeed == 0)
         return k3_fail(e, K3_EINPUT, "a turn's rows were taken without being asked for");
-    int rc = t->nfeed == 1 ? took_one(t, m, s, done, e) : took_drafts(t, m, s, done, e);
+    int rc = t->nfeed == 1 ? took_one(t, s, done, e) : took_drafts(t, m, s, done, e);
     t->nfeed = 0;
     return rc;
 }

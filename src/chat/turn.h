@@ -23,6 +23,7 @@
 #include <stdint.h>
 
 #include "chat/reply.h"
+#include "gen/constraint.h"
 #include "gen/draft.h"
 #include "gen/stop.h"
 #include "k3/chat.h"
@@ -99,6 +100,18 @@ typedef struct k3_turn_params {
      * relayed to replicas (server/engine.h) passes its own. */
     int (*spec_begin)(k3_state *s, size_t max_tokens, k3_err *e);
     int (*spec_end)(k3_state *s, size_t keep, const float *last_row, k3_err *e);
+    /* Grammar-constrained decoding (gen/constraint.h; chat/constrain.h makes
+     * one from a grammar, a schema or a conversation's options): every row
+     * is masked by it before the draw, the end ids allowed exactly where it
+     * may end, and every id reported advances it (an id it refuses fails
+     * the turn: never silently unconstrained). Drafts it refuses are cut
+     * before verification. NULL: none. Owned by the caller; the turn
+     * starts from its state as given (a resumed run replays its ids first).
+     * Refused with gen.ignore_eos (the text could never end). */
+    const k3_constraint *constraint;
+    int open_ended;           /* the constraint's end budget is off: the text need not
+                               * close within max_tokens (a run saved to be continued,
+                               * k3 --save-state) */
 } k3_turn_params;
 
 typedef struct k3_turn_result {
@@ -107,6 +120,7 @@ typedef struct k3_turn_result {
     size_t ncalls;            /* tool calls reported */
     size_t forwards;          /* forward calls of the decode (speculative or not) */
     size_t drafted, accepted; /* drafts verified; of them, kept */
+    size_t cut;               /* drafts the constraint refused, never verified */
 } k3_turn_result;
 
 /* The tokenizer's ids that end a turn: [EOS] always, and <|end_of_msg|>
@@ -194,6 +208,10 @@ typedef struct k3_turn {
     size_t seq_cap;
     k3_turn_costs costs;
     double call_t0;           /* when the pending call's rows were handed out */
+    /* p->constraint: */
+    float *masked;            /* [vocab] scratch: the row being drawn from, masked */
+    uint32_t *ends;           /* [nends] every id that ends the turn (k3_gen_is_end) */
+    size_t nends;
 } k3_turn;
 
 /* Starts a turn extending s (which must hold the prompt). K3_EINPUT for a

@@ -26,6 +26,7 @@
 
 #include "chat/jtext.h"
 #include "chat/turn.h"
+#include "cli/constrain_opts.h"
 #include "cli/generate.h"
 #include "gen/draft.h"
 #include "util/clock.h"
@@ -66,6 +67,14 @@ typedef struct seqline {
     uint32_t *out_ids;   /* [gen + 1] the ids generated */
     size_t ngen;
     k3_buf shown;        /* the text shown (tokenizer lines) */
+    /* "grammar" (GBNF) or "json_schema": the line's own constraint text (in the
+     * parsed document, or the schema's JSON written out), else --grammar /
+     * --json-schema's */
+    const char *gtext;
+    size_t gtext_len;
+    k3_constrain_kind gkind;
+    k3_buf schema;       /* "json_schema" given as an object: its JSON text */
+    k3_constrain *cons;
 } seqline;
 
 typedef struct batch {
@@ -74,6 +83,9 @@ typedef struct batch {
     seqline *L;
     size_t n;
     k3_json_doc **docs; /* [n] each line's parsed document (prompt text points into it) */
+    k3_constrain_vocab *gv; /* the vocabulary the lines' grammars match (any given) */
+    char *gfile;        /* --grammar / --json-schema's text */
+    size_t gfile_len;
 } batch;
 
 static int on_text(void *ctx, int channel, const char *s, size_t n, k3_err *e)
@@ -167,9 +179,29 @@ static int parse_line(const batch *b, seqline *q, const char *line, size_t len,
                 q->top_p = v->number;
                 q->has_top_p = 1;
             }
+        } else if (!strcmp(k, "grammar") || !strcmp(k, "json_schema")) {
+            if (q->gtext)
+                return k3_fail(e, K3_EINPUT, "%s:%zu: give \"grammar\" or \"json_schema\", "
+                               "not both", path, ln);
+            q->gkind = k[0] == 'g' ? K3_CONSTRAIN_GBNF : K3_CONSTRAIN_JSON_SCHEMA;
+            if (v->type == K3J_STRING) {
+                q->gtext = v->str;
+                q->gtext_len = v->len;
+            } else if (q->gkind == K3_CONSTRAIN_JSON_SCHEMA && v->type == K3J_OBJECT) {
+                if (k3_json_write(&q->schema, v, 0, e))
+                    return e->code;
+                q->gtext = q->schema.data;
+                q->gtext_len = q->schema.len;
+            } else {
+                return k3_fail(e, K3_EINPUT, "%s:%zu: \"%s\" must be %s", path, ln, k,
+                               q->gkind == K3_CONSTRAIN_GBNF
+                                   ? "a string (GBNF)"
+                                   : "an object (a JSON Schema) or its JSON text");
+            }
         } else {
             return k3_fail(e, K3_EINPUT, "%s:%zu: unknown key \"%s\" (expected prompt or ids, "
-                           "gen, temperature, top_p, top_k, seed)", path, ln, k);
+                           "gen, temperature, top_p, top_k, seed, grammar, json_schema)", path,
+                           ln, k);
         }
     }
     if ((q->text != NULL) == have_ids)
@@ -266,6 +298,29 @@ static int line_sampler(const batch *b, seqline *q, size_t vocab, k3_err *e)
     return K3_OK;
 }
 
+/* The line's constraint: its own "grammar" / "json_schema" (strict, as
+ * --json-schema), else --grammar / --json-schema's, compiled before the
+ * model is opened (a bad one is exit 2 naming the line). */
+static int line_constraint(batch *b, seqline *q, const k3_tokenizer *tok, k3_err *e)
+{
+    const k3_options *o = b->o;
+    char where[4200];
+    if (!q->gtext && b->gfile) {
+        q->gtext = b->gfile;
+        q->gtext_len = b->gfile_len;
+        q->gkind = o->grammar_file ? K3_CONSTRAIN_GBNF : K3_CONSTRAIN_JSON_SCHEMA;
+    }
+    if (!q->gtext)
+        return K3_OK;
+    if (!tok || !q->text)
+        return k3_fail(e, K3_EINPUT, "%s:%zu: a grammar matches text: it needs a \"prompt\" "
+                       "line and a tokenizer", b->path, q->lineno);
+    if (!b->gv && k3_constrain_vocab_new(tok, k3_tok_vocab_size(tok), &b->gv, e))
+        return e->code;
+    snprintf(where, sizeof where, "%s:%zu", b->path, q->lineno);
+    return k3_cli_constrain_text(b->gv, q->gkind, q->gtext, q->gtext_len, where, &q->cons, e);
+}
+
 /* Encodes the text prompts and checks every line against the options. */
 static int prepare(batch *b, const k3_tokenizer *tok, k3_err *e)
 {
@@ -283,7 +338,7 @@ static int prepare(batch *b, const k3_tokenizer *tok, k3_err *e)
                 return k3_fail(e, K3_EINPUT, "%s:%zu: the prompt is empty: there is nothing "
                                "to continue from", b->path, q->lineno);
         }
-        if (check_sampling(b, q, e) != K3_OK)
+        if (check_sampling(b, q, e) != K3_OK || line_constraint(b, q, tok, e) != K3_OK)
             return e->code;
         long long total = (long long)q->np + q->gen;
         if (total > o->memory.max_context)
@@ -479,6 +534,7 @@ static int run_batch(k3_model *m, const k3_options *o, batch *b, const k3_tokeni
         q->tp.show_special = o->show_special;
         q->tp.stop = o->stop;
         q->tp.nstop = o->nstop;
+        q->tp.constraint = q->cons ? k3_constrain_get(q->cons) : NULL;
         if (o->spec > 0) { /* ngram: options.c refuses the self drafter here */
             if (k3_drafter_make(&q->drafter, NULL, m, -1, (size_t)o->spec, e) != K3_OK)
                 return e->code;
@@ -534,10 +590,14 @@ static void batch_free(batch *b)
         free(q->logits);
         free(q->out_ids);
         k3_buf_free(&q->shown);
+        k3_buf_free(&q->schema);
+        k3_constrain_free(q->cons);
         k3_json_free(b->docs[i]);
     }
     free(b->L);
     free(b->docs);
+    k3_constrain_vocab_free(b->gv);
+    free(b->gfile);
 }
 
 int k3_cmd_batch_file(const k3_options *o, k3_batch_open open_model, k3_err *e)
@@ -553,10 +613,15 @@ int k3_cmd_batch_file(const k3_options *o, k3_batch_open open_model, k3_err *e)
         return e->code;
     if (read_file(&b, e) != K3_OK)
         goto done;
+    if ((o->grammar_file || o->json_schema_file) &&
+        !(b.gfile = k3_read_small_file(e, o->grammar_file ? o->grammar_file
+                                                          : o->json_schema_file,
+                                       (size_t)16 << 20, &b.gfile_len)))
+        goto done;
     int any_text = 0;
     size_t longest = 0;
     for (size_t i = 0; i < b.n; i++)
-        any_text |= b.L[i].text != NULL;
+        any_text |= b.L[i].text != NULL || b.L[i].gtext != NULL;
     if (any_text && k3_tok_load(&tok, o->tok_dir ? o->tok_dir : o->model_dir, e) != K3_OK)
         goto done;
     if (prepare(&b, tok, e) != K3_OK)

@@ -40,6 +40,7 @@
 #include "cli/generate.h"
 #include "cli/history.h"
 #include "k3/chat.h"
+#include "structured/constrain.h"
 #include "tokenizer/utf8.h"
 #include "util/clock.h"
 #include "util/error.h"
@@ -98,6 +99,9 @@ typedef struct chat {
     int counter_shown;     /* the counter is on the screen */
     double counter_last;   /* when it was last drawn */
     double t_start, t_first;
+    k3_constrain_vocab *gv; /* --grammar / --json-schema: the vocabulary they match */
+    char *gtext;           /* the file's text, put into every new conversation */
+    size_t gtext_len;
 } chat;
 
 static int write_out(const char *s, size_t n, k3_err *e)
@@ -260,8 +264,12 @@ static int reply(chat *c, const char *what, int thinking, int fed, const char *l
     k3_turn_params tp;
     k3_turn_result res;
     k3_buf text = { 0 }, thought = { 0 };
+    k3_constrain *cons = NULL;
     size_t max_tokens = o->gen_given ? (size_t)o->gen : DEFAULT_REPLY_TOKENS;
     memset(&tp, 0, sizeof tp);
+    if (c->gv && k3_constrain_chat(c->gv, c->conv, thinking, &cons, NULL, e))
+        return e->code;
+    tp.constraint = cons ? k3_constrain_get(cons) : NULL;
     k3_cli_gen_params(&tp.gen, o, max_tokens);
     tp.tok = c->tok;
     tp.show_special = o->show_special;
@@ -323,6 +331,7 @@ static int reply(chat *c, const char *what, int thinking, int fed, const char *l
     }
 done:
     end_counter(c);
+    k3_constrain_free(cons);
     k3_buf_free(&text);
     k3_buf_free(&thought);
     return e->code;
@@ -396,6 +405,14 @@ static int new_conversation(chat *c, k3_err *e)
     if (o->conv.system &&
         k3_chat_add_message(c->conv, "system", o->conv.system, strlen(o->conv.system), e))
         return e->code;
+    /* The reply is constrained as a request's response_format or grammar
+     * would constrain it (structured/constrain.h). */
+    k3_err why = { 0, "" };
+    if (c->gtext && (o->grammar_file
+                         ? k3_chat_set_grammar(c->conv, c->gtext, c->gtext_len, &why)
+                         : k3_chat_set_json_schema(c->conv, c->gtext, c->gtext_len, 1, &why)))
+        return k3_fail(e, why.code, "%s: %s",
+                       o->grammar_file ? o->grammar_file : o->json_schema_file, why.msg);
     return K3_OK;
 }
 
@@ -520,6 +537,12 @@ int k3_run_chat(k3_model *m, const k3_options *o, const k3_tokenizer *tok, k3_ou
                     needed[i]);
             goto done;
         }
+    if (o->grammar_file || o->json_schema_file) {
+        const char *path = o->grammar_file ? o->grammar_file : o->json_schema_file;
+        if (!(c.gtext = k3_read_small_file(e, path, (size_t)16 << 20, &c.gtext_len)) ||
+            k3_constrain_vocab_new(tok, k3_model_vocab(m), &c.gv, e))
+            goto done;
+    }
     if (new_conversation(&c, e) ||
         (o->conv.history && k3_history_open(&c.hist, o->conv.history, c.conv, e)) ||
         pending_images(&c, e) ||
@@ -549,6 +572,8 @@ done:
     k3_state_mark_free(c.mark);
     k3_state_free(c.st);
     k3_chat_free(c.conv);
+    k3_constrain_vocab_free(c.gv);
+    free(c.gtext);
     k3_buf_free(&c.reasoning);
     k3_buf_free(&c.content);
     free(c.prompt);

@@ -17,6 +17,7 @@
 
 #include "chat/jtext.h"
 #include "chat/turn.h"
+#include "cli/constrain_opts.h"
 #include "util/clock.h"
 #include "util/error.h"
 #include "util/os.h"
@@ -92,11 +93,12 @@ static int write_report(FILE *f, const k3_options *o, const k3_model *m, const u
         requests += steps[i].requests;
     double per = ng > 1 ? 1.0 / (double)(ng - 1) : 0.0;
     fprintf(f, ",\n  \"spec\": {\"drafter\": \"%s\", \"max\": %ld, \"auto\": %s, "
-               "\"forwards\": %zu, \"drafted\": %zu, \"accepted\": %zu, \"emitted\": %zu, "
+               "\"forwards\": %zu, \"drafted\": %zu, \"accepted\": %zu, \"cut\": %zu, "
+               "\"emitted\": %zu, "
                "\"trunk_bytes_per_token\": %.0f, \"expert_bytes_per_token\": %.0f}",
             o->spec ? o->draft ? o->draft : "ngram" : "none", o->spec,
             o->spec_auto ? "true" : "false", res->forwards, res->drafted, res->accepted,
-            res->generated, (double)trunk_pass * (double)res->forwards * per,
+            res->cut, res->generated, (double)trunk_pass * (double)res->forwards * per,
             (double)expert_each * (double)requests * per);
     fprintf(f, ",\n  \"step_seconds\": [");
     for (size_t i = 0; i < ng; i++)
@@ -311,6 +313,9 @@ int k3_run_generate_embeds(k3_model *m, const k3_options *o, const uint32_t *pro
     k3_turn_params tp;
     k3_turn_result res;
     k3_drafter drafter;
+    k3_constrain_vocab *gv = NULL;
+    k3_constrain *cons = NULL;
+    size_t gstart = 0;
     memset(&drafter, 0, sizeof drafter);
     double wall0 = k3_seconds();
     r.gen = k3_malloc(e, ((size_t)o->gen + 1) * sizeof *r.gen, "token sequence");
@@ -321,6 +326,8 @@ int k3_run_generate_embeds(k3_model *m, const k3_options *o, const uint32_t *pro
         k3_cli_sampler(&smp, o, k3_model_vocab(m), e) != K3_OK)
         goto done;
     have_sampler = 1;
+    if (k3_cli_constrain(o, tok, k3_model_vocab(m), &gv, &cons, e) != K3_OK)
+        goto done;
     if (np == 0 && k3_state_pos(st) == 0) {
         k3_fail(e, K3_EINPUT, "%s holds an empty sequence: give a prompt", o->load_state);
         goto done;
@@ -329,7 +336,8 @@ int k3_run_generate_embeds(k3_model *m, const k3_options *o, const uint32_t *pro
     r.dump_prompt = out->prompt_logits.f;
     r.t_prev = wall0;
     k3_model_io(m, &r.io_prev);
-    if (prefill(&r, st, prompt, embeds, np, e) != K3_OK)
+    if (prefill(&r, st, prompt, embeds, np, e) != K3_OK ||
+        k3_cli_constrain_resume(o, st, np, cons, &gstart, e) != K3_OK)
         goto done;
     memset(&tp, 0, sizeof tp);
     k3_cli_gen_params(&tp.gen, o, (size_t)o->gen);
@@ -339,6 +347,8 @@ int k3_run_generate_embeds(k3_model *m, const k3_options *o, const uint32_t *pro
     tp.drafter = o->spec ? &drafter : NULL;
     tp.stop = o->stop;
     tp.nstop = o->nstop;
+    tp.constraint = cons ? k3_constrain_get(cons) : NULL;
+    tp.open_ended = o->save_state != NULL; /* to be continued: need not close */
     k3_turn_sink sink = { &r, on_text, NULL, on_token, on_forward };
     if ((o->spec &&
          k3_drafter_make(&drafter, o->draft, m, (int)o->draft_topk, (size_t)o->spec, e)) ||
@@ -347,7 +357,8 @@ int k3_run_generate_embeds(k3_model *m, const k3_options *o, const uint32_t *pro
     if (!tok)
         k3_cli_write_ids(stdout, r.gen, r.ngen);
     fputc('\n', stdout);
-    if (o->save_state && save_state(&r, st, e) != K3_OK)
+    if (o->save_state && (save_state(&r, st, e) != K3_OK ||
+                          k3_cli_constrain_save(o, gstart, e) != K3_OK))
         goto done;
     double wall = k3_seconds() - wall0;
     k3_io_counters io;
@@ -385,6 +396,8 @@ done:
     if (have_sampler)
         k3_sampler_free(&smp);
     k3_drafter_free(&drafter);
+    k3_constrain_free(cons);
+    k3_constrain_vocab_free(gv);
     k3_state_free(st);
     free(r.gen);
     free(r.steps);

@@ -67,7 +67,8 @@ static const k3_opt main_table[] = {
     K3_OPT_STR_("--batch-file", "F", O, batch_file,
                 "run every prompt of the JSONL file F together, one line\n"
                 "{\"prompt\": TEXT} or {\"ids\": [...]} each (optional \"gen\",\n"
-                "\"temperature\", \"top_p\", \"top_k\", \"seed\"); answers\n"
+                "\"temperature\", \"top_p\", \"top_k\", \"seed\", \"grammar\"\n"
+                "(GBNF text), \"json_schema\" (a schema)); answers\n"
                 "under \"==> line N <==\" headings, in input order"),
     K3_OPT_STR_("--tok", "DIR", O, tok_dir, "tokenizer directory (default: MODEL_DIR)"),
     K3_OPT_FLAG_("--tokenize", O, tokenize,
@@ -86,6 +87,13 @@ static const k3_opt main_table[] = {
       .off2 = offsetof(O, nstop), .max = K3_MAX_STOP,
       .help = "stop when the text contains STRING (not printed);\n"
               "repeatable (up to 16); in --chat, on the reply text" },
+    K3_OPT_STR_("--grammar", "FILE", O, grammar_file,
+                "constrain the output to the GBNF grammar in FILE\n"
+                "(docs/GRAMMAR.md); in --chat, each reply's text"),
+    K3_OPT_STR_("--json-schema", "FILE", O, json_schema_file,
+                "constrain the output to JSON valid under the JSON Schema\n"
+                "in FILE (a keyword it cannot enforce: exit 2); in --chat,\n"
+                "each reply (as response_format json_schema, strict)"),
     K3_OPT_FLAG_("--ignore-eos", O, ignore_eos,
                  "keep generating past end ids ([EOS], the config's\n"
                  "eos ids, and in --chat <|end_of_msg|>)"),
@@ -259,6 +267,11 @@ static int check_combinations(const k3_options *o, k3_err *e)
         return k3_fail(e, K3_EINPUT, "--batch-file drafts with ngram only: --draft self would "
                                      "run one drafting pass per line and step outside the "
                                      "shared pass, which cannot pay");
+    if (o->grammar_file && o->json_schema_file)
+        return k3_fail(e, K3_EINPUT, "give --grammar or --json-schema, not both");
+    if ((o->grammar_file || o->json_schema_file) && (o->ignore_eos || o->tf_check))
+        return k3_fail(e, K3_EINPUT, "--grammar and --json-schema do not go with --ignore-eos "
+                                     "(the text could never end) or --tf-check");
     if ((o->prompt != NULL) + (o->prompt_file != NULL) + (o->ids_csv != NULL) > 1)
         return k3_fail(e, K3_EINPUT, "give one prompt: --prompt, --prompt-file or --ids");
     if (o->chat && (o->prompt || o->prompt_file || o->ids_csv))

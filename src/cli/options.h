@@ -86,6 +86,8 @@ typedef struct k3_options {
     const char *draft;            /* --draft NAME: the drafter ("ngram", "self"; NULL: ngram) */
     long draft_topk;              /* --draft-topk K: the self drafter's experts (-1: default) */
     int tf_check;                 /* --tf-check: the drafter on the given ids (ngram: no model) */
+    const char *grammar_file;     /* --grammar FILE: a GBNF grammar (chat/constrain.h) */
+    const char *json_schema_file; /* --json-schema FILE: a JSON Schema, enforced strictly */
     const char *stop[K3_MAX_STOP];/* --stop STRING, repeatable */
     size_t nstop;
     int threads;                  /* --threads N (0 = all cores) */

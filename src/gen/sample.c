@@ -168,6 +168,11 @@ uint32_t k3_sample(k3_sampler *s, const float *logits, size_t V, const uint32_t 
     if (isinf(c[0].logit))
         return c[0].id;
     size_t n = V;
+    /* Ids at -inf (a grammar's mask, gen/constraint.h) weigh 0 and are never
+     * drawn: not even as the fallback "last survivor" when rounding leaves
+     * u * W at the total. Dropping them changes nothing else. */
+    while (n > 1 && c[n - 1].logit == -INFINITY)
+        n--;
     if (s->top_k > 0 && (size_t)s->top_k < n)
         n = (size_t)s->top_k;
     if (s->top_p < 1.0f)

@@ -18,6 +18,7 @@
 #include "server/emit.h"
 #include "server/engine.h"
 #include "server/images.h"
+#include "structured/constrain.h"
 #include "util/clock.h"
 #include "util/error.h"
 
@@ -99,6 +100,51 @@ int k3_answer_prompt(const k3_tokenizer *tok, const struct k3_server_vision *vis
     size_t dflt = req->kind == K3_API_CHAT ? (size_t)limit : 16;
     job->max_tokens = req->max_tokens >= 0 ? (size_t)req->max_tokens : room < dflt ? room : dflt;
     return 0;
+}
+
+/* The request field a structured-output error names: its message starts
+ * with it (structured/constrain.h: "response_format...", "tools[2]...",
+ * "tool_choice...", "grammar..."). */
+static void structured_param(const char *msg, char *param, size_t cap)
+{
+    static const char *const fields[] = { "response_format", "tool_choice", "tools", "grammar",
+                                          NULL };
+    snprintf(param, cap, "%s", "response_format");
+    for (size_t i = 0; fields[i]; i++)
+        if (!strncmp(msg, fields[i], strlen(fields[i]))) {
+            snprintf(param, cap, "%s", fields[i]);
+            return;
+        }
+}
+
+int k3_answer_constrain(const struct k3_constrain_vocab *gv, const k3_api_request *req,
+                        k3_answer_job *job, k3_api_error *err)
+{
+    k3_err e = { 0, "" };
+    k3_buf warn = { 0 };
+    job->cons = NULL;
+    job->warnings = NULL;
+    if (req->kind == K3_API_CHAT)
+        k3_constrain_chat(gv, req->chat, job->thinking, &job->cons, &warn, &e);
+    else if (req->constraint)
+        k3_constrain_new(gv,
+                         !strcmp(req->constraint, "gbnf")          ? K3_CONSTRAIN_GBNF
+                         : !strcmp(req->constraint, "json_object") ? K3_CONSTRAIN_JSON_OBJECT
+                                                                   : K3_CONSTRAIN_JSON_SCHEMA,
+                         req->constraint_text ? req->constraint_text : "",
+                         req->constraint_text ? strlen(req->constraint_text) : 0,
+                         req->constraint_strict, &job->cons, &warn, &e);
+    if (!e.code && warn.len && k3_buf_put(&warn, "", 1, &e) == K3_OK) {
+        job->warnings = warn.data; /* NUL-terminated by the put */
+        warn.data = NULL;
+    }
+    k3_buf_free(&warn);
+    if (!e.code)
+        return 0;
+    char param[32];
+    structured_param(e.msg, param, sizeof param);
+    return k3_api_fail(err, e.code == K3_EINPUT ? 400 : 500,
+                       e.code == K3_EINPUT ? "invalid_grammar" : NULL, param, "%s", e.msg);
 }
 
 /* One answer in progress: the turn driver's sink. */
@@ -294,6 +340,7 @@ static void turn_params(answer *w)
     tp->drafter = &a->drafter;
     tp->spec_begin = k3_engine_spec_begin; /* relayed to replicas (server/engine.h) */
     tp->spec_end = k3_engine_spec_end;
+    tp->constraint = w->job->cons ? k3_constrain_get(w->job->cons) : NULL;
     k3_turn_sink sink = { w, on_text, on_call, on_token, NULL };
     w->sink = sink;
 }
@@ -317,6 +364,7 @@ int k3_answer_begin(k3_answerer *a, const k3_answer_job *job, const k3_answer_io
                  job->created, job->model_name);
     if (r->logprobs)
         k3_emit_want_logprobs(&w->em);
+    k3_emit_warnings(&w->em, job->warnings);
     turn_params(w);
     w->ids = k3_malloc(e, (job->max_tokens + 1) * sizeof *w->ids, "generated ids");
     w->logits = w->ids ? k3_malloc(e, k3_model_vocab(a->model) * sizeof *w->logits, "logits")

@@ -58,6 +58,10 @@ typedef struct k3_answer_job {
     double encode_seconds; /* the worker's encoding of them (the tower read included) */
     size_t max_tokens;
     int thinking;         /* the prompt opened the think element */
+    struct k3_constrain *cons; /* structured outputs (structured/constrain.h): the grammar
+                           * the answer is held to, or NULL; the job's owner frees it */
+    char *warnings;       /* what a non-strict json_schema could not enforce, one per
+                           * line (malloc'd, NUL-terminated), or NULL */
     const char *id;       /* "chatcmpl-..." / "cmpl-..." */
     long long created;
     const char *model_name;
@@ -74,9 +78,20 @@ typedef struct k3_answer_job {
  * or one that fills the context is 400. Returns 0 or the error's status
  * (job->ids may be set either way). */
 struct k3_server_vision;
+struct k3_constrain_vocab;
 int k3_answer_prompt(const k3_tokenizer *tok, const struct k3_server_vision *vision,
                      const k3_api_request *req, int64_t context, long limit,
                      k3_answer_job *job, k3_api_error *err);
+
+/* The request's structured output (structured/constrain.h): a chat's
+ * conversation options (tool_choice, response_format, grammar, and the
+ * structured-output fields folded into them), or a completion's
+ * constraint, compiled for gv into job->cons (NULL when none is asked
+ * for), with a non-strict schema's warnings in job->warnings. A grammar
+ * or schema that cannot be enforced is a 400 naming it. Returns 0 or the
+ * error's status. Call after k3_answer_prompt (job->thinking). */
+int k3_answer_constrain(const struct k3_constrain_vocab *gv, const k3_api_request *req,
+                        k3_answer_job *job, k3_api_error *err);
 
 /* Where an answer's bytes go. publish takes bytes ready to send (complete
  * SSE events, or the whole JSON body at the end); cancelled says the

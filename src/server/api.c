@@ -33,6 +33,12 @@ typedef struct {
     const k3_api_limits *lim;
     k3_api_conv conv; /* chat: what goes to the renderer */
     int top_logprobs_given; /* chat: top_logprobs > 0 was asked */
+    /* The structured-output extension given (api.h), at most one: */
+    const char *structured;   /* its field's name, or NULL */
+    char *grammar;            /* GBNF text (grammar, guided_grammar, guided_choice) */
+    const k3_json *schema;    /* json_schema, guided_json: the schema object */
+    k3_json_doc *schema_doc;  /* a schema given as JSON text, parsed */
+    const k3_json *completion_format; /* completions: response_format */
 } parse;
 
 static int oom(parse *p, const k3_err *e)
@@ -371,6 +377,104 @@ static int f_response_format(parse *p, const char *name, const k3_json *v)
     return 0;
 }
 
+/* The structured-output extensions (api.h): at most one per request. */
+static int structured(parse *p, const char *name)
+{
+    if (p->structured)
+        return k3_api_fail(p->err, 400, "invalid_value", name,
+                           "Give at most one of grammar, guided_grammar, json_schema, "
+                           "guided_json and guided_choice (got '%s' and '%s').",
+                           p->structured, name);
+    p->structured = name;
+    return 0;
+}
+
+static int keep_grammar(parse *p, const char *s, size_t n)
+{
+    k3_err e = { 0, "" };
+    if (!(p->grammar = k3_malloc(&e, n + 1, "grammar")))
+        return oom(p, &e);
+    memcpy(p->grammar, s, n);
+    p->grammar[n] = '\0';
+    return 0;
+}
+
+/* grammar, guided_grammar: GBNF text. */
+static int f_grammar(parse *p, const char *name, const k3_json *v)
+{
+    if (want(p, name, v, K3J_STRING, "a string (a GBNF grammar)") || structured(p, name))
+        return p->err->status;
+    if (strlen(v->str) != v->len)
+        return k3_api_fail(p->err, 400, "invalid_value", name, "'%s' contains \\u0000.", name);
+    return keep_grammar(p, v->str, v->len);
+}
+
+/* json_schema, guided_json: a schema object, or its JSON text. */
+static int f_json_schema(parse *p, const char *name, const k3_json *v)
+{
+    char jerr[256];
+    if (structured(p, name))
+        return p->err->status;
+    if (v->type == K3J_STRING) {
+        if (!(p->schema_doc = k3_json_parse(v->str, v->len, jerr, sizeof jerr)))
+            return k3_api_fail(p->err, 400, "invalid_value", name,
+                               "'%s' is not valid JSON (%s).", name, jerr);
+        v = k3_json_root(p->schema_doc);
+    }
+    if (v->type != K3J_OBJECT)
+        return wrong_type(p, name, "a JSON Schema (an object, or its JSON text)", v);
+    p->schema = v;
+    return 0;
+}
+
+/* guided_choice: the answer is exactly one of the strings, as a GBNF
+ * alternation of literals (bytes below 0x20, '"' and '\\' escaped). */
+static int f_guided_choice(parse *p, const char *name, const k3_json *v)
+{
+    k3_err e = { 0, "" };
+    k3_buf b = { 0 };
+    if (want(p, name, v, K3J_ARRAY, "an array of strings") || structured(p, name))
+        return p->err->status;
+    if (v->count == 0)
+        return k3_api_fail(p->err, 400, "invalid_value", name, "'%s' is empty.", name);
+    int rc = k3_buf_puts(&b, "root ::=", &e) ? oom(p, &e) : 0;
+    for (size_t i = 0; i < v->count && !rc; i++) {
+        const k3_json *c = &v->items[i];
+        if (c->type != K3J_STRING) {
+            rc = wrong_type(p, name, "an array of strings", c);
+            break;
+        }
+        if (k3_buf_puts(&b, i ? " | \"" : " \"", &e))
+            rc = oom(p, &e);
+        for (size_t k = 0; k < c->len && !rc; k++) {
+            unsigned char ch = (unsigned char)c->str[k];
+            char esc[8];
+            if (ch < 0x20 || ch == '"' || ch == '\\')
+                snprintf(esc, sizeof esc, "\\x%02X", ch);
+            else
+                esc[0] = (char)ch, esc[1] = '\0';
+            if (k3_buf_puts(&b, esc, &e))
+                rc = oom(p, &e);
+        }
+        if (!rc && k3_buf_puts(&b, "\"", &e))
+            rc = oom(p, &e);
+    }
+    if (!rc)
+        rc = keep_grammar(p, b.data, b.len);
+    k3_buf_free(&b);
+    return rc;
+}
+
+/* Completions: response_format as in chat (no notice: there is no
+ * conversation to render it into). */
+static int f_completion_format(parse *p, const char *name, const k3_json *v)
+{
+    if (want(p, name, v, K3J_OBJECT, "an object"))
+        return p->err->status;
+    p->completion_format = v;
+    return 0;
+}
+
 static int f_thinking(parse *p, const char *name, const k3_json *v)
 {
     if (want(p, name, v, K3J_BOOL, "a boolean"))
@@ -420,6 +524,12 @@ static const field fields[] = {
     { "tools", CHAT, f_tools },
     { "tool_choice", CHAT, f_tool_choice },
     { "response_format", CHAT, f_response_format },
+    { "response_format", COMPLETION, f_completion_format },
+    { "grammar", BOTH, f_grammar },
+    { "guided_grammar", BOTH, f_grammar },
+    { "json_schema", BOTH, f_json_schema },
+    { "guided_json", BOTH, f_json_schema },
+    { "guided_choice", BOTH, f_guided_choice },
     { "thinking", CHAT, f_thinking },
     { "reasoning_effort", CHAT, f_reasoning_effort },
     { "top_k", BOTH, f_top_k },
@@ -461,6 +571,76 @@ static int apply_fields(parse *p, const k3_json *root, unsigned where)
     return 0;
 }
 
+/* The compact JSON text of v into *out (malloc'd). */
+static int json_text(parse *p, const k3_json *v, char **out)
+{
+    k3_err e = { 0, "" };
+    k3_buf b = { 0 };
+    if (k3_json_write(&b, v, K3_JW_SORT_KEYS, &e) || k3_buf_put(&b, "", 1, &e)) {
+        k3_buf_free(&b);
+        return oom(p, &e);
+    }
+    *out = b.data; /* NUL-terminated by the put above */
+    return 0;
+}
+
+/* Whether a response_format object asks for JSON (json_object or
+ * json_schema); its type is checked where it is read. */
+static int asks_json(const k3_json *rf)
+{
+    const k3_json *t = rf ? k3_json_get(rf, "type") : NULL;
+    return t && t->type == K3J_STRING && strcmp(t->str, "text") != 0;
+}
+
+/* Completions: the structured-output field or response_format into the
+ * request's constraint (chat reads response_format in k3_chat_read). */
+static int completion_constraint(parse *p)
+{
+    k3_api_request *r = p->out;
+    const k3_json *rf = p->completion_format;
+    if (p->grammar) {
+        r->constraint = "gbnf";
+        r->constraint_text = p->grammar;
+        p->grammar = NULL;
+        return 0;
+    }
+    if (p->schema) {
+        r->constraint = "json_schema";
+        r->constraint_strict = 1;
+        return json_text(p, p->schema, &r->constraint_text);
+    }
+    if (!rf)
+        return 0;
+    const k3_json *type = k3_json_get(rf, "type"), *js = k3_json_get(rf, "json_schema");
+    if (!type || type->type != K3J_STRING)
+        return k3_api_fail(p->err, 400, "invalid_value", "response_format.type",
+                           "response_format: \"type\" must be text, json_object or "
+                           "json_schema.");
+    for (size_t i = 0; i < rf->count; i++)
+        if (strcmp(rf->keys[i], "type") && strcmp(rf->keys[i], "json_schema"))
+            return k3_api_fail(p->err, 400, "unknown_parameter", "response_format",
+                               "response_format: unknown key \"%s\".", rf->keys[i]);
+    if (!strcmp(type->str, "text"))
+        return 0;
+    if (!strcmp(type->str, "json_object")) {
+        r->constraint = "json_object";
+        return 0;
+    }
+    if (strcmp(type->str, "json_schema") != 0)
+        return k3_api_fail(p->err, 400, "invalid_value", "response_format.type",
+                           "response_format: \"%s\" is not text, json_object or json_schema.",
+                           type->str);
+    const k3_json *schema = js && js->type == K3J_OBJECT ? k3_json_get(js, "schema") : NULL;
+    const k3_json *strict = js && js->type == K3J_OBJECT ? k3_json_get(js, "strict") : NULL;
+    if (!schema || schema->type != K3J_OBJECT)
+        return k3_api_fail(p->err, 400, "invalid_value", "response_format.json_schema",
+                           "response_format: type json_schema needs \"json_schema\": "
+                           "{\"schema\": {...}}.");
+    r->constraint = "json_schema";
+    r->constraint_strict = strict && strict->type == K3J_BOOL && strict->boolean;
+    return json_text(p, schema, &r->constraint_text);
+}
+
 static int parse_request(const char *body, size_t len, const k3_api_limits *lim,
                          k3_api_request *out, k3_api_error *err, k3_api_kind kind)
 {
@@ -496,9 +676,20 @@ static int parse_request(const char *body, size_t len, const k3_api_limits *lim,
         else if (kind == K3_API_CHAT && p.top_logprobs_given && !out->logprobs)
             k3_api_fail(err, 400, "invalid_value", "top_logprobs",
                         "Invalid value for 'top_logprobs': it requires 'logprobs' to be true.");
-        else if (kind == K3_API_CHAT)
+        else if (p.structured && asks_json(kind == K3_API_CHAT ? p.conv.response_format
+                                                                : p.completion_format))
+            k3_api_fail(err, 400, "invalid_value", p.structured,
+                        "Give '%s' or a JSON response_format, not both.", p.structured);
+        else if (kind == K3_API_CHAT) {
+            p.conv.grammar = p.grammar;
+            p.conv.schema = p.schema;
             k3_api_read_conversation(&p.conv, &out->chat, err);
+        } else {
+            completion_constraint(&p);
+        }
     }
+    free(p.grammar);
+    k3_json_free(p.schema_doc);
     k3_json_free(doc);
     return err->status;
 }
@@ -520,6 +711,7 @@ void k3_api_request_free(k3_api_request *r)
     k3_chat_free(r->chat);
     free(r->prompt);
     free(r->model);
+    free(r->constraint_text);
     for (size_t i = 0; i < r->nstop; i++)
         free(r->stop[i]);
     memset(r, 0, sizeof *r);

@@ -11,10 +11,22 @@
  *                               reasoning_content on assistant messages (a past turn's
  *                               reasoning, kept in the prompt as the format says)
  *   prompt (completions)        a string, encoded with special tokens disallowed
- *   tools, tool_choice (chat)   as OpenAI ("auto", "none", "required"; naming one
- *                               function is refused), response_format (chat): text,
- *                               json_object or json_schema, rendered as the format's
- *                               notices (not enforced by constrained decoding)
+ *   tools, tool_choice (chat)   as OpenAI ("auto", "none", "required", or one function
+ *                               named {"type": "function", "function": {"name"}}),
+ *                               rendered as the format's notices and ENFORCED by
+ *                               grammar-constrained decoding (docs/SERVE.md "Structured
+ *                               outputs"): required / named force a tool call whose
+ *                               arguments match the tool's parameters; auto constrains
+ *                               the arguments of a call the model opens
+ *   response_format             text, json_object or json_schema ({name, schema, strict,
+ *                               description}), rendered as the format's notice (chat)
+ *                               and enforced; strict true: a keyword decoding cannot
+ *                               enforce is a 400 naming it and its JSON pointer; strict
+ *                               false: the answer's "warnings" array says what is not
+ *   structured-output extensions (at most one of them, and not with a JSON
+ *     response_format): grammar, guided_grammar (a GBNF grammar, llama-server's and
+ *     vLLM's), json_schema, guided_json (a schema object or its JSON text, enforced as
+ *     strict), guided_choice (an array of strings: the answer is exactly one of them)
  *   max_tokens, max_completion_tokens (chat)   1 .. the server's --max-tokens
  *   temperature [0, 2] (default 1), top_p (0, 1], frequency_penalty and presence_penalty
  *                               [-2, 2] (over the last 64 ids, k3/sample.h), seed (integer),
@@ -89,6 +101,13 @@ typedef struct k3_api_request {
                            * "top_logprobs" 0..20, completions "logprobs" 0..5 */
     char *stop[K3_API_MAX_STOP]; /* NUL-terminated, non-empty */
     size_t nstop;
+    /* Completions: the structured-output fields (chat: they are folded into
+     * the conversation's options, k3/chat.h). kind: "gbnf" (text is a GBNF
+     * grammar), "json_schema" (text is the schema's JSON), "json_object"
+     * (text NULL), or NULL for none. */
+    const char *constraint;
+    char *constraint_text;   /* NUL-terminated, malloc'd */
+    int constraint_strict;   /* json_schema: refuse what decoding cannot enforce */
 } k3_api_request;
 
 /* Parse the JSON body[0..len) of a request into *out (which

@@ -18,6 +18,7 @@
 #include "server/emit.h"
 #include "server/http.h"
 #include "server/tokenize.h"
+#include "structured/constrain.h"
 #include "chat/jtext.h"
 #include "util/clock.h"
 #include "util/error.h"
@@ -344,6 +345,11 @@ static void generate(k3_server *s, int fd, const k3_http_request *hreq, const ch
     if (!status)
         status = k3_answer_prompt(s->tok, &s->vision, &req, s->cfg->context, s->cfg->default_tokens,
                                   &job->answer, &err);
+    if (!status)
+        status = k3_answer_constrain(s->gvocab, &req, &job->answer, &err);
+    if (!status && job->answer.warnings && !s->cfg->quiet)
+        fprintf(stderr, "k3 serve: warning: structured output not fully enforced: %s\n",
+                job->answer.warnings);
     if (!status) {
         pthread_mutex_lock(&s->mu);
         snprintf(job->id, sizeof job->id, "%s-%llx%06llx",

@@ -32,6 +32,8 @@ typedef struct k3_server {
     char cors[320];        /* "Access-Control-Allow-Origin: ...\r\n" on every answer, or "" */
     k3_metrics metrics;    /* its own mutex */
     k3_server_vision vision; /* image parts (images.h); fixed while serving */
+    struct k3_constrain_vocab *gvocab; /* the vocabulary structured outputs match
+                                        * (structured/constrain.h); fixed, shared */
     pthread_mutex_t mu;    /* guards the fields below */
     pthread_cond_t idle;   /* signalled when conns drops */
     int conns;             /* connection threads alive */

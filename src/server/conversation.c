@@ -144,7 +144,21 @@ static int put_options(parse *p, k3_buf *b, k3_err *e)
             return oom(p, e);
         first = 0;
     }
-    if (p->c->response_format && put_member(b, first, "response_format", p->c->response_format, e))
+    if (p->c->response_format) {
+        if (put_member(b, first, "response_format", p->c->response_format, e))
+            return oom(p, e);
+        first = 0;
+    }
+    if (p->c->schema) { /* json_schema / guided_json: as a strict response_format */
+        if (k3_jtext_key(b, first, "response_format", e) ||
+            k3_buf_puts(b, "{\"type\":\"json_schema\",\"json_schema\":{\"name\":"
+                           "\"json_schema\",\"strict\":true,\"schema\":", e) ||
+            k3_json_write(b, p->c->schema, 0, e) || k3_buf_puts(b, "}}", e))
+            return oom(p, e);
+        first = 0;
+    }
+    if (p->c->grammar && (k3_jtext_key(b, first, "grammar", e) ||
+                          k3_jtext_put(b, p->c->grammar, strlen(p->c->grammar), e)))
         return oom(p, e);
     return k3_buf_put(b, "}", 1, e) ? oom(p, e) : 0;
 }

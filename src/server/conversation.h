@@ -27,6 +27,10 @@ typedef struct k3_api_conv {
     int thinking;                   /* -1 not given, else 0 / 1 */
     const char *effort;             /* the renderer's thinking_effort, or NULL */
     int effort_none;                /* reasoning_effort "none": thinking off */
+    /* The structured-output extensions (api.h), at most one: */
+    const char *grammar;            /* GBNF text (NUL-terminated) -> options.grammar */
+    const k3_json *schema;          /* a schema object -> response_format json_schema,
+                                     * strict */
 } k3_api_conv;
 
 /* Reads the conversation into *out (NULL on failure). Returns 0, or the

@@ -279,9 +279,35 @@ static int message(const k3_emit *em, k3_buf *b, k3_err *e)
     return k3_buf_puts(b, "}", e);
 }
 
+void k3_emit_warnings(k3_emit *em, const char *lines)
+{
+    em->warnings = lines && *lines ? lines : NULL;
+}
+
+/* "warnings":["...",...] from em->warnings' lines. */
+static int warnings_json(const k3_emit *em, k3_buf *b, k3_err *e)
+{
+    const char *p = em->warnings;
+    if (k3_buf_puts(b, "\"warnings\":[", e))
+        return e->code;
+    for (int first = 1; *p; first = 0) {
+        const char *nl = strchr(p, '\n');
+        size_t n = nl ? (size_t)(nl - p) : strlen(p);
+        if ((!first && k3_buf_puts(b, ",", e)) || k3_jtext_put(b, p, n, e))
+            return e->code;
+        p += n + (nl != NULL);
+    }
+    return k3_buf_puts(b, "]", e);
+}
+
 int k3_emit_finish(k3_emit *em, const char *reason, const k3_usage *u, const k3_emit_ids *ids,
                    k3_buf *out, k3_err *e)
 {
+    if (em->stream && em->warnings &&
+        (k3_buf_puts(out, "data: ", e) ||
+         head(em, em->chat ? "chat.completion.chunk" : "text_completion", out, e) ||
+         k3_buf_puts(out, "],", e) || warnings_json(em, out, e) || k3_buf_puts(out, "}\n\n", e)))
+        return e->code;
     if (em->stream) {
         static const char empty[] = "\"delta\":{}", no_text[] = "\"text\":\"\"";
         if (begin(em, out, e) ||
@@ -308,6 +334,8 @@ int k3_emit_finish(k3_emit *em, const char *reason, const k3_usage *u, const k3_
         k3_buf_puts(out, "}],", e) || usage(u, out, e) ||
         (ids && id_list("prompt_token_ids", ids->prompt, ids->nprompt, out, e)) ||
         timings(u, out, e))
+        return e->code;
+    if (em->warnings && (k3_buf_puts(out, ",", e) || warnings_json(em, out, e)))
         return e->code;
     return k3_buf_puts(out, "}", e);
 }

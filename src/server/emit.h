@@ -41,6 +41,7 @@ typedef struct k3_emit {
     k3_buf lp[4];
     size_t nlp;                /* entries in lp */
     size_t lp_offset;          /* completions: bytes of the ids' text so far */
+    const char *warnings;      /* k3_emit_warnings (borrowed), or NULL */
 } k3_emit;
 
 /* One id and its log-probability (a piece of the tokenizer: bytes[0..len)). */
@@ -91,6 +92,12 @@ typedef struct k3_emit_ids {
     const uint32_t *generated;
     size_t ngenerated;
 } k3_emit_ids;
+
+/* Warnings (lines of text, borrowed until the end) the answer carries as
+ * a top-level "warnings" array of strings: in the body, or streamed in a
+ * chunk of their own (choices: []) before the finish chunk. Structured
+ * outputs use it for what a non-strict json_schema could not enforce. */
+void k3_emit_warnings(k3_emit *em, const char *lines);
 
 /* The end: finish_reason "stop", "length" or "tool_calls", the usage, the
  * ids when ids is not NULL, and llama-server's "timings" object

@@ -7,6 +7,7 @@
 #include <time.h>
 
 #include "server/images.h"
+#include "structured/constrain.h"
 #include "util/error.h"
 
 int k3_queue_init(k3_queue *q, size_t max_waiting, size_t nslots, k3_err *e)
@@ -54,6 +55,10 @@ void k3_job_free(k3_job *job)
     k3_buf_free(&job->out);
     free(job->answer.ids);
     job->answer.ids = NULL;
+    k3_constrain_free(job->answer.cons);
+    job->answer.cons = NULL;
+    free(job->answer.warnings);
+    job->answer.warnings = NULL;
     k3_server_images_free(&job->answer);
 }
 

@@ -14,6 +14,7 @@
 #include "server/conn.h"
 #include "server/intake.h"
 #include "server/slots.h"
+#include "structured/constrain.h"
 #include "util/error.h"
 #include "util/os.h"
 #include "util/os_net.h"
@@ -130,6 +131,9 @@ int k3_server_run(const k3_server_config *cfg, int lfd, int port, k3_model *m,
     s.cfg = cfg;
     s.tok = tok;
     s.started = (long long)time(NULL);
+    /* Built once (a trie of the vocabulary), read by every connection thread. */
+    if (k3_constrain_vocab_new(tok, k3_model_vocab(m), &s.gvocab, e))
+        return e->code;
     const char *origin = cfg->cors;
     if (!origin && host_is_loopback(cfg->host))
         origin = "*";
@@ -166,5 +170,6 @@ int k3_server_run(const k3_server_config *cfg, int lfd, int port, k3_model *m,
     pthread_cond_destroy(&s.idle);
     pthread_mutex_destroy(&s.mu);
     k3_metrics_destroy(&s.metrics);
+    k3_constrain_vocab_free(s.gvocab);
     return e->code;
 }

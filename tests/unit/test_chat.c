@@ -280,7 +280,14 @@ static void test_bad_input(void)
     refused("{'messages':[],'options':{'tool_choice':'always'}}", "options.tool_choice",
             "auto, required or none");
     refused("{'messages':[],'options':{'tool_choice':{'type':'function'}}}",
-            "options.tool_choice", "not supported");
+            "options.tool_choice", "a named choice needs");
+    refused("{'messages':[],'tools':[{'type':'function','function':{'name':'g'}}],"
+            "'options':{'tool_choice':{'type':'function','function':{'name':'f'}}}}",
+            "options.tool_choice.function.name", "not a declared tool");
+    refused("{'messages':[],'options':{'grammar':3}}", "options.grammar", NULL);
+    refused("{'messages':[],'options':{'response_format':{'type':'json_schema',"
+            "'json_schema':{'schema':{},'strict':'yes'}}}}",
+            "options.response_format.json_schema.strict", NULL);
     refused("{'messages':[],'options':{'response_format':{'type':'xml'}}}",
             "options.response_format.type", NULL);
     refused("{'messages':[],'options':{'response_format':{'type':'json_schema'}}}",

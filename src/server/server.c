@@ -148,11 +148,12 @@ static int open_prefix_cache(const k3_server_config *cfg, k3_model *m, const k3_
     if (!cfg->quiet) {
         k3_prefix_stats st;
         k3_prefix_cache_stats(*out, &st);
-        fprintf(stderr, "k3 serve: prefix cache: %.2f GiB RAM%s%s", cfg->prefix_bytes / 1073741824.0,
-                cfg->prefix_dir ? ", disk tier " : "", cfg->prefix_dir ? cfg->prefix_dir : "");
+        fprintf(stderr, "k3 serve: prefix cache: %.2f GiB RAM%s%s",
+                cfg->prefix_bytes / 1073741824.0, cfg->prefix_dir ? ", disk tier " : "",
+                cfg->prefix_dir ? cfg->prefix_dir : "");
         if (cfg->prefix_dir)
-            fprintf(stderr, " (%.2f GiB; %llu snapshots found)", cfg->prefix_disk_bytes / 1073741824.0,
-                    (unsigned long long)st.disk_entries);
+            fprintf(stderr, " (%.2f GiB; %llu snapshots found)",
+                    cfg->prefix_disk_bytes / 1073741824.0, (unsigned long long)st.disk_entries);
         fputc('\n', stderr);
     }
     return K3_OK;

@@ -147,8 +147,8 @@ static const k3_opt serve_table[] = {
                 "routed experts per token of --draft self"),
     K3_OPT_REAL_("--prefix-cache-gb", "GB", S, prefix_gb, 0, 1e6, 0,
                  "RAM for prompt snapshots that later prompts start\n"
-                 "from (docs/SERVE.md; default: what --budget leaves\n"
-                 "after the plan, 2 without a budget; 0: none)"),
+                 "from (docs/SERVE.md); default: what --budget-gb\n"
+                 "leaves after the plan, 2 without one; 0: none"),
     K3_OPT_STR_("--prefix-cache-dir", "DIR", S, prefix_dir,
                 "snapshots evicted from RAM spill here, and are found\n"
                 "again after a restart (and by k3 --chat)"),

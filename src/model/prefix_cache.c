@@ -40,6 +40,8 @@ struct k3_prefix_cache {
     double prefill_rate;    /* seconds per position the caller computes (0: not known) */
 };
 
+static void note(const k3_prefix_cache *c, const char *fmt, ...) K3_PRINTF(2, 3);
+
 static void note(const k3_prefix_cache *c, const char *fmt, ...)
 {
     va_list ap;

@@ -119,6 +119,8 @@ size_t k3_spec_record_floats(const k3_config *c);
 
 /* Makes room for positions [0, need) in every MLA cache and in ids. */
 int k3_state_reserve(k3_state *s, int64_t need, k3_err *e);
+/* Every MLA cache and ids reallocated to exactly cap positions (>= pos). */
+int k3_state_resize(k3_state *s, int64_t cap, k3_err *e);
 
 /* dst becomes a copy of src's whole sequence (state_copy.c): ids, image
  * spans, last logits, KDA states and MLA rows [0, pos), with room for

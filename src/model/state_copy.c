@@ -11,31 +11,6 @@
 #include "model/model.h"
 #include "util/error.h"
 
-/* Room for exactly `need` positions when the state has fewer (a snapshot
- * holds no spare rows; a slot's state grows by doubling from there). */
-static int reserve_exact(k3_state *s, int64_t need, k3_err *e)
-{
-    if (need <= s->kv_cap)
-        return K3_OK;
-    size_t w = k3_state_kv_width(&s->m->cfg);
-    for (int i = 0; i < s->m->w.n_layers; i++) {
-        if (s->m->w.layers[i].kind != K3_LAYER_MLA)
-            continue;
-        float *n = realloc(s->kv[i], (size_t)need * w * sizeof *n);
-        if (!n)
-            return k3_fail(e, K3_ERUNTIME, "out of memory copying a state of %lld positions",
-                           (long long)need);
-        s->kv[i] = n;
-    }
-    uint32_t *ids = realloc(s->ids, (size_t)need * sizeof *ids);
-    if (!ids)
-        return k3_fail(e, K3_ERUNTIME, "out of memory copying a state of %lld positions",
-                       (long long)need);
-    s->ids = ids;
-    s->kv_cap = need;
-    return K3_OK;
-}
-
 int k3_state_copy(k3_state *dst, const k3_state *src, k3_err *e)
 {
     const k3_config *c = &src->m->cfg;
@@ -46,7 +21,10 @@ int k3_state_copy(k3_state *dst, const k3_state *src, k3_err *e)
     k3_state_reset(dst); /* ends a speculative step; older marks go stale */
     const k3_image_span *img;
     size_t nimg = k3_state_images(src, &img);
-    if (reserve_exact(dst, src->pos, e) || k3_state_set_images(dst, img, nimg, e))
+    /* exactly src's positions when dst has fewer: a snapshot holds no spare
+     * rows (a slot's state grows by doubling from there) */
+    if ((src->pos > dst->kv_cap && k3_state_resize(dst, src->pos, e)) ||
+        k3_state_set_images(dst, img, nimg, e))
         return e->code;
     size_t w = k3_state_kv_width(c), nc = k3_state_conv_floats(c), ns = k3_state_s_floats(c);
     for (int i = 0; i < src->m->w.n_layers; i++) {

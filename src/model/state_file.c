@@ -360,18 +360,24 @@ static int read_state(reader *r, k3_state *s, k3_err *e)
     return K3_OK;
 }
 
+/* Opens path for reading from its start (K3_EINPUT naming it when it
+ * cannot be opened). */
+static int reader_open(reader *r, const char *path, k3_err *e)
+{
+    r->f = k3_fopen_input(path, e);
+    r->path = path;
+    k3_xxh64_init(&r->h, 0);
+    return r->f ? K3_OK : e->code;
+}
+
 int k3_state_load(k3_state *s, const char *path, k3_err *e)
 {
-    k3_state_reset(s);
-    FILE *f = k3_fopen_input(path, e);
-    if (!f)
-        return e->code;
     reader r;
-    r.f = f;
-    r.path = path;
-    k3_xxh64_init(&r.h, 0);
+    k3_state_reset(s);
+    if (reader_open(&r, path, e))
+        return e->code;
     read_state(&r, s, e);
-    fclose(f);
+    fclose(r.f);
     if (e->code)
         k3_state_reset(s); /* the KDA states may hold part of the file */
     return e->code;
@@ -385,13 +391,9 @@ int k3_state_file_key(const k3_model *m, const char *path, uint32_t **ids, size_
     *ids = NULL;
     *img = NULL;
     *n = *nimg = 0;
-    FILE *f = k3_fopen_input(path, e);
-    if (!f)
-        return e->code;
     reader r;
-    r.f = f;
-    r.path = path;
-    k3_xxh64_init(&r.h, 0);
+    if (reader_open(&r, path, e))
+        return e->code;
     if (model_identity(m, &id, e) == K3_OK && read_header(&r, &id, &pos, &ni, e) == K3_OK &&
         (*ids = k3_malloc(e, (size_t)(pos ? pos : 1) * sizeof **ids, "a state file's ids")) &&
         (!ni || (*img = k3_malloc(e, (size_t)ni * sizeof **img, "image spans"))) &&
@@ -400,7 +402,7 @@ int k3_state_file_key(const k3_model *m, const char *path, uint32_t **ids, size_
         *n = (size_t)pos;
         *nimg = (size_t)ni;
     }
-    fclose(f);
+    fclose(r.f);
     if (e->code) {
         free(*ids);
         free(*img);

@@ -7,7 +7,8 @@
 # then the slots' own reuse alone, for comparison). On the release-
 # vocabulary tiny model (tiny-a with 163,840 ids, the release tokenizer);
 # K3_TRACE_MODEL=DIR another checkpoint whose vocabulary holds the
-# tokenizer's ids.
+# tokenizer's ids. Then benchmarks/prefix_crossover.py: a snapshot read back
+# from the disk tier against computing its prompt, by prompt length.
 set -eu
 : "${K3_BIN:=bin/k3}" "${K3_BUILD:=build}" "${PYTHON:=/usr/bin/python3}"
 export OMP_WAIT_POLICY="${OMP_WAIT_POLICY:-passive}"
@@ -22,4 +23,5 @@ echo "agent trace on $dir; load: $(uptime | sed 's/.*load/load/')"
 for mode in ${K3_TRACE_MODES:-cache nocache}; do
     "$PYTHON" benchmarks/agent_trace.py "$K3_BIN" "$dir" "$tok" "$out" "$mode"
 done
+"$PYTHON" benchmarks/prefix_crossover.py "$K3_BIN" "$dir" "$tok" "$out"
 echo "load after: $(uptime | sed 's/.*load/load/')"

@@ -369,9 +369,10 @@ static int serve(const serve_args *a, k3_err *e)
         cfg.prefix_bytes = prefix_bytes(a, m, &mo);
         cfg.prefix_dir = a->prefix_dir;
         cfg.prefix_disk_bytes = (a->prefix_disk_gb >= 0 ? a->prefix_disk_gb : 16) * 1073741824.0;
+        /* (an explicit cache is in plan.total; the default one shares what
+         * the budget leaves with an image request's transient encoding) */
         cfg.image_room = mo.budget_gb < 0 ? -1.0
-                         : mo.budget_gb * 1073741824.0 - (double)m->plan.total -
-                               (a->prefix_gb > 0 ? 0 : cfg.prefix_bytes);
+                         : mo.budget_gb * 1073741824.0 - (double)m->plan.total;
         cfg.no_mem_check = a->memory.no_mem_check;
         k3_server_run(&cfg, lfd, port, m, tok, e);
         k3_err stop = { 0, "" };

@@ -18,6 +18,9 @@
 #    log line, the answers still cold's. The fast gate damages the files
 #    of one directory in all four ways at once; the full one runs a round
 #    per kind (and the checksum's own bytes) over every file;
+#  - the CLI: k3 --chat --prefix-cache-dir restarted over a --history
+#    starts warm; its output, history and --save-state file equal a cold
+#    chat's byte for byte;
 #  - slots and speculation (--parallel 2 --spec 4, K3_SPEC_ALWAYS=1):
 #    conversations at once;
 #  - bad options: --prefix-cache-disk-gb without a dir is exit 2; --plan
@@ -147,16 +150,18 @@ for run in cold warm1 warm2; do
     [ $run = cold ] || cache="--prefix-cache-dir $work/pc-chat"
     # shellcheck disable=SC2086 # $cache is zero or two words
     "$K3_BIN" "$dir" --tok "$tokdir" --chat --gen 8 --seed 3 --history "$work/h-$run.jsonl" \
-        --system "$sys" $cache <"$work/in2" >"$work/chat-$run.out" 2>"$work/chat-$run.err" ||
+        --system "$sys" --save-state "$work/chat-$run.state" $cache <"$work/in2" \
+        >"$work/chat-$run.out" 2>"$work/chat-$run.err" ||
         die "chat $run: $(cat "$work/chat-$run.err")"
 done
-cmp -s "$work/chat-cold.out" "$work/chat-warm2.out" && cmp -s "$work/h-cold.jsonl" "$work/h-warm2.jsonl" ||
-    die "the warm chat's output or history differs from the cold one's"
+cmp -s "$work/chat-cold.out" "$work/chat-warm2.out" && cmp -s "$work/h-cold.jsonl" "$work/h-warm2.jsonl" &&
+    cmp -s "$work/chat-cold.state" "$work/chat-warm2.state" ||
+    die "the warm chat's output, history or saved state differs from the cold one's"
 grep -q "start: prefilled 0 new tokens, reused [1-9]" "$work/chat-warm2.err" ||
     die "the restarted chat did not start warm: $(cat "$work/chat-warm2.err")"
 grep -q "start: prefilled [1-9][0-9]* new tokens, reused 0" "$work/chat-cold.err" ||
     die "the cold chat reused something: $(cat "$work/chat-cold.err")"
-echo "ok chat: restarted over its history with --prefix-cache-dir: $(grep '^start:' "$work/chat-warm2.err"); output and history equal the cold run's"
+echo "ok chat: restarted over its history with --prefix-cache-dir: $(grep '^start:' "$work/chat-warm2.err"); output, history and --save-state file equal the cold run's"
 
 # slots and speculation
 export K3_SPEC_ALWAYS=1

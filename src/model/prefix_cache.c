@@ -11,6 +11,7 @@
 #include "model/model.h"
 #include "util/clock.h"
 #include "util/error.h"
+#include "util/os.h"
 #include "util/xxh64.h"
 
 /* One snapshot: in RAM (snap), on disk (file), or both. */
@@ -286,7 +287,7 @@ static void scan_file(k3_prefix_cache *c, const char *name)
 
 static int scan(k3_prefix_cache *c, k3_err *e)
 {
-    if (mkdir(c->dir, 0777) != 0 && errno != EEXIST)
+    if (k3_os_mkdir(c->dir) != 0 && errno != EEXIST)
         return k3_fail(e, K3_EINPUT, "--prefix-cache-dir %s: %s", c->dir, strerror(errno));
     DIR *d = opendir(c->dir);
     if (!d)

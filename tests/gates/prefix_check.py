@@ -27,7 +27,6 @@ import json
 import re
 import sys
 import threading
-import urllib.error
 import urllib.request
 
 PHASE, COLD, CACHE = sys.argv[1], sys.argv[2], sys.argv[3]
@@ -39,14 +38,7 @@ def fail(what):
     sys.exit(1)
 
 
-def post(base, path, body):
-    req = urllib.request.Request(base + path, json.dumps(body).encode(),
-                                 {"Content-Type": "application/json"})
-    try:
-        with urllib.request.urlopen(req, timeout=300) as r:
-            return r.status, json.loads(r.read().decode())
-    except urllib.error.HTTPError as e:
-        return e.code, e.read().decode()
+from serve_post import post  # noqa: E402
 
 
 def metrics(base):

@@ -39,6 +39,8 @@
 #include "cli/chat_images.h"
 #include "cli/generate.h"
 #include "cli/history.h"
+#include "model/prefix_cache.h"
+#include "server/prefix_hook.h"
 #include "k3/chat.h"
 #include "structured/constrain.h"
 #include "tokenizer/utf8.h"
@@ -81,6 +83,7 @@ typedef struct chat {
     k3_sampler smp;
     k3_drafter drafter;    /* --spec: the context-lookup drafter */
     k3_history hist;
+    k3_prefix_cache *cache; /* --prefix-cache-dir, or NULL */
     k3_chat_rows rows;     /* the conversation's images as prompt rows */
     size_t pending[K3_CHAT_MAX_IMAGES]; /* --image: images of the first message */
     size_t npending;
@@ -213,10 +216,20 @@ static int sync_context(chat *c, const char *what, int gen_prompt, int *thinking
     while (same_ids < had && same_ids < n && have[same_ids] == c->prompt[same_ids])
         same_ids++;
     int stopped = 0;
+    /* Past what the state keeps: the longest snapshot (the spans again, as
+     * the feed below gives them to the state only when it keeps nothing). */
+    if (c->cache &&
+        k3_prefix_cache_restore(c->cache, c->st, c->prompt, n, c->rows.span, c->rows.nspan,
+                                k3_state_common(c->st, c->prompt, n, c->rows.span,
+                                                c->rows.nspan)) > 0 &&
+        k3_state_set_images(c->st, c->rows.span, c->rows.nspan, e))
+        return e->code;
     if (k3_turn_feed_embeds(c->m, c->st, c->mark, c->prompt, c->rows.embeds, n,
                             c->rows.span, c->rows.nspan, cancelled ? feed_cancelled : NULL,
                             NULL, &common, &c->reused, &stopped, e))
         return e->code;
+    if (c->cache && !stopped)
+        k3_prefix_cache_put(c->cache, c->st);
     if (cancelled)
         *cancelled = stopped;
     if (common < same_ids && !o->conv.no_reuse && !o->quiet)
@@ -230,6 +243,22 @@ static int sync_context(chat *c, const char *what, int gen_prompt, int *thinking
         fprintf(stderr, "%s: prefilled %zu new tokens, reused %zu\n", what, n - c->reused,
                 c->reused);
     return K3_OK;
+}
+
+/* --prefix-cache-dir: the cache, its snapshots kept in RAM until the end
+ * (a chat's own: one per turn) and then written to DIR. */
+static int open_cache(chat *c, k3_err *e)
+{
+    if (!c->o->prefix_dir)
+        return K3_OK;
+    k3_prefix_opts po;
+    memset(&po, 0, sizeof po);
+    po.ram_bytes = (uint64_t)1 << 32;
+    po.dir = c->o->prefix_dir;
+    po.disk_bytes = (uint64_t)16 << 30;
+    po.ns = k3_prefix_namespace(c->tok);
+    po.log = c->o->quiet ? NULL : stderr;
+    return k3_prefix_cache_open(&c->cache, c->m, &po, e);
 }
 
 static void report_ids(FILE *f, const char *key, const uint32_t *ids, size_t n)
@@ -547,6 +576,7 @@ int k3_run_chat(k3_model *m, const k3_options *o, const k3_tokenizer *tok, k3_ou
         (o->conv.history && k3_history_open(&c.hist, o->conv.history, c.conv, e)) ||
         pending_images(&c, e) ||
         k3_state_new(&c.st, m, e) || (o->load_state && k3_state_load(c.st, o->load_state, e)) ||
+        open_cache(&c, e) ||
         k3_cli_sampler(&c.smp, o, k3_model_vocab(m), e))
         goto done;
     have_sampler = 1;
@@ -555,7 +585,8 @@ int k3_run_chat(k3_model *m, const k3_options *o, const k3_tokenizer *tok, k3_ou
         goto done;
     if (sync_context(&c, "start", 0, &thinking, NULL, e) || loop(&c, e))
         goto done;
-    if (o->save_state && sync_context(&c, "saved state", 0, &thinking, NULL, e) == K3_OK)
+    if ((o->save_state || c.cache) &&
+        sync_context(&c, "saved state", 0, &thinking, NULL, e) == K3_OK && o->save_state)
         k3_state_save(c.st, o->save_state, e);
     if (c.report && !e->code) {
         fputs(c.nreported ? "\n  ]\n}\n" : "{\n  \"turns\": []\n}\n", c.report);
@@ -567,6 +598,7 @@ done:
     if (have_sampler)
         k3_sampler_free(&c.smp);
     k3_history_free(&c.hist);
+    k3_prefix_cache_close(c.cache); /* its snapshots to the directory */
     k3_chat_rows_reset(&c.rows);
     k3_drafter_free(&c.drafter);
     k3_state_mark_free(c.mark);

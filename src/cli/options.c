@@ -150,6 +150,10 @@ static const k3_opt main_table[] = {
     K3_OPT_STR_("--save-state", "FILE", O, save_state,
                 "save the sequence after the run (prompt and every\n"
                 "generated token); with --chat, the conversation"),
+    K3_OPT_STR_("--prefix-cache-dir", "DIR", O, prefix_dir,
+                "with --chat: start from the longest snapshot of the\n"
+                "conversation in DIR (k3 serve's disk tier too), and\n"
+                "leave its own there at the end"),
     K3_OPT_TEXT_("\nChat (reads user lines on stdin; \"/exit\" or end of input ends):\n"),
     K3_OPT_FLAG_("--chat", O, chat, "interactive chat in the K3 chat format"),
     K3_OPT_STR_("--system", "TEXT", O, conv.system,
@@ -274,6 +278,8 @@ static int check_combinations(const k3_options *o, k3_err *e)
                                      "(the text could never end) or --tf-check");
     if ((o->prompt != NULL) + (o->prompt_file != NULL) + (o->ids_csv != NULL) > 1)
         return k3_fail(e, K3_EINPUT, "give one prompt: --prompt, --prompt-file or --ids");
+    if (o->prefix_dir && !o->chat)
+        return k3_fail(e, K3_EINPUT, "--prefix-cache-dir goes with --chat (k3 serve has its own)");
     if (o->chat && (o->prompt || o->prompt_file || o->ids_csv))
         return k3_fail(e, K3_EINPUT, "--chat reads the user's messages from stdin: drop "
                                      "--prompt, --prompt-file and --ids");

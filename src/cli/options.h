@@ -95,6 +95,7 @@ typedef struct k3_options {
     int plan_only;                /* --plan: print the memory plan and exit */
     const char *save_state;       /* --save-state FILE */
     const char *load_state;       /* --load-state FILE */
+    const char *prefix_dir;       /* --prefix-cache-dir DIR (--chat) */
     int chat;                     /* --chat: interactive loop on stdin */
     int quiet;                    /* --quiet */
     int verbose;                  /* --verbose: the per-step table and I/O report */

@@ -15,6 +15,7 @@
 #include "k3/k3.h"
 #include "k3/tokenizer.h"
 #include "model/model.h"
+#include "model/prefix_cache.h"
 #include "server/engine.h"
 #include "server/server.h"
 #include "util/error.h"
@@ -72,6 +73,8 @@ typedef struct {
     /* Whole numbers too are read as numbers (strtod): "1e6" is a size. */
     double port, max_body, max_tokens, max_queue, timeout, header_timeout, max_per_client;
     double exit_after;
+    double prefix_gb, prefix_disk_gb; /* < 0: the default */
+    const char *prefix_dir;
     int port_given, threads, quiet, help, list_options, spec, draft_topk, parallel;
     int plan;
     const char *draft;
@@ -142,6 +145,15 @@ static const k3_opt serve_table[] = {
     K3_OPT_STR_("--draft", "NAME", S, draft, "the drafter: ngram (default) or self (k3 --help)"),
     K3_OPT_INT_("--draft-topk", "K", S, draft_topk, 1, 1024,
                 "routed experts per token of --draft self"),
+    K3_OPT_REAL_("--prefix-cache-gb", "GB", S, prefix_gb, 0, 1e6, 0,
+                 "RAM for prompt snapshots that later prompts start\n"
+                 "from (docs/SERVE.md); default: what --budget-gb\n"
+                 "leaves after the plan, 2 without one; 0: none"),
+    K3_OPT_STR_("--prefix-cache-dir", "DIR", S, prefix_dir,
+                "snapshots evicted from RAM spill here, and are found\n"
+                "again after a restart (and by k3 --chat)"),
+    K3_OPT_REAL_("--prefix-cache-disk-gb", "GB", S, prefix_disk_gb, 0, 1e7, 0,
+                 "bound of --prefix-cache-dir (default 16)"),
     K3_OPT_FLAG_AS("--quiet", "-q", S, quiet, "no per-request log lines"),
     K3_OPT_FLAG_("--plan", S, plan,
                  "print the slots and the memory plan (each slot's cost:\n"
@@ -184,8 +196,12 @@ static int parse(serve_args *a, int argc, char **argv, k3_err *e)
     a->spec = K3_OPT_AUTO;
     a->draft_topk = -1;
     a->parallel = K3_OPT_AUTO;
+    a->prefix_gb = -1;
+    a->prefix_disk_gb = -1;
     if (k3_opt_parse(&serve_cmd, a, argc, argv, e))
         return e->code;
+    if (a->prefix_disk_gb >= 0 && !a->prefix_dir)
+        return k3_fail(e, K3_EINPUT, "serve: --prefix-cache-disk-gb goes with --prefix-cache-dir");
     /* draft_self.c: the self drafter's drafts are forward passes of its own
      * state, one answer at a time, outside the slots' shared pass: with N
      * slots that is N more passes a step, which cannot pay (and a second
@@ -242,6 +258,36 @@ static int auto_parallel(const char *dir, k3_model_opts *mo, k3_err *e)
     return 1;
 }
 
+/* The prefix cache's RAM in bytes: --prefix-cache-gb (counted in the
+ * plan's total as held bytes), else what the budget leaves after the plan,
+ * else 2 GiB without a budget. */
+static double prefix_bytes(const serve_args *a, const k3_model *m, const k3_model_opts *mo)
+{
+    if (a->prefix_gb >= 0)
+        return a->prefix_gb * 1073741824.0;
+    if (mo->budget_gb < 0)
+        return 2 * 1073741824.0;
+    double left = mo->budget_gb * 1073741824.0 - (double)m->plan.total;
+    return left > 0 ? left : 0;
+}
+
+/* serve --plan's prefix cache lines: its RAM and what a snapshot costs. */
+static void print_prefix_plan(const serve_args *a, const k3_model *m, const k3_model_opts *mo,
+                              FILE *f)
+{
+    double b = prefix_bytes(a, m, mo);
+    uint64_t per = k3_prefix_snapshot_bytes(m, mo->max_context > 0 ? mo->max_context
+                                                                    : K3_DEFAULT_MAX_CONTEXT);
+    fprintf(f, "prefix cache:   %.3f GiB RAM%s (%s); a snapshot of the full context "
+               "takes %.3f GiB\n",
+            b / 1073741824.0, a->prefix_dir ? " + disk tier" : "",
+            a->prefix_gb > 0 ? "--prefix-cache-gb, in the total above"
+            : a->prefix_gb == 0 ? "off"
+            : mo->budget_gb < 0 ? "default without a budget"
+                                : "what the budget leaves after the plan",
+            (double)per / 1073741824.0);
+}
+
 static int serve(const serve_args *a, k3_err *e)
 {
     k3_model_opts mo;
@@ -289,6 +335,9 @@ static int serve(const serve_args *a, k3_err *e)
         /* each slot: its state, a speculative step, a mark at the end of its
          * last prompt and one where that prompt departed (answer.h) */
         (mo.spec = a->spec, mo.self_draft = self_draft, mo.marks = 2, 1) &&
+        /* an explicit prefix cache is the plan's to count (it never pushes
+         * the trunk or the experts out); the default takes what is left */
+        (mo.held_bytes = a->prefix_gb > 0 ? (uint64_t)(a->prefix_gb * 1073741824.0) : 0, 1) &&
         (cfg.parallel = a->parallel > 0 ? a->parallel : auto_parallel(a->model_dir, &mo, e)) >
             0 &&
         /* every process serves the leader's slot count (engine.h) */
@@ -307,6 +356,7 @@ static int serve(const serve_args *a, k3_err *e)
         printf("k3 serve: %d slot%s; the memory plan:\n", cfg.parallel,
                cfg.parallel == 1 ? "" : "s");
         k3_model_print_plan(m, stdout);
+        print_prefix_plan(a, m, &mo, stdout);
     } else {
         if (!cfg.quiet) { /* what the slots cost: the plan's "per sequence" line */
             fprintf(stderr, "k3 serve: %d slot%s; the memory plan:\n", cfg.parallel,
@@ -316,6 +366,11 @@ static int serve(const serve_args *a, k3_err *e)
         /* Image parts: encoded with the checkpoint's tower per request, which
          * may take what the budget leaves beside the text plan (server/images.h). */
         cfg.vision_dir = a->model_dir;
+        cfg.prefix_bytes = prefix_bytes(a, m, &mo);
+        cfg.prefix_dir = a->prefix_dir;
+        cfg.prefix_disk_bytes = (a->prefix_disk_gb >= 0 ? a->prefix_disk_gb : 16) * 1073741824.0;
+        /* (an explicit cache is in plan.total; the default one shares what
+         * the budget leaves with an image request's transient encoding) */
         cfg.image_room = mo.budget_gb < 0 ? -1.0
                          : mo.budget_gb * 1073741824.0 - (double)m->plan.total;
         cfg.no_mem_check = a->memory.no_mem_check;

@@ -119,6 +119,23 @@ size_t k3_spec_record_floats(const k3_config *c);
 
 /* Makes room for positions [0, need) in every MLA cache and in ids. */
 int k3_state_reserve(k3_state *s, int64_t need, k3_err *e);
+/* Every MLA cache and ids reallocated to exactly cap positions (>= pos). */
+int k3_state_resize(k3_state *s, int64_t cap, k3_err *e);
+
+/* dst becomes a copy of src's whole sequence (state_copy.c): ids, image
+ * spans, last logits, KDA states and MLA rows [0, pos), with room for
+ * exactly src's positions when dst has less. Both states of one model;
+ * dst's marks go stale and a speculative step of dst ends. */
+int k3_state_copy(k3_state *dst, const k3_state *src, k3_err *e);
+/* Bytes the state holds (its arrays at their capacity, the struct). */
+uint64_t k3_state_bytes(const k3_state *s);
+
+/* The key of a state file (state_file.c): checks the header against the
+ * model (magic, version, identity, the file's exact size) and reads the
+ * ids and image spans, not the rest; the checksum is checked by
+ * k3_state_load. *ids and *img are malloc'd (the caller frees them). */
+int k3_state_file_key(const k3_model *m, const char *path, uint32_t **ids, size_t *n,
+                      k3_image_span **img, size_t *nimg, k3_err *e);
 
 /* Records a completed k3_forward of ids[0..T): appends the ids, keeps the
  * last position's logits row (last_row may be s->last itself) and

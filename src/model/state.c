@@ -67,13 +67,8 @@ int k3_state_new(k3_state **out, const k3_model *m, k3_err *e)
     return K3_OK;
 }
 
-int k3_state_reserve(k3_state *s, int64_t need, k3_err *e)
+int k3_state_resize(k3_state *s, int64_t cap, k3_err *e)
 {
-    if (need <= s->kv_cap)
-        return K3_OK;
-    int64_t cap = s->kv_cap ? s->kv_cap : 64;
-    while (cap < need)
-        cap *= 2;
     size_t w = k3_state_kv_width(&s->m->cfg);
     for (int i = 0; i < s->m->w.n_layers; i++) {
         if (s->m->w.layers[i].kind != K3_LAYER_MLA)
@@ -92,6 +87,16 @@ int k3_state_reserve(k3_state *s, int64_t need, k3_err *e)
     s->ids = ids;
     s->kv_cap = cap;
     return K3_OK;
+}
+
+int k3_state_reserve(k3_state *s, int64_t need, k3_err *e)
+{
+    if (need <= s->kv_cap)
+        return K3_OK;
+    int64_t cap = s->kv_cap ? s->kv_cap : 64;
+    while (cap < need)
+        cap *= 2;
+    return k3_state_resize(s, cap, e);
 }
 
 void k3_state_reset(k3_state *s)

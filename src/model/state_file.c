@@ -267,12 +267,10 @@ static int read_identity(reader *r, const identity *want, uint64_t *ver, k3_err 
     return K3_OK;
 }
 
-/* The image spans: ascending, disjoint, each within [0, pos). */
-static int read_spans(reader *r, k3_state *s, uint64_t pos, uint64_t nimg, k3_err *e)
+/* The image spans into img[0..nimg): ascending, disjoint, each within
+ * [0, pos). */
+static int read_spans(reader *r, k3_image_span *img, uint64_t pos, uint64_t nimg, k3_err *e)
 {
-    k3_image_span *img = nimg ? k3_malloc(e, (size_t)nimg * sizeof *img, "image spans") : NULL;
-    if (nimg && !img)
-        return e->code;
     uint64_t end = 0;
     for (uint64_t i = 0; i < nimg && !e->code; i++) {
         uint64_t st = 0, n = 0, h = 0;
@@ -287,7 +285,16 @@ static int read_spans(reader *r, k3_state *s, uint64_t pos, uint64_t nimg, k3_er
         img[i].hash = h;
         end = st + n;
     }
-    if (!e->code)
+    return e->code;
+}
+
+/* The spans into the state. */
+static int read_state_spans(reader *r, k3_state *s, uint64_t pos, uint64_t nimg, k3_err *e)
+{
+    k3_image_span *img = nimg ? k3_malloc(e, (size_t)nimg * sizeof *img, "image spans") : NULL;
+    if (nimg && !img)
+        return e->code;
+    if (read_spans(r, img, pos, nimg, e) == K3_OK)
         k3_state_set_images(s, img, (size_t)nimg, e);
     free(img);
     return e->code;
@@ -297,7 +304,8 @@ static int read_body(reader *r, k3_state *s, const identity *id, uint64_t pos, u
                      k3_err *e)
 {
     if (k3_state_reserve(s, (int64_t)pos, e) != K3_OK ||
-        get(r, s->ids, (size_t)pos * sizeof *s->ids, e) || read_spans(r, s, pos, nimg, e) ||
+        get(r, s->ids, (size_t)pos * sizeof *s->ids, e) ||
+        read_state_spans(r, s, pos, nimg, e) ||
         get(r, s->last, (size_t)id->vocab * sizeof *s->last, e))
         return e->code;
     for (uint32_t i = 0; i < id->layers && !e->code; i++) {
@@ -315,23 +323,32 @@ static int read_body(reader *r, k3_state *s, const identity *id, uint64_t pos, u
     return e->code;
 }
 
-static int read_state(reader *r, k3_state *s, k3_err *e)
+/* Reads and checks the header through nimg, and the file's size. */
+static int read_header(reader *r, const identity *id, uint64_t *pos, uint64_t *nimg, k3_err *e)
 {
-    identity id;
-    uint64_t pos = 0, sum = 0, version = 0, nimg = 0;
+    uint64_t version = 0;
     struct stat st;
-    if (model_identity(s->m, &id, e) != K3_OK || read_identity(r, &id, &version, e) != K3_OK ||
-        get_u(r, 8, &pos, e) != K3_OK || (version >= 2 && get_u(r, 8, &nimg, e) != K3_OK))
+    if (read_identity(r, id, &version, e) != K3_OK || get_u(r, 8, pos, e) != K3_OK ||
+        (version >= 2 && get_u(r, 8, nimg, e) != K3_OK))
         return e->code;
-    if (pos > INT32_MAX || nimg > pos)
+    if (*pos > INT32_MAX || *nimg > *pos)
         return k3_fail(e, K3_EINPUT, "%s: corrupted header (position %llu, %llu images)",
-                       r->path, (unsigned long long)pos, (unsigned long long)nimg);
-    uint64_t want = header_bytes(id.layers, version) + body_bytes(&id, pos, nimg);
+                       r->path, (unsigned long long)*pos, (unsigned long long)*nimg);
+    uint64_t want = header_bytes(id->layers, version) + body_bytes(id, *pos, *nimg);
     if (fstat(fileno(r->f), &st) == 0 && S_ISREG(st.st_mode) && (uint64_t)st.st_size != want)
         return k3_fail(e, K3_EINPUT, "%s: %s (%llu bytes; a state of %llu positions takes %llu)",
                        r->path, (uint64_t)st.st_size < want ? "truncated" : "trailing bytes",
-                       (unsigned long long)st.st_size, (unsigned long long)pos,
+                       (unsigned long long)st.st_size, (unsigned long long)*pos,
                        (unsigned long long)want);
+    return K3_OK;
+}
+
+static int read_state(reader *r, k3_state *s, k3_err *e)
+{
+    identity id;
+    uint64_t pos = 0, sum = 0, nimg = 0;
+    if (model_identity(s->m, &id, e) != K3_OK || read_header(r, &id, &pos, &nimg, e) != K3_OK)
+        return e->code;
     if (read_body(r, s, &id, pos, nimg, e) != K3_OK)
         return e->code;
     uint64_t digest = k3_xxh64_digest(&r->h);
@@ -343,19 +360,54 @@ static int read_state(reader *r, k3_state *s, k3_err *e)
     return K3_OK;
 }
 
+/* Opens path for reading from its start (K3_EINPUT naming it when it
+ * cannot be opened). */
+static int reader_open(reader *r, const char *path, k3_err *e)
+{
+    r->f = k3_fopen_input(path, e);
+    r->path = path;
+    k3_xxh64_init(&r->h, 0);
+    return r->f ? K3_OK : e->code;
+}
+
 int k3_state_load(k3_state *s, const char *path, k3_err *e)
 {
-    k3_state_reset(s);
-    FILE *f = k3_fopen_input(path, e);
-    if (!f)
-        return e->code;
     reader r;
-    r.f = f;
-    r.path = path;
-    k3_xxh64_init(&r.h, 0);
+    k3_state_reset(s);
+    if (reader_open(&r, path, e))
+        return e->code;
     read_state(&r, s, e);
-    fclose(f);
+    fclose(r.f);
     if (e->code)
         k3_state_reset(s); /* the KDA states may hold part of the file */
+    return e->code;
+}
+
+int k3_state_file_key(const k3_model *m, const char *path, uint32_t **ids, size_t *n,
+                      k3_image_span **img, size_t *nimg, k3_err *e)
+{
+    identity id;
+    uint64_t pos = 0, ni = 0;
+    *ids = NULL;
+    *img = NULL;
+    *n = *nimg = 0;
+    reader r;
+    if (reader_open(&r, path, e))
+        return e->code;
+    if (model_identity(m, &id, e) == K3_OK && read_header(&r, &id, &pos, &ni, e) == K3_OK &&
+        (*ids = k3_malloc(e, (size_t)(pos ? pos : 1) * sizeof **ids, "a state file's ids")) &&
+        (!ni || (*img = k3_malloc(e, (size_t)ni * sizeof **img, "image spans"))) &&
+        get(&r, *ids, (size_t)pos * sizeof **ids, e) == K3_OK &&
+        read_spans(&r, *img, pos, ni, e) == K3_OK) {
+        *n = (size_t)pos;
+        *nimg = (size_t)ni;
+    }
+    fclose(r.f);
+    if (e->code) {
+        free(*ids);
+        free(*img);
+        *ids = NULL;
+        *img = NULL;
+    }
     return e->code;
 }

@@ -38,6 +38,7 @@ int k3_answerer_init(k3_answerer *a, k3_model *m, const k3_tokenizer *tok, int64
     clock_gettime(CLOCK_REALTIME, &ts);
     a->seeds = (uint64_t)ts.tv_sec * 1000000007u ^ (uint64_t)ts.tv_nsec;
     a->spec = spec;
+    a->eom = k3_tok_special_id(tok, K3_XTML_END_OF_MSG);
     if (k3_sampler_init(&a->sampler, k3_model_vocab(m), e) ||
         k3_engine_state_new(&a->state, m, e) ||
         k3_drafter_make(&a->drafter, spec ? draft : NULL, m, draft_topk,
@@ -165,6 +166,7 @@ typedef struct {
     k3_turn_result res;
     size_t fed;             /* prompt ids the state holds */
     size_t split;           /* > fed: take the answerer's pmark when fed reaches it */
+    size_t *points, npoints; /* the prompt's snapshot points (prefix_hook.h), with a cache */
     float *logits;          /* [vocab] the prompt's last logits */
     double t0, t1;          /* begin; the end of the prompt */
     k3_err error;
@@ -319,6 +321,42 @@ static int rewind_for(k3_answerer *a, const k3_answer_job *job, size_t *split, k
     return k3_state_set_images(a->state, job->span, job->nspan, e);
 }
 
+/* With a prefix cache: the prompt's snapshot points, and its longest
+ * cached prefix when that is more than the state kept (the state then
+ * holds it, with the prompt's image spans). */
+static int from_cache(answer *w, k3_err *e)
+{
+    k3_answerer *a = w->a;
+    const k3_answer_job *job = w->job;
+    if (!a->cache)
+        return K3_OK;
+    if (k3_prefix_points(job->ids, job->n, a->eom, &w->points, &w->npoints, e))
+        return e->code;
+    if (k3_prefix_cache_restore(a->cache, a->state, job->ids, job->n, job->span, job->nspan,
+                                (size_t)k3_state_pos(a->state)) == 0 &&
+        k3_state_pos(a->state) > 0)
+        return K3_OK;
+    return k3_state_set_images(a->state, job->span, job->nspan, e);
+}
+
+/* The first snapshot point past fed (the prompt's end without a cache). */
+static size_t next_point(const answer *w)
+{
+    for (size_t i = 0; i < w->npoints; i++)
+        if (w->points[i] > w->fed)
+            return w->points[i];
+    return w->job->n;
+}
+
+/* Whether fed is a snapshot point. */
+static int at_point(const answer *w)
+{
+    for (size_t i = 0; i < w->npoints; i++)
+        if (w->points[i] == w->fed)
+            return 1;
+    return 0;
+}
+
 /* The turn's parameters of the request. */
 static void turn_params(answer *w)
 {
@@ -369,7 +407,8 @@ int k3_answer_begin(k3_answerer *a, const k3_answer_job *job, const k3_answer_io
     w->ids = k3_malloc(e, (job->max_tokens + 1) * sizeof *w->ids, "generated ids");
     w->logits = w->ids ? k3_malloc(e, k3_model_vocab(a->model) * sizeof *w->logits, "logits")
                        : NULL;
-    if (!w->logits || set_sampler(a, r, e) || rewind_for(a, job, &w->split, e))
+    if (!w->logits || set_sampler(a, r, e) || rewind_for(a, job, &w->split, e) ||
+        from_cache(w, e))
         return e->code;
     w->fed = st->reused = (size_t)k3_state_pos(a->state);
     if (w->fed == job->n)
@@ -402,6 +441,8 @@ int k3_answer_want(k3_answer *x, size_t room, k3_seq *seq)
     seq->embeds = w->job->embeds ? w->job->embeds + w->fed : NULL; /* image rows */
     if (w->split > w->fed && w->split - w->fed < left)
         left = w->split - w->fed; /* a piece ends there: pmark (advance) */
+    if (next_point(w) - w->fed < left)
+        left = next_point(w) - w->fed; /* and at a snapshot point (advance) */
     seq->n = left < room ? left : room;
     seq->logits = w->fed + seq->n == w->job->n ? w->logits : NULL;
     return 1;
@@ -424,6 +465,8 @@ static int begin_turn(answer *w, k3_err *e)
     int end = 0;
     w->t1 = k3_seconds();
     w->st->prompt_seconds = w->t1 - w->t0;
+    if (a->cache)
+        k3_prefix_cache_prefill_rate(a->cache, w->job->n - w->st->reused, w->st->prompt_seconds);
     if (k3_engine_mark_take(a->state, &a->mark, e) ||
         k3_turn_begin(&w->turn, a->model, a->state, &w->tp, &w->sink, e))
         return e->code;
@@ -449,6 +492,8 @@ int k3_answer_advance(k3_answer *x, int *done, k3_err *e)
         w->fed = (size_t)k3_state_pos(a->state);
         if (w->fed == w->split && k3_engine_mark_take(a->state, &a->pmark, e))
             goto out;
+        if (a->cache && w->fed > w->st->reused && at_point(w))
+            k3_prefix_cache_put(a->cache, a->state);
         if (w->fed == w->job->n)
             begin_turn(w, e);
     }
@@ -514,6 +559,7 @@ int k3_answer_finish(k3_answer *x)
     k3_buf_free(&w->out);
     free(w->ids);
     free(w->logits);
+    free(w->points);
     free(x);
     return status;
 }

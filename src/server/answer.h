@@ -17,6 +17,7 @@
 #include "gen/draft.h"
 #include "k3/tokenizer.h"
 #include "server/api.h"
+#include "server/prefix_hook.h"
 
 /* What the worker keeps between answers: the model's one state (so a
  * conversation that continues the previous prompt feeds only what is new),
@@ -35,6 +36,9 @@ typedef struct k3_answerer {
     uint64_t seeds;            /* answers without a seed get fresh ones from here */
     int spec;                  /* the most drafts per step (k3 serve --spec; 0: off) */
     k3_drafter drafter;        /* k3 serve --draft's drafter (gen/draft.h) */
+    k3_prefix_cache *cache;    /* the server's prefix cache, shared by every slot (one
+                                * worker thread uses it), or NULL; set after init */
+    int64_t eom;               /* <|end_of_msg|>: where snapshot points may fall */
 } k3_answerer;
 
 /* draft, draft_topk: k3_drafter_make's name and route_k. */

@@ -55,10 +55,53 @@ void k3_metrics_drafts(k3_metrics *m, size_t drafted, size_t accepted)
     pthread_mutex_unlock(&m->mu);
 }
 
+void k3_metrics_prefix(k3_metrics *m, const k3_prefix_stats *st)
+{
+    pthread_mutex_lock(&m->mu);
+    m->n.prefix = *st;
+    pthread_mutex_unlock(&m->mu);
+}
+
 /* "# HELP" and "# TYPE" of one metric. */
 static int head(k3_buf *b, k3_err *e, const char *name, const char *type, const char *help)
 {
     return k3_buf_printf(b, e, "# HELP k3_%s %s\n# TYPE k3_%s %s\n", name, help, name, type);
+}
+
+/* The prefix cache's lines (model/prefix_cache.h). */
+static int prefix_text(const k3_prefix_stats *p, k3_buf *out, k3_err *e)
+{
+    const struct {
+        const char *name, *type, *help;
+        uint64_t v;
+    } rows[] = {
+        { "prefix_cache_hits_total", "counter", "Prompts started from a cached snapshot.",
+          p->hits },
+        { "prefix_cache_misses_total", "counter", "Prompts that found no snapshot to use.",
+          p->misses },
+        { "prefix_cache_disk_hits_total", "counter", "Of the hits, snapshots read from disk.",
+          p->disk_hits },
+        { "prefix_cache_tokens_saved_total", "counter",
+          "Prompt positions restored from snapshots instead of computed.", p->tokens_saved },
+        { "prefix_cache_snapshots_total", "counter", "Snapshots taken.", p->puts },
+        { "prefix_cache_evictions_total", "counter",
+          "Snapshots that left RAM for the budget (spilled or dropped).", p->evictions },
+        { "prefix_cache_spills_total", "counter", "Snapshots written to the disk tier.",
+          p->spills },
+        { "prefix_cache_disk_evictions_total", "counter",
+          "Snapshot files removed for the disk bound.", p->disk_evictions },
+        { "prefix_cache_skipped_files_total", "counter",
+          "Snapshot files skipped (foreign or corrupt).", p->skipped },
+        { "prefix_cache_ram_bytes", "gauge", "Bytes of snapshots in RAM.", p->ram_bytes },
+        { "prefix_cache_disk_bytes", "gauge", "Bytes of snapshot files.", p->disk_bytes },
+        { "prefix_cache_ram_snapshots", "gauge", "Snapshots in RAM.", p->ram_entries },
+        { "prefix_cache_disk_snapshots", "gauge", "Snapshot files.", p->disk_entries },
+    };
+    for (size_t i = 0; i < sizeof rows / sizeof rows[0]; i++)
+        if (head(out, e, rows[i].name, rows[i].type, rows[i].help) ||
+            k3_buf_printf(out, e, "k3_%s %llu\n", rows[i].name, (unsigned long long)rows[i].v))
+            return e->code;
+    return K3_OK;
 }
 
 int k3_metrics_text(k3_metrics *m, size_t waiting, int running, k3_buf *out, k3_err *e)
@@ -125,5 +168,5 @@ int k3_metrics_text(k3_metrics *m, size_t waiting, int running, k3_buf *out, k3_
              "expert_hits_total / expert_requests_total.") ||
         k3_buf_printf(out, e, "k3_expert_cache_hit_ratio %.6f\n", hit))
         return e->code;
-    return K3_OK;
+    return prefix_text(&c.prefix, out, e);
 }

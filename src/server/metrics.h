@@ -13,6 +13,7 @@
 
 #include "k3/error.h"
 #include "k3/k3.h"
+#include "model/prefix_cache.h"
 #include "util/json_write.h"
 
 /* The endpoints requests are counted under. */
@@ -41,6 +42,7 @@ typedef struct k3_metric_counts {
     double generation_seconds;      /* from the first generated id to the last */
     double last_tokens_per_second;  /* generation speed of the latest answer */
     k3_io_counters io;              /* the model's reads, as of the latest answer */
+    k3_prefix_stats prefix;         /* the prefix cache's, as of the latest answer */
 } k3_metric_counts;
 
 typedef struct k3_metrics {
@@ -60,6 +62,9 @@ void k3_metrics_answer(k3_metrics *m, size_t prompt, size_t cached, size_t gener
                        double prompt_s, double gen_s, const k3_io_counters *io);
 /* The same answer's drafts: verified, and of them kept. */
 void k3_metrics_drafts(k3_metrics *m, size_t drafted, size_t accepted);
+
+/* The prefix cache's counts (the worker, after an answer). */
+void k3_metrics_prefix(k3_metrics *m, const k3_prefix_stats *st);
 
 /* The exposition text, with the queue's load as gauges. */
 int k3_metrics_text(k3_metrics *m, size_t waiting, int running, k3_buf *out, k3_err *e);

@@ -12,6 +12,7 @@
 
 #include "server/answer.h"
 #include "server/conn.h"
+#include "server/engine.h"
 #include "server/intake.h"
 #include "server/slots.h"
 #include "structured/constrain.h"
@@ -122,6 +123,43 @@ static void serve(k3_server *s, k3_answerer *a, int *lfd, int port, k3_err *e)
     pthread_mutex_unlock(&s->mu);
 }
 
+/* The slots' shared prefix cache, when cfg asks for one. Not under an op
+ * stream's leader (k3-mpi serve, engine.h): a restore is a copy into a
+ * state that the followers' replicas would not see. */
+static int open_prefix_cache(const k3_server_config *cfg, k3_model *m, const k3_tokenizer *tok,
+                             k3_prefix_cache **out, k3_err *e)
+{
+    *out = NULL;
+    if (!(cfg->prefix_bytes > 0) && !cfg->prefix_dir)
+        return K3_OK;
+    if (k3_engine_is_leader()) {
+        fprintf(stderr, "k3 serve: no prefix cache across ranks (k3-mpi): prompts are "
+                        "computed from the slots' own states\n");
+        return K3_OK;
+    }
+    k3_prefix_opts po;
+    memset(&po, 0, sizeof po);
+    po.ram_bytes = cfg->prefix_bytes > 0 ? (uint64_t)cfg->prefix_bytes : 0;
+    po.dir = cfg->prefix_dir;
+    po.disk_bytes = cfg->prefix_disk_bytes > 0 ? (uint64_t)cfg->prefix_disk_bytes : 0;
+    po.ns = k3_prefix_namespace(tok);
+    po.log = stderr;
+    if (k3_prefix_cache_open(out, m, &po, e))
+        return e->code;
+    if (!cfg->quiet) {
+        k3_prefix_stats st;
+        k3_prefix_cache_stats(*out, &st);
+        fprintf(stderr, "k3 serve: prefix cache: %.2f GiB RAM%s%s",
+                cfg->prefix_bytes / 1073741824.0, cfg->prefix_dir ? ", disk tier " : "",
+                cfg->prefix_dir ? cfg->prefix_dir : "");
+        if (cfg->prefix_dir)
+            fprintf(stderr, " (%.2f GiB; %llu snapshots found)",
+                    cfg->prefix_disk_bytes / 1073741824.0, (unsigned long long)st.disk_entries);
+        fputc('\n', stderr);
+    }
+    return K3_OK;
+}
+
 int k3_server_run(const k3_server_config *cfg, int lfd, int port, k3_model *m,
                   const k3_tokenizer *tok, k3_err *e)
 {
@@ -147,11 +185,14 @@ int k3_server_run(const k3_server_config *cfg, int lfd, int port, k3_model *m,
     pthread_mutex_init(&s.mu, NULL);
     pthread_cond_init(&s.idle, NULL);
     k3_answerer *a = k3_malloc(e, n * sizeof *a, "the slots");
+    k3_prefix_cache *cache = NULL;
     while (a && na < n &&
            k3_answerer_init(&a[na], m, tok, cfg->context, cfg->spec, cfg->draft,
                             cfg->draft_topk, e) == K3_OK)
         na++;
-    if (na == n) {
+    if (na == n && open_prefix_cache(cfg, m, tok, &cache, e) == K3_OK) {
+        for (size_t i = 0; i < n; i++)
+            a[i].cache = cache;
         if (k3_clients_init(&s.clients, cfg->max_per_client, e) == K3_OK) {
             if (k3_queue_init(&s.queue, cfg->max_queue, n, e) == K3_OK) {
                 serve(&s, a, &lfd, port, e);
@@ -160,6 +201,7 @@ int k3_server_run(const k3_server_config *cfg, int lfd, int port, k3_model *m,
             k3_clients_free(&s.clients);
         }
     }
+    k3_prefix_cache_close(cache); /* after the worker: spills RAM to the disk tier */
     while (na > 0)
         k3_answerer_free(&a[--na]);
     free(a);

@@ -55,6 +55,9 @@ typedef struct k3_server_config {
     double image_room;      /* bytes an image request's encoding may take: the run's
                              * budget less the text plan (< 0: no budget) */
     int no_mem_check;       /* image requests are not checked against free memory */
+    double prefix_bytes;    /* the prefix cache's RAM (model/prefix_cache.h); 0: none */
+    const char *prefix_dir; /* its disk tier, or NULL */
+    double prefix_disk_bytes; /* the disk tier's bound */
     const char *cors;       /* the Access-Control-Allow-Origin every answer carries (and
                              * OPTIONS preflights get): NULL = "*" when host is loopback,
                              * none otherwise; "" = none */

@@ -63,6 +63,11 @@ static void retire(k3_server *s, slot *sl, int status)
     k3_metrics_answer(&s->metrics, job->answer.n, job->stats.reused, job->stats.generated,
                       job->stats.prompt_seconds, job->stats.gen_seconds, &reads);
     k3_metrics_drafts(&s->metrics, job->stats.drafted, job->stats.accepted);
+    if (sl->a->cache) {
+        k3_prefix_stats ps;
+        k3_prefix_cache_stats(sl->a->cache, &ps);
+        k3_metrics_prefix(&s->metrics, &ps);
+    }
     sl->job = NULL;
     sl->w = NULL;
     k3_server_images_free(&job->answer); /* the rows are in the state now */

@@ -76,16 +76,23 @@ $(BUILD)/libk3.a: $(LIB_OBJ)
 	@rm -f $@
 	ar rcs $@ $^
 
-# --version names the commit the binary was built from.
-GIT_COMMIT := $(shell git rev-parse --short HEAD 2>/dev/null || echo unknown)
-$(BUILD)/src/cli/main.o: ALL_CFLAGS += -DK3_GIT_COMMIT='"$(GIT_COMMIT)"'
+# --version names the release (the VERSION file, also the shared library's
+# file name) and, in a git checkout, the commit the binary was built from;
+# outside git (a release tarball) the version alone.
+K3_VERSION := $(shell cat VERSION)
+GIT_COMMIT := $(shell git rev-parse --short HEAD 2>/dev/null)
+$(BUILD)/src/cli/main.o: ALL_CFLAGS += -DK3_VERSION='"$(K3_VERSION)"' \
+	-DK3_GIT_COMMIT='"$(GIT_COMMIT)"'
 # main.o is rebuilt when the commit changes: this stamp is rewritten only then.
 $(BUILD)/src/cli/main.o: $(BUILD)/commit.stamp
 $(BUILD)/commit.stamp: FORCE
 	@mkdir -p $(BUILD)
 	@echo '$(GIT_COMMIT)' | cmp -s - $@ || echo '$(GIT_COMMIT)' >$@
-.PHONY: FORCE
+.PHONY: FORCE build-id
 FORCE:
+# make -s build-id: "VERSION COMMIT" as --version will name them (gate 65).
+build-id:
+	@echo '$(K3_VERSION) $(GIT_COMMIT)'
 
 $(K3_BIN): $(CLI_OBJ) $(PACK_OBJ) $(BUILD)/libk3.a
 	@mkdir -p $(dir $@)
@@ -122,7 +129,6 @@ demo: $(K3_BIN)
 # non-PIC), linked with its dependencies recorded (libgomp, libm, pthread),
 # so `cc prog.c -lk3` needs nothing else. The soname carries the ABI version
 # (K3_SOVERSION); the file name the release.
-K3_VERSION   := 0.1.0
 K3_SOVERSION := 0
 SHLIB        := $(BUILD)/libk3.so.$(K3_VERSION)
 PIC_OBJ      := $(LIB_SRC:%.c=$(BUILD)/pic/%.o)

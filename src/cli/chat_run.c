@@ -77,6 +77,7 @@ typedef struct chat {
     k3_chat *conv;
     k3_state *st;
     k3_state_mark *mark;   /* where the current reply began */
+    k3_state_mark *start;  /* after the start's rendering (--system): /reset goes back here */
     k3_sampler smp;
     k3_drafter drafter;    /* --spec: the context-lookup drafter */
     k3_history hist;
@@ -84,6 +85,8 @@ typedef struct chat {
     size_t pending[K3_CHAT_MAX_IMAGES]; /* --image: images of the first message */
     size_t npending;
     int thinking, dim;
+    int fresh;             /* /reset could not go back to the start mark: the next
+                            * sync recomputes, and says so without blaming a reply */
     FILE *report;          /* --out: the turns as JSON (NULL: none) */
     int nreported;         /* turns written to it */
     /* The turn being generated. */
@@ -218,10 +221,11 @@ static int sync_context(chat *c, const char *what, int gen_prompt, int *thinking
     if (common < same_ids && !o->conv.no_reuse && !o->quiet)
         fprintf(stderr, "%s: an image differs from the one the state holds at token %zu, so "
                         "the context is recomputed from token %zu\n", what, common, c->reused);
-    else if (common < had && !o->conv.no_reuse && !o->quiet)
+    else if (common < had && !o->conv.no_reuse && !o->quiet && !c->fresh)
         fprintf(stderr, "%s: the last reply re-encodes to other tokens than the model wrote "
                         "(from token %zu of %zu), so the context is recomputed from token %zu\n",
                 what, common, had, c->reused);
+    c->fresh = 0;
     if (!o->quiet)
         fprintf(stderr, "%s: prefilled %zu new tokens, reused %zu\n", what, n - c->reused,
                 c->reused);
@@ -423,8 +427,16 @@ static int command(chat *c, const char *line, size_t len, int *quit, k3_err *e)
     } else if (len == 5 && !memcmp(line, "/help", 5)) {
         fputs(chat_help, stderr);
     } else if (len == 6 && !memcmp(line, "/reset", 6)) {
+        /* The new conversation renders the same start: the state goes back
+         * to its mark, so the next turn feeds only its own message. A mark
+         * made stale by a rewind since (a reply that re-encoded) leaves the
+         * state as it is: the next turn then recomputes from token 0. */
+        k3_err stale = { 0, "" };
+        int kept = c->start && k3_state_rewind(c->st, c->start, &stale) == K3_OK;
         if (new_conversation(c, e) == K3_OK && !c->o->quiet)
-            fputs("chat: a new conversation\n", stderr);
+            fprintf(stderr, "chat: a new conversation%s\n",
+                    kept || c->o->conv.no_reuse ? "" : " (the start is recomputed)");
+        c->fresh = !kept;
     } else if (len > 6 && !memcmp(line, "/save ", 6)) {
         char path[4096];
         snprintf(path, sizeof path, "%.*s", (int)(len - 6), line + 6);
@@ -530,7 +542,8 @@ int k3_run_chat(k3_model *m, const k3_options *o, const k3_tokenizer *tok, k3_ou
     if (o->spec &&
         k3_drafter_make(&c.drafter, o->draft, m, (int)o->draft_topk, (size_t)o->spec, e))
         goto done;
-    if (sync_context(&c, "start", 0, &thinking, NULL, e) || loop(&c, e))
+    if (sync_context(&c, "start", 0, &thinking, NULL, e) ||
+        (!o->conv.no_reuse && k3_state_mark_take(c.st, &c.start, e)) || loop(&c, e))
         goto done;
     if (o->save_state && sync_context(&c, "saved state", 0, &thinking, NULL, e) == K3_OK)
         k3_state_save(c.st, o->save_state, e);
@@ -547,6 +560,7 @@ done:
     k3_chat_rows_reset(&c.rows);
     k3_drafter_free(&c.drafter);
     k3_state_mark_free(c.mark);
+    k3_state_mark_free(c.start);
     k3_state_free(c.st);
     k3_chat_free(c.conv);
     k3_buf_free(&c.reasoning);

@@ -52,6 +52,7 @@ static const k3_opt main_table[] = {
                  "       k3 serve MODEL_DIR [--port N] [options]   (see k3 serve --help)\n"
                  "\n"
                  "Prompt and tokenizer:\n"),
+    K3_OPT_STR_("--model", "DIR", O, model_dir, "the model directory (the same as MODEL_DIR)"),
     K3_OPT_STR_("--prompt", "TEXT", O, prompt,
                 "prompt text (special-token text stays ordinary text)"),
     K3_OPT_STR_("--prompt-file", "FILE", O, prompt_file,
@@ -181,6 +182,14 @@ static const k3_opt main_table[] = {
                  "after the run, the per-step table (with the ids each\n"
                  "forward pass emitted) and the I/O report on stderr;\n"
                  "default: one summary line"),
+    K3_OPT_TEXT_("\nllama.cpp's short options work too: -m DIR (--model), -p TEXT (--prompt),\n"
+                 "-n N (--gen), -c N (--max-context), -t N (--threads), -s N (--seed).\n"),
+    K3_OPT_ALIAS_("-m", "--model"),
+    K3_OPT_ALIAS_("-p", "--prompt"),
+    K3_OPT_ALIAS_("-n", "--gen"),
+    K3_OPT_ALIAS_("-c", "--max-context"),
+    K3_OPT_ALIAS_("-t", "--threads"),
+    K3_OPT_ALIAS_("-s", "--seed"),
     K3_OPT_TEXT_("\nDiagnostics:\n"
                  "  --help, --version\n"),
     K3_OPT_FLAG_AS("--help", "-h", O, help, NULL),

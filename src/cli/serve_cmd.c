@@ -10,6 +10,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "cli/model_dir.h"
 #include "cli/options.h"
 #include "gen/draft.h"
 #include "k3/k3.h"
@@ -249,6 +250,9 @@ static int serve(const serve_args *a, k3_err *e)
     k3_tokenizer *tok = NULL;
     char name[256];
     base_name(a->model_dir, name, sizeof name);
+    if (k3_cli_check_dir(a->model_dir, "serve: MODEL_DIR", e) ||
+        (a->tok_dir && k3_cli_check_dir(a->tok_dir, "serve: --tok", e)))
+        return e->code;
     k3_server_config cfg;
     memset(&cfg, 0, sizeof cfg);
     cfg.host = a->host;

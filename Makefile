@@ -144,9 +144,10 @@ shared: $(SHLIB)
 
 # make install PREFIX=/opt/k3 [DESTDIR=...]: the command, the scripts, the
 # libraries (static and shared), the public headers, a pkg-config file
-# (k3.pc: `pkg-config --cflags --libs k3`; --static adds what libk3.a needs)
-# and the example. examples/generate.c builds against exactly that
-# (tests/gates/07-library.sh).
+# (k3.pc: `pkg-config --cflags --libs k3`, which also records an rpath to
+# LIBDIR so the program runs without LD_LIBRARY_PATH; --static adds what
+# libk3.a needs) and the examples. examples/generate.c and examples/chat.c
+# build and run against exactly that (tests/gates/07-library.sh).
 PREFIX ?= /usr/local
 LIBDIR ?= $(PREFIX)/lib
 install: $(K3_BIN) $(BUILD)/libk3.a $(SHLIB)
@@ -160,7 +161,7 @@ install: $(K3_BIN) $(BUILD)/libk3.a $(SHLIB)
 	ln -sf libk3.so.$(K3_VERSION) $(DESTDIR)$(LIBDIR)/libk3.so.$(K3_SOVERSION)
 	ln -sf libk3.so.$(K3_SOVERSION) $(DESTDIR)$(LIBDIR)/libk3.so
 	install -m 644 include/k3/*.h $(DESTDIR)$(PREFIX)/include/k3/
-	install -m 644 examples/generate.c $(DESTDIR)$(PREFIX)/share/k3/examples/
+	install -m 644 examples/generate.c examples/chat.c $(DESTDIR)$(PREFIX)/share/k3/examples/
 	sed -e 's|@PREFIX@|$(PREFIX)|; s|@LIBDIR@|$(LIBDIR)|; s|@VERSION@|$(K3_VERSION)|' \
 		-e 's|@IMAGE_LIBS@|$(IMAGE_LIBS)|; s|@URING_LIBS@|$(URING_LIBS)|' \
 		k3.pc.in >$(DESTDIR)$(LIBDIR)/pkgconfig/k3.pc

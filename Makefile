@@ -41,6 +41,17 @@ ifeq ($(URING),1)
 URING_CFLAGS := -DK3_HAVE_URING $(shell pkg-config --cflags liburing)
 URING_LIBS   := $(shell pkg-config --libs liburing)
 endif
+# EDIT=1: the chat's line editor (src/cli/line_input.c: editing keys, history,
+# Ctrl-R, bracketed paste) with Debian's libedit (libedit-dev, BSD-licensed),
+# found by pkg-config; EDIT=0 builds without (the chat reads plain lines, as
+# it always does when stdin is not a terminal). Only bin/k3 links it, never
+# libk3. Default: 1 when pkg-config finds it, native builds only (make
+# windows and make cross-aarch64 pass EDIT=0).
+EDIT    ?= $(shell pkg-config --exists libedit 2>/dev/null && echo 1 || echo 0)
+ifeq ($(EDIT),1)
+EDIT_CFLAGS := -DK3_HAVE_EDIT $(shell pkg-config --cflags libedit)
+EDIT_LIBS   := $(shell pkg-config --libs libedit)
+endif
 LDLIBS  = -lm -fopenmp -pthread $(IMAGE_LIBS) $(URING_LIBS) $(LDLIBS_OS)
 ALL_CFLAGS = $(CFLAGS_BASE) $(IMAGE_CFLAGS) $(URING_CFLAGS) $(OPT) $(CFLAGS)
 
@@ -71,6 +82,7 @@ $(BUILD)/%.o: %.c
 # util/xxh3.c inlines Debian's libxxhash-dev header (xxhash.h): searched
 # after the compiler's own headers, so cross compilers find it too.
 $(BUILD)/src/util/xxh3.o: ALL_CFLAGS += -idirafter /usr/include
+$(BUILD)/src/cli/line_input.o: ALL_CFLAGS += $(EDIT_CFLAGS)
 
 $(BUILD)/libk3.a: $(LIB_OBJ)
 	@rm -f $@
@@ -96,7 +108,7 @@ build-id:
 
 $(K3_BIN): $(CLI_OBJ) $(PACK_OBJ) $(BUILD)/libk3.a
 	@mkdir -p $(dir $@)
-	$(CC) $(ALL_CFLAGS) -o $@ $(CLI_OBJ) $(PACK_OBJ) $(BUILD)/libk3.a $(LDLIBS)
+	$(CC) $(ALL_CFLAGS) -o $@ $(CLI_OBJ) $(PACK_OBJ) $(BUILD)/libk3.a $(EDIT_LIBS) $(LDLIBS)
 
 $(BUILD)/tests/%$(EXE): tests/unit/%.c $(BUILD)/libk3.a
 	@mkdir -p $(dir $@)
@@ -178,7 +190,7 @@ portable:
 # it cannot change a bit (without -ffast-math gcc never reorders float sums).
 cross-aarch64:
 	$(MAKE) BUILD=build-aarch64 CC=aarch64-linux-gnu-gcc OPT="-O2 -g -fno-tree-vectorize" \
-		CFLAGS=-static IMAGE=0 URING=0 all
+		CFLAGS=-static IMAGE=0 URING=0 EDIT=0 all
 
 # ---- Windows (issue 21): a mingw-w64 cross build in build-win/, static (the
 # .exe needs no DLLs: libgomp, winpthreads, libgcc linked in), and its suite
@@ -194,7 +206,7 @@ WIN_TESTS   = test_simd test_kernels test_fixtures test_xxh64 test_parsers
 WIN_PROGS   =
 .PHONY: windows test-windows
 windows:
-	$(MAKE) BUILD=build-win CC=$(WIN_CC) EXE=.exe CFLAGS="$(WIN_CFLAGS)" IMAGE=0 URING=0 \
+	$(MAKE) BUILD=build-win CC=$(WIN_CC) EXE=.exe CFLAGS="$(WIN_CFLAGS)" IMAGE=0 URING=0 EDIT=0 \
 		LDLIBS_OS="$(WIN_LIBS)" build-win/bin/k3.exe \
 		$(WIN_TESTS:%=build-win/tests/%.exe) $(WIN_PROGS:%=build-win/progs/%.exe)
 	cp build-win/bin/k3.exe build-win/k3.exe

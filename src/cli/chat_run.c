@@ -39,6 +39,7 @@
 #include "cli/chat_images.h"
 #include "cli/generate.h"
 #include "cli/history.h"
+#include "cli/line_input.h"
 #include "k3/chat.h"
 #include "tokenizer/utf8.h"
 #include "util/clock.h"
@@ -48,8 +49,15 @@
 #include "vision/image.h"
 #include "vision/vmodel.h"
 
-/* Reply length when --gen is not given. */
-#define DEFAULT_REPLY_TOKENS 8192
+/* Reply length when --gen is not given: for a person at a terminal, a
+ * length the real model reaches in minutes, not hours (the thinking shows
+ * as it comes, and a reply cut inside it says how to go on); for a script,
+ * the length it always had (its output stays byte for byte). */
+#define TERMINAL_REPLY_TOKENS 1024
+#define SCRIPT_REPLY_TOKENS 8192
+/* The thinking effort when --effort is not given, likewise. */
+#define TERMINAL_EFFORT "low"
+#define SCRIPT_EFFORT "max"
 
 /* Seconds between redraws of the thinking counter. */
 #define THINKING_REDRAW 0.1
@@ -84,6 +92,9 @@ typedef struct chat {
     k3_chat_rows rows;     /* the conversation's images as prompt rows */
     size_t pending[K3_CHAT_MAX_IMAGES]; /* --image: images of the first message */
     size_t npending;
+    k3_line_input *input;  /* the user's lines (cli/line_input.h) */
+    int terminal;          /* stdin is a terminal: the terminal defaults apply */
+    int show_thinking;     /* the thinking is printed (else the counter, on a terminal) */
     int thinking, dim;
     int fresh;             /* /reset could not go back to the start mark: the next
                             * sync recomputes, and says so without blaming a reply */
@@ -135,7 +146,7 @@ static int on_text(void *ctx, int channel, const char *s, size_t n, k3_err *e)
 {
     chat *c = ctx;
     if (channel == K3_REPLY_REASONING) {
-        if (k3_buf_put(&c->reasoning, s, n, e) || !c->o->conv.show_thinking)
+        if (k3_buf_put(&c->reasoning, s, n, e) || !c->show_thinking)
             return e->code;
         if (!c->thought_open && c->dim && write_out("\033[2m", 4, e))
             return e->code;
@@ -264,7 +275,9 @@ static int reply(chat *c, const char *what, int thinking, int fed, const char *l
     k3_turn_params tp;
     k3_turn_result res;
     k3_buf text = { 0 }, thought = { 0 };
-    size_t max_tokens = o->gen_given ? (size_t)o->gen : DEFAULT_REPLY_TOKENS;
+    size_t max_tokens = o->gen_given  ? (size_t)o->gen
+                        : c->terminal ? TERMINAL_REPLY_TOKENS
+                                      : SCRIPT_REPLY_TOKENS;
     memset(&tp, 0, sizeof tp);
     k3_cli_gen_params(&tp.gen, o, max_tokens);
     tp.tok = c->tok;
@@ -279,7 +292,7 @@ static int reply(chat *c, const char *what, int thinking, int fed, const char *l
     c->reasoning.len = c->content.len = 0;
     c->t_first = 0;
     c->ngen = 0;
-    c->counting = c->counter && thinking && !o->conv.show_thinking;
+    c->counting = c->counter && thinking && !c->show_thinking;
     c->counter_last = 0;
     memset(&res, 0, sizeof res);
     res.end = K3_TURN_CALLER;
@@ -293,6 +306,15 @@ static int reply(chat *c, const char *what, int thinking, int fed, const char *l
         goto done;
     if (res.end == K3_TURN_CALLER && !o->quiet)
         fprintf(stderr, "%s: interrupted (Ctrl-C); the reply so far is kept\n", what);
+    /* Cut by the length while still thinking: no answer came, say why and
+     * what to do (a silent end looked like a hang or an empty answer). */
+    if ((res.end == K3_TURN_LENGTH || res.end == K3_TURN_CONTEXT) && thinking &&
+        c->content.len == 0 && !o->quiet)
+        fprintf(stderr, "%s: the reply ended inside its thinking (%zu tokens, the %s): give "
+                        "--gen N for longer replies or --effort low for shorter thinking%s\n",
+                what, res.generated, res.end == K3_TURN_LENGTH ? "--gen limit" : "--max-context",
+                c->show_thinking ? "" : "; drop --hide-thinking (or give --show-thinking) to "
+                                       "see it");
     interrupted = 0; /* acted on: it stopped this reply */
     if (!o->quiet) {
         double t = k3_seconds(), first = c->t_first ? c->t_first - c->t_start : 0;
@@ -395,7 +417,11 @@ static int new_conversation(chat *c, k3_err *e)
     c->npending = 0;
     if (k3_chat_new(&c->conv, e) ||
         k3_chat_set_thinking(c->conv, c->thinking,
-                             c->thinking ? (o->conv.effort ? o->conv.effort : "max") : NULL, e))
+                             !c->thinking ? NULL
+                             : o->conv.effort ? o->conv.effort
+                             : c->terminal    ? TERMINAL_EFFORT
+                                              : SCRIPT_EFFORT,
+                             e))
         return e->code;
     if (o->conv.system &&
         k3_chat_add_message(c->conv, "system", o->conv.system, strlen(o->conv.system), e))
@@ -464,18 +490,15 @@ static int command(chat *c, const char *line, size_t len, int *quit, k3_err *e)
 }
 
 /* Reads user messages until /exit or the end of input: a line, or lines
- * joined while each ends in a backslash (the backslash becomes a newline). */
+ * joined while each ends in a backslash (the backslash becomes a newline);
+ * on a terminal with the line editor a pasted block is one line already. */
 static int loop(chat *c, k3_err *e)
 {
-    char *line = NULL;
-    size_t cap = 0;
     k3_buf msg = { 0 };
-    int tty = isatty(STDIN_FILENO), number = 0, quit = 0;
+    int number = 0, quit = 0;
     while (!quit && !e->code) {
-        if (tty)
-            fputs(msg.len ? "... " : "> ", stderr);
-        errno = 0;
-        int64_t got = interrupted ? -1 : k3_os_getline(&line, &cap, stdin);
+        const char *line = NULL;
+        int64_t got = k3_line_input_read(c->input, msg.len ? "... " : "> ", &line);
         if (got < 0 && interrupted) {
             /* Ctrl-C at the prompt: drops pending continuation lines, else ends. */
             interrupted = 0;
@@ -490,8 +513,6 @@ static int loop(chat *c, k3_err *e)
         if (got < 0)
             break;
         size_t len = (size_t)got;
-        while (len && (line[len - 1] == '\n' || line[len - 1] == '\r'))
-            len--;
         if (len && line[len - 1] == '\\') {
             if (k3_buf_put(&msg, line, len - 1, e) || k3_buf_put(&msg, "\n", 1, e))
                 break;
@@ -499,11 +520,11 @@ static int loop(chat *c, k3_err *e)
         }
         if (k3_buf_put(&msg, line, len, e))
             break;
+        k3_line_input_remember(c->input, msg.data, msg.len);
         if (!command(c, msg.data, msg.len, &quit, e) && msg.len)
             turn(c, ++number, msg.data, msg.len, e);
         msg.len = 0;
     }
-    free(line);
     k3_buf_free(&msg);
     return e->code;
 }
@@ -519,7 +540,11 @@ int k3_run_chat(k3_model *m, const k3_options *o, const k3_tokenizer *tok, k3_ou
     c.m = m;
     c.tok = tok;
     c.thinking = !o->conv.no_thinking;
-    c.dim = o->conv.show_thinking && isatty(STDOUT_FILENO) && !getenv("NO_COLOR");
+    c.terminal = isatty(STDIN_FILENO);
+    /* On a terminal the thinking shows as it comes (as other CLIs show
+     * reasoning); in a pipe only when asked, as before. */
+    c.show_thinking = o->conv.show_thinking || (isatty(STDOUT_FILENO) && !o->conv.hide_thinking);
+    c.dim = c.show_thinking && isatty(STDOUT_FILENO) && !getenv("NO_COLOR");
     c.report = out->report.f;
     c.counter = isatty(STDERR_FILENO) && !getenv("NO_COLOR") && !o->quiet;
     int have_sampler = 0, thinking;
@@ -532,7 +557,11 @@ int k3_run_chat(k3_model *m, const k3_options *o, const k3_tokenizer *tok, k3_ou
                     needed[i]);
             goto done;
         }
-    if (new_conversation(&c, e) ||
+    char line_history[4096] = "";
+    if (!o->conv.no_history_file)
+        k3_line_input_default_path(line_history, sizeof line_history);
+    if (k3_line_input_open(&c.input, line_history, &interrupted, e) ||
+        new_conversation(&c, e) ||
         (o->conv.history && k3_history_open(&c.hist, o->conv.history, c.conv, e)) ||
         pending_images(&c, e) ||
         k3_state_new(&c.st, m, e) || (o->load_state && k3_state_load(c.st, o->load_state, e)) ||
@@ -557,6 +586,7 @@ done:
     if (have_sampler)
         k3_sampler_free(&c.smp);
     k3_history_free(&c.hist);
+    k3_line_input_close(c.input);
     k3_chat_rows_reset(&c.rows);
     k3_drafter_free(&c.drafter);
     k3_state_mark_free(c.mark);

@@ -63,7 +63,11 @@ TEST_SRC := $(sort $(wildcard tests/unit/test_*.c))
 # Test programs that gate scripts run with arguments (a model dir, ...).
 PROG_SRC := $(sort $(wildcard tests/progs/*.c))
 
-LIB_OBJ  := $(LIB_SRC:%.c=$(BUILD)/%.o)
+# The chat page of k3 serve (src/server/webui.h), compiled in as a byte
+# array generated into $(BUILD)/gen by scripts/embed.sh (never in git).
+WEBUI_SRC := src/server/webui/index.html
+WEBUI_C   := $(BUILD)/gen/webui_page.c
+LIB_OBJ  := $(LIB_SRC:%.c=$(BUILD)/%.o) $(BUILD)/gen/webui_page.o
 CLI_OBJ  := $(CLI_SRC:%.c=$(BUILD)/%.o)
 PACK_OBJ := $(PACK_SRC:%.c=$(BUILD)/%.o)
 # EXE: the executables' suffix (.exe for Windows, `make windows`).
@@ -78,6 +82,15 @@ all: $(K3_BIN) $(TEST_BIN) $(PROG_BIN)
 $(BUILD)/%.o: %.c
 	@mkdir -p $(dir $@)
 	$(CC) $(ALL_CFLAGS) -MMD -MP -c $< -o $@
+
+$(WEBUI_C): $(WEBUI_SRC) scripts/embed.sh
+	@mkdir -p $(dir $@)
+	sh scripts/embed.sh k3_webui_page $(WEBUI_SRC) >$@.tmp && mv $@.tmp $@
+$(BUILD)/gen/webui_page.o: $(WEBUI_C)
+	$(CC) $(ALL_CFLAGS) -c $< -o $@
+$(BUILD)/pic/gen/webui_page.o: $(WEBUI_C)
+	@mkdir -p $(dir $@)
+	$(CC) $(ALL_CFLAGS) -fPIC -c $< -o $@
 
 # util/xxh3.c inlines Debian's libxxhash-dev header (xxhash.h): searched
 # after the compiler's own headers, so cross compilers find it too.
@@ -143,7 +156,7 @@ demo: $(K3_BIN)
 # (K3_SOVERSION); the file name the release.
 K3_SOVERSION := 0
 SHLIB        := $(BUILD)/libk3.so.$(K3_VERSION)
-PIC_OBJ      := $(LIB_SRC:%.c=$(BUILD)/pic/%.o)
+PIC_OBJ      := $(LIB_SRC:%.c=$(BUILD)/pic/%.o) $(BUILD)/pic/gen/webui_page.o
 $(BUILD)/pic/%.o: %.c
 	@mkdir -p $(dir $@)
 	$(CC) $(ALL_CFLAGS) -fPIC -MMD -MP -c $< -o $@

@@ -74,7 +74,7 @@ typedef struct {
     double port, max_body, max_tokens, max_queue, timeout, header_timeout, max_per_client;
     double exit_after;
     int port_given, threads, quiet, help, list_options, spec, draft_topk, parallel;
-    int plan;
+    int plan, no_webui;
     const char *draft;
     k3_memory_opts memory;
 } serve_args;
@@ -144,6 +144,9 @@ static const k3_opt serve_table[] = {
     K3_OPT_INT_("--draft-topk", "K", S, draft_topk, 1, 1024,
                 "routed experts per token of --draft self"),
     K3_OPT_FLAG_AS("--quiet", "-q", S, quiet, "no per-request log lines"),
+    K3_OPT_FLAG_("--no-webui", S, no_webui,
+                 "no chat page at / and /chat (default: a chat page in\n"
+                 "the browser, talking to /v1/chat/completions)"),
     K3_OPT_FLAG_("--plan", S, plan,
                  "print the slots and the memory plan (each slot's cost:\n"
                  "its \"per sequence\" line) and exit; 3 if it does not fit"),
@@ -276,6 +279,7 @@ static int serve(const serve_args *a, k3_err *e)
     cfg.context = a->memory.max_context;
     cfg.threads = a->threads;
     cfg.quiet = a->quiet;
+    cfg.no_webui = a->no_webui;
     cfg.spec = a->spec;
     cfg.draft = a->draft;
     cfg.draft_topk = a->draft_topk;

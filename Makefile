@@ -41,6 +41,17 @@ ifeq ($(URING),1)
 URING_CFLAGS := -DK3_HAVE_URING $(shell pkg-config --cflags liburing)
 URING_LIBS   := $(shell pkg-config --libs liburing)
 endif
+# EDIT=1: the chat's line editor (src/cli/line_input.c: editing keys, history,
+# Ctrl-R, bracketed paste) with Debian's libedit (libedit-dev, BSD-licensed),
+# found by pkg-config; EDIT=0 builds without (the chat reads plain lines, as
+# it always does when stdin is not a terminal). Only bin/k3 links it, never
+# libk3. Default: 1 when pkg-config finds it, native builds only (make
+# windows and make cross-aarch64 pass EDIT=0).
+EDIT    ?= $(shell pkg-config --exists libedit 2>/dev/null && echo 1 || echo 0)
+ifeq ($(EDIT),1)
+EDIT_CFLAGS := -DK3_HAVE_EDIT $(shell pkg-config --cflags libedit)
+EDIT_LIBS   := $(shell pkg-config --libs libedit)
+endif
 LDLIBS  = -lm -fopenmp -pthread $(IMAGE_LIBS) $(URING_LIBS) $(LDLIBS_OS)
 ALL_CFLAGS = $(CFLAGS_BASE) $(IMAGE_CFLAGS) $(URING_CFLAGS) $(OPT) $(CFLAGS)
 
@@ -52,7 +63,11 @@ TEST_SRC := $(sort $(wildcard tests/unit/test_*.c))
 # Test programs that gate scripts run with arguments (a model dir, ...).
 PROG_SRC := $(sort $(wildcard tests/progs/*.c))
 
-LIB_OBJ  := $(LIB_SRC:%.c=$(BUILD)/%.o)
+# The chat page of k3 serve (src/server/webui.h), compiled in as a byte
+# array generated into $(BUILD)/gen by scripts/embed.sh (never in git).
+WEBUI_SRC := src/server/webui/index.html
+WEBUI_C   := $(BUILD)/gen/webui_page.c
+LIB_OBJ  := $(LIB_SRC:%.c=$(BUILD)/%.o) $(BUILD)/gen/webui_page.o
 CLI_OBJ  := $(CLI_SRC:%.c=$(BUILD)/%.o)
 PACK_OBJ := $(PACK_SRC:%.c=$(BUILD)/%.o)
 # EXE: the executables' suffix (.exe for Windows, `make windows`).
@@ -68,28 +83,45 @@ $(BUILD)/%.o: %.c
 	@mkdir -p $(dir $@)
 	$(CC) $(ALL_CFLAGS) -MMD -MP -c $< -o $@
 
+$(WEBUI_C): $(WEBUI_SRC) scripts/embed.sh
+	@mkdir -p $(dir $@)
+	sh scripts/embed.sh k3_webui_page $(WEBUI_SRC) >$@.tmp && mv $@.tmp $@
+$(BUILD)/gen/webui_page.o: $(WEBUI_C)
+	$(CC) $(ALL_CFLAGS) -c $< -o $@
+$(BUILD)/pic/gen/webui_page.o: $(WEBUI_C)
+	@mkdir -p $(dir $@)
+	$(CC) $(ALL_CFLAGS) -fPIC -c $< -o $@
+
 # util/xxh3.c inlines Debian's libxxhash-dev header (xxhash.h): searched
 # after the compiler's own headers, so cross compilers find it too.
 $(BUILD)/src/util/xxh3.o: ALL_CFLAGS += -idirafter /usr/include
+$(BUILD)/src/cli/line_input.o: ALL_CFLAGS += $(EDIT_CFLAGS)
 
 $(BUILD)/libk3.a: $(LIB_OBJ)
 	@rm -f $@
 	ar rcs $@ $^
 
-# --version names the commit the binary was built from.
-GIT_COMMIT := $(shell git rev-parse --short HEAD 2>/dev/null || echo unknown)
-$(BUILD)/src/cli/main.o: ALL_CFLAGS += -DK3_GIT_COMMIT='"$(GIT_COMMIT)"'
+# --version names the release (the VERSION file, also the shared library's
+# file name) and, in a git checkout, the commit the binary was built from;
+# outside git (a release tarball) the version alone.
+K3_VERSION := $(shell cat VERSION)
+GIT_COMMIT := $(shell git rev-parse --short HEAD 2>/dev/null)
+$(BUILD)/src/cli/main.o: ALL_CFLAGS += -DK3_VERSION='"$(K3_VERSION)"' \
+	-DK3_GIT_COMMIT='"$(GIT_COMMIT)"'
 # main.o is rebuilt when the commit changes: this stamp is rewritten only then.
 $(BUILD)/src/cli/main.o: $(BUILD)/commit.stamp
 $(BUILD)/commit.stamp: FORCE
 	@mkdir -p $(BUILD)
 	@echo '$(GIT_COMMIT)' | cmp -s - $@ || echo '$(GIT_COMMIT)' >$@
-.PHONY: FORCE
+.PHONY: FORCE build-id
 FORCE:
+# make -s build-id: "VERSION COMMIT" as --version will name them (gate 65).
+build-id:
+	@echo '$(K3_VERSION) $(GIT_COMMIT)'
 
 $(K3_BIN): $(CLI_OBJ) $(PACK_OBJ) $(BUILD)/libk3.a
 	@mkdir -p $(dir $@)
-	$(CC) $(ALL_CFLAGS) -o $@ $(CLI_OBJ) $(PACK_OBJ) $(BUILD)/libk3.a $(LDLIBS)
+	$(CC) $(ALL_CFLAGS) -o $@ $(CLI_OBJ) $(PACK_OBJ) $(BUILD)/libk3.a $(EDIT_LIBS) $(LDLIBS)
 
 $(BUILD)/tests/%$(EXE): tests/unit/%.c $(BUILD)/libk3.a
 	@mkdir -p $(dir $@)
@@ -122,10 +154,9 @@ demo: $(K3_BIN)
 # non-PIC), linked with its dependencies recorded (libgomp, libm, pthread),
 # so `cc prog.c -lk3` needs nothing else. The soname carries the ABI version
 # (K3_SOVERSION); the file name the release.
-K3_VERSION   := 0.1.0
 K3_SOVERSION := 0
 SHLIB        := $(BUILD)/libk3.so.$(K3_VERSION)
-PIC_OBJ      := $(LIB_SRC:%.c=$(BUILD)/pic/%.o)
+PIC_OBJ      := $(LIB_SRC:%.c=$(BUILD)/pic/%.o) $(BUILD)/pic/gen/webui_page.o
 $(BUILD)/pic/%.o: %.c
 	@mkdir -p $(dir $@)
 	$(CC) $(ALL_CFLAGS) -fPIC -MMD -MP -c $< -o $@
@@ -138,9 +169,10 @@ shared: $(SHLIB)
 
 # make install PREFIX=/opt/k3 [DESTDIR=...]: the command, the scripts, the
 # libraries (static and shared), the public headers, a pkg-config file
-# (k3.pc: `pkg-config --cflags --libs k3`; --static adds what libk3.a needs)
-# and the example. examples/generate.c builds against exactly that
-# (tests/gates/07-library.sh).
+# (k3.pc: `pkg-config --cflags --libs k3`, which also records an rpath to
+# LIBDIR so the program runs without LD_LIBRARY_PATH; --static adds what
+# libk3.a needs) and the examples. examples/generate.c and examples/chat.c
+# build and run against exactly that (tests/gates/07-library.sh).
 PREFIX ?= /usr/local
 LIBDIR ?= $(PREFIX)/lib
 install: $(K3_BIN) $(BUILD)/libk3.a $(SHLIB)
@@ -154,7 +186,7 @@ install: $(K3_BIN) $(BUILD)/libk3.a $(SHLIB)
 	ln -sf libk3.so.$(K3_VERSION) $(DESTDIR)$(LIBDIR)/libk3.so.$(K3_SOVERSION)
 	ln -sf libk3.so.$(K3_SOVERSION) $(DESTDIR)$(LIBDIR)/libk3.so
 	install -m 644 include/k3/*.h $(DESTDIR)$(PREFIX)/include/k3/
-	install -m 644 examples/generate.c $(DESTDIR)$(PREFIX)/share/k3/examples/
+	install -m 644 examples/generate.c examples/chat.c $(DESTDIR)$(PREFIX)/share/k3/examples/
 	sed -e 's|@PREFIX@|$(PREFIX)|; s|@LIBDIR@|$(LIBDIR)|; s|@VERSION@|$(K3_VERSION)|' \
 		-e 's|@IMAGE_LIBS@|$(IMAGE_LIBS)|; s|@URING_LIBS@|$(URING_LIBS)|' \
 		k3.pc.in >$(DESTDIR)$(LIBDIR)/pkgconfig/k3.pc
@@ -171,7 +203,7 @@ portable:
 # it cannot change a bit (without -ffast-math gcc never reorders float sums).
 cross-aarch64:
 	$(MAKE) BUILD=build-aarch64 CC=aarch64-linux-gnu-gcc OPT="-O2 -g -fno-tree-vectorize" \
-		CFLAGS=-static IMAGE=0 URING=0 all
+		CFLAGS=-static IMAGE=0 URING=0 EDIT=0 all
 
 # ---- Windows (issue 21): a mingw-w64 cross build in build-win/, static (the
 # .exe needs no DLLs: libgomp, winpthreads, libgcc linked in), and its suite
@@ -187,7 +219,7 @@ WIN_TESTS   = test_simd test_kernels test_fixtures test_xxh64 test_parsers
 WIN_PROGS   =
 .PHONY: windows test-windows
 windows:
-	$(MAKE) BUILD=build-win CC=$(WIN_CC) EXE=.exe CFLAGS="$(WIN_CFLAGS)" IMAGE=0 URING=0 \
+	$(MAKE) BUILD=build-win CC=$(WIN_CC) EXE=.exe CFLAGS="$(WIN_CFLAGS)" IMAGE=0 URING=0 EDIT=0 \
 		LDLIBS_OS="$(WIN_LIBS)" build-win/bin/k3.exe \
 		$(WIN_TESTS:%=build-win/tests/%.exe) $(WIN_PROGS:%=build-win/progs/%.exe)
 	cp build-win/bin/k3.exe build-win/k3.exe

@@ -5,10 +5,12 @@
 #   demo:  a C99 compiler with OpenMP and libc headers (build-essential),
 #          make, /usr/bin/python3 with numpy (the model and tokenizer makers),
 #          pkg-config with libpng-dev and libjpeg62-turbo-dev (image input)
-#          and liburing-dev (the io_uring reader, make's URING=1)
+#          and liburing-dev (the io_uring reader, make's URING=1), libedit-dev
+#          (the chat's line editor, make's EDIT=1)
 #   test:  the above plus everything a step of tests/run.sh runs:
 #          node and npm with the pinned npm packages (npm ci: tokenizer
 #          oracle, serve gate client), curl (download and serve gates),
+#          chromium (gate 67: the chat page in a headless browser),
 #          valgrind (gate 75), ps (procps, gate 40), and for gate 60 the
 #          aarch64 cross compiler with its libc (gcc-aarch64-linux-gnu,
 #          libc6-dev-arm64-cross) and qemu-aarch64 (qemu-user), and
@@ -84,7 +86,11 @@ missing() {
     pkg-config --exists libjpeg 2>/dev/null || echo libjpeg62-turbo-dev
     # the io_uring reader (make's URING=1, found by pkg-config; Linux only)
     [ "$(uname -s)" != Linux ] || pkg-config --exists liburing 2>/dev/null || echo liburing-dev
+    # the chat's line editor (make's EDIT=1, found by pkg-config)
+    pkg-config --exists libedit 2>/dev/null || echo libedit-dev
     if [ "$what" = test ]; then
+        # the chat page's browser test (gate 67, driven by playwright-core)
+        [ -x /usr/bin/chromium ] || echo chromium
         has node || echo nodejs
         has npm || echo npm
         has curl || echo curl

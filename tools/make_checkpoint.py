@@ -37,7 +37,17 @@ import os
 import struct
 import sys
 
-import numpy as np
+try:
+    import numpy as np
+except ImportError:
+    # The first thing a new user may meet: say what is missing and how to
+    # get it, not a traceback (exit 2: this interpreter cannot run it).
+    sys.stderr.write(
+        "make_checkpoint.py: numpy is missing for %s (%s).\n"
+        "Run it with Debian's /usr/bin/python3 after `sudo apt-get install python3-numpy`\n"
+        "(or `sh scripts/deps.sh demo`), or install numpy for this interpreter.\n"
+        % (sys.executable, sys.version.split()[0]))
+    sys.exit(2)
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import k3ref  # noqa: E402

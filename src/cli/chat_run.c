@@ -41,6 +41,7 @@
 #include "cli/history.h"
 #include "model/prefix_cache.h"
 #include "server/prefix_hook.h"
+#include "cli/line_input.h"
 #include "k3/chat.h"
 #include "structured/constrain.h"
 #include "tokenizer/utf8.h"
@@ -51,8 +52,15 @@
 #include "vision/image.h"
 #include "vision/vmodel.h"
 
-/* Reply length when --gen is not given. */
-#define DEFAULT_REPLY_TOKENS 8192
+/* Reply length when --gen is not given: for a person at a terminal, a
+ * length the real model reaches in minutes, not hours (the thinking shows
+ * as it comes, and a reply cut inside it says how to go on); for a script,
+ * the length it always had (its output stays byte for byte). */
+#define TERMINAL_REPLY_TOKENS 1024
+#define SCRIPT_REPLY_TOKENS 8192
+/* The thinking effort when --effort is not given, likewise. */
+#define TERMINAL_EFFORT "low"
+#define SCRIPT_EFFORT "max"
 
 /* Seconds between redraws of the thinking counter. */
 #define THINKING_REDRAW 0.1
@@ -80,6 +88,7 @@ typedef struct chat {
     k3_chat *conv;
     k3_state *st;
     k3_state_mark *mark;   /* where the current reply began */
+    k3_state_mark *start;  /* after the start's rendering (--system): /reset goes back here */
     k3_sampler smp;
     k3_drafter drafter;    /* --spec: the context-lookup drafter */
     k3_history hist;
@@ -87,7 +96,12 @@ typedef struct chat {
     k3_chat_rows rows;     /* the conversation's images as prompt rows */
     size_t pending[K3_CHAT_MAX_IMAGES]; /* --image: images of the first message */
     size_t npending;
+    k3_line_input *input;  /* the user's lines (cli/line_input.h) */
+    int terminal;          /* stdin is a terminal: the terminal defaults apply */
+    int show_thinking;     /* the thinking is printed (else the counter, on a terminal) */
     int thinking, dim;
+    int fresh;             /* /reset could not go back to the start mark: the next
+                            * sync recomputes, and says so without blaming a reply */
     FILE *report;          /* --out: the turns as JSON (NULL: none) */
     int nreported;         /* turns written to it */
     /* The turn being generated. */
@@ -139,7 +153,7 @@ static int on_text(void *ctx, int channel, const char *s, size_t n, k3_err *e)
 {
     chat *c = ctx;
     if (channel == K3_REPLY_REASONING) {
-        if (k3_buf_put(&c->reasoning, s, n, e) || !c->o->conv.show_thinking)
+        if (k3_buf_put(&c->reasoning, s, n, e) || !c->show_thinking)
             return e->code;
         if (!c->thought_open && c->dim && write_out("\033[2m", 4, e))
             return e->code;
@@ -235,10 +249,11 @@ static int sync_context(chat *c, const char *what, int gen_prompt, int *thinking
     if (common < same_ids && !o->conv.no_reuse && !o->quiet)
         fprintf(stderr, "%s: an image differs from the one the state holds at token %zu, so "
                         "the context is recomputed from token %zu\n", what, common, c->reused);
-    else if (common < had && !o->conv.no_reuse && !o->quiet)
+    else if (common < had && !o->conv.no_reuse && !o->quiet && !c->fresh)
         fprintf(stderr, "%s: the last reply re-encodes to other tokens than the model wrote "
                         "(from token %zu of %zu), so the context is recomputed from token %zu\n",
                 what, common, had, c->reused);
+    c->fresh = 0;
     if (!o->quiet)
         fprintf(stderr, "%s: prefilled %zu new tokens, reused %zu\n", what, n - c->reused,
                 c->reused);
@@ -294,7 +309,9 @@ static int reply(chat *c, const char *what, int thinking, int fed, const char *l
     k3_turn_result res;
     k3_buf text = { 0 }, thought = { 0 };
     k3_constrain *cons = NULL;
-    size_t max_tokens = o->gen_given ? (size_t)o->gen : DEFAULT_REPLY_TOKENS;
+    size_t max_tokens = o->gen_given  ? (size_t)o->gen
+                        : c->terminal ? TERMINAL_REPLY_TOKENS
+                                      : SCRIPT_REPLY_TOKENS;
     memset(&tp, 0, sizeof tp);
     if (c->gv && k3_constrain_chat(c->gv, c->conv, thinking, &cons, NULL, e))
         return e->code;
@@ -312,7 +329,7 @@ static int reply(chat *c, const char *what, int thinking, int fed, const char *l
     c->reasoning.len = c->content.len = 0;
     c->t_first = 0;
     c->ngen = 0;
-    c->counting = c->counter && thinking && !o->conv.show_thinking;
+    c->counting = c->counter && thinking && !c->show_thinking;
     c->counter_last = 0;
     memset(&res, 0, sizeof res);
     res.end = K3_TURN_CALLER;
@@ -326,6 +343,15 @@ static int reply(chat *c, const char *what, int thinking, int fed, const char *l
         goto done;
     if (res.end == K3_TURN_CALLER && !o->quiet)
         fprintf(stderr, "%s: interrupted (Ctrl-C); the reply so far is kept\n", what);
+    /* Cut by the length while still thinking: no answer came, say why and
+     * what to do (a silent end looked like a hang or an empty answer). */
+    if ((res.end == K3_TURN_LENGTH || res.end == K3_TURN_CONTEXT) && thinking &&
+        c->content.len == 0 && !o->quiet)
+        fprintf(stderr, "%s: the reply ended inside its thinking (%zu tokens, the %s): give "
+                        "--gen N for longer replies or --effort low for shorter thinking%s\n",
+                what, res.generated, res.end == K3_TURN_LENGTH ? "--gen limit" : "--max-context",
+                c->show_thinking ? "" : "; drop --hide-thinking (or give --show-thinking) to "
+                                       "see it");
     interrupted = 0; /* acted on: it stopped this reply */
     if (!o->quiet) {
         double t = k3_seconds(), first = c->t_first ? c->t_first - c->t_start : 0;
@@ -429,7 +455,11 @@ static int new_conversation(chat *c, k3_err *e)
     c->npending = 0;
     if (k3_chat_new(&c->conv, e) ||
         k3_chat_set_thinking(c->conv, c->thinking,
-                             c->thinking ? (o->conv.effort ? o->conv.effort : "max") : NULL, e))
+                             !c->thinking ? NULL
+                             : o->conv.effort ? o->conv.effort
+                             : c->terminal    ? TERMINAL_EFFORT
+                                              : SCRIPT_EFFORT,
+                             e))
         return e->code;
     if (o->conv.system &&
         k3_chat_add_message(c->conv, "system", o->conv.system, strlen(o->conv.system), e))
@@ -469,8 +499,16 @@ static int command(chat *c, const char *line, size_t len, int *quit, k3_err *e)
     } else if (len == 5 && !memcmp(line, "/help", 5)) {
         fputs(chat_help, stderr);
     } else if (len == 6 && !memcmp(line, "/reset", 6)) {
+        /* The new conversation renders the same start: the state goes back
+         * to its mark, so the next turn feeds only its own message. A mark
+         * made stale by a rewind since (a reply that re-encoded) leaves the
+         * state as it is: the next turn then recomputes from token 0. */
+        k3_err stale = { 0, "" };
+        int kept = c->start && k3_state_rewind(c->st, c->start, &stale) == K3_OK;
         if (new_conversation(c, e) == K3_OK && !c->o->quiet)
-            fputs("chat: a new conversation\n", stderr);
+            fprintf(stderr, "chat: a new conversation%s\n",
+                    kept || c->o->conv.no_reuse ? "" : " (the start is recomputed)");
+        c->fresh = !kept;
     } else if (len > 6 && !memcmp(line, "/save ", 6)) {
         char path[4096];
         snprintf(path, sizeof path, "%.*s", (int)(len - 6), line + 6);
@@ -498,18 +536,15 @@ static int command(chat *c, const char *line, size_t len, int *quit, k3_err *e)
 }
 
 /* Reads user messages until /exit or the end of input: a line, or lines
- * joined while each ends in a backslash (the backslash becomes a newline). */
+ * joined while each ends in a backslash (the backslash becomes a newline);
+ * on a terminal with the line editor a pasted block is one line already. */
 static int loop(chat *c, k3_err *e)
 {
-    char *line = NULL;
-    size_t cap = 0;
     k3_buf msg = { 0 };
-    int tty = isatty(STDIN_FILENO), number = 0, quit = 0;
+    int number = 0, quit = 0;
     while (!quit && !e->code) {
-        if (tty)
-            fputs(msg.len ? "... " : "> ", stderr);
-        errno = 0;
-        int64_t got = interrupted ? -1 : k3_os_getline(&line, &cap, stdin);
+        const char *line = NULL;
+        int64_t got = k3_line_input_read(c->input, msg.len ? "... " : "> ", &line);
         if (got < 0 && interrupted) {
             /* Ctrl-C at the prompt: drops pending continuation lines, else ends. */
             interrupted = 0;
@@ -524,8 +559,6 @@ static int loop(chat *c, k3_err *e)
         if (got < 0)
             break;
         size_t len = (size_t)got;
-        while (len && (line[len - 1] == '\n' || line[len - 1] == '\r'))
-            len--;
         if (len && line[len - 1] == '\\') {
             if (k3_buf_put(&msg, line, len - 1, e) || k3_buf_put(&msg, "\n", 1, e))
                 break;
@@ -533,11 +566,11 @@ static int loop(chat *c, k3_err *e)
         }
         if (k3_buf_put(&msg, line, len, e))
             break;
+        k3_line_input_remember(c->input, msg.data, msg.len);
         if (!command(c, msg.data, msg.len, &quit, e) && msg.len)
             turn(c, ++number, msg.data, msg.len, e);
         msg.len = 0;
     }
-    free(line);
     k3_buf_free(&msg);
     return e->code;
 }
@@ -553,7 +586,11 @@ int k3_run_chat(k3_model *m, const k3_options *o, const k3_tokenizer *tok, k3_ou
     c.m = m;
     c.tok = tok;
     c.thinking = !o->conv.no_thinking;
-    c.dim = o->conv.show_thinking && isatty(STDOUT_FILENO) && !getenv("NO_COLOR");
+    c.terminal = isatty(STDIN_FILENO);
+    /* On a terminal the thinking shows as it comes (as other CLIs show
+     * reasoning); in a pipe only when asked, as before. */
+    c.show_thinking = o->conv.show_thinking || (isatty(STDOUT_FILENO) && !o->conv.hide_thinking);
+    c.dim = c.show_thinking && isatty(STDOUT_FILENO) && !getenv("NO_COLOR");
     c.report = out->report.f;
     c.counter = isatty(STDERR_FILENO) && !getenv("NO_COLOR") && !o->quiet;
     int have_sampler = 0, thinking;
@@ -572,7 +609,11 @@ int k3_run_chat(k3_model *m, const k3_options *o, const k3_tokenizer *tok, k3_ou
             k3_constrain_vocab_new(tok, k3_model_vocab(m), &c.gv, e))
             goto done;
     }
-    if (new_conversation(&c, e) ||
+    char line_history[4096] = "";
+    if (!o->conv.no_history_file)
+        k3_line_input_default_path(line_history, sizeof line_history);
+    if (k3_line_input_open(&c.input, line_history, &interrupted, e) ||
+        new_conversation(&c, e) ||
         (o->conv.history && k3_history_open(&c.hist, o->conv.history, c.conv, e)) ||
         pending_images(&c, e) ||
         k3_state_new(&c.st, m, e) || (o->load_state && k3_state_load(c.st, o->load_state, e)) ||
@@ -583,7 +624,8 @@ int k3_run_chat(k3_model *m, const k3_options *o, const k3_tokenizer *tok, k3_ou
     if (o->spec &&
         k3_drafter_make(&c.drafter, o->draft, m, (int)o->draft_topk, (size_t)o->spec, e))
         goto done;
-    if (sync_context(&c, "start", 0, &thinking, NULL, e) || loop(&c, e))
+    if (sync_context(&c, "start", 0, &thinking, NULL, e) ||
+        (!o->conv.no_reuse && k3_state_mark_take(c.st, &c.start, e)) || loop(&c, e))
         goto done;
     if ((o->save_state || c.cache) &&
         sync_context(&c, "saved state", 0, &thinking, NULL, e) == K3_OK && o->save_state)
@@ -599,9 +641,11 @@ done:
         k3_sampler_free(&c.smp);
     k3_history_free(&c.hist);
     k3_prefix_cache_close(c.cache); /* its snapshots to the directory */
+    k3_line_input_close(c.input);
     k3_chat_rows_reset(&c.rows);
     k3_drafter_free(&c.drafter);
     k3_state_mark_free(c.mark);
+    k3_state_mark_free(c.start);
     k3_state_free(c.st);
     k3_chat_free(c.conv);
     k3_constrain_vocab_free(c.gv);

@@ -356,7 +356,10 @@ int k3_run_generate_embeds(k3_model *m, const k3_options *o, const uint32_t *pro
         goto done;
     if (!tok)
         k3_cli_write_ids(stdout, r.gen, r.ngen);
+    /* Flushed: stdout and stderr may be one pipe (2>&1), where stdout is
+     * fully buffered and the text would land after the lines below. */
     fputc('\n', stdout);
+    fflush(stdout);
     if (o->save_state && (save_state(&r, st, e) != K3_OK ||
                           k3_cli_constrain_save(o, gstart, e) != K3_OK))
         goto done;

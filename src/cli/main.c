@@ -15,6 +15,7 @@
 #include "cli/chat_run.h"
 #include "cli/generate.h"
 #include "cli/images.h"
+#include "cli/model_dir.h"
 #include "cli/options.h"
 #include "cli/pack_cmd.h"
 #include "cli/tfcheck.h"
@@ -29,11 +30,14 @@
 #include "util/os.h"
 #include "util/progress.h"
 
+/* The Makefile passes both (VERSION, git rev-parse); a build without
+ * either (CMake) still names the release. K3_GIT_COMMIT "": not built in
+ * a git checkout. */
 #ifndef K3_VERSION
 #define K3_VERSION "0.1.0"
 #endif
 #ifndef K3_GIT_COMMIT
-#define K3_GIT_COMMIT "unknown"
+#define K3_GIT_COMMIT ""
 #endif
 
 /* Prompt files may be large documents, but not unbounded. */
@@ -110,7 +114,9 @@ static int model_options(const k3_options *o, size_t prompt_len, k3_model_opts *
     mo->plan_only = o->plan_only;
     mo->spec = (int)o->spec;
     mo->self_draft = o->draft && !strcmp(o->draft, "self");
-    mo->marks = o->chat ? 1 : 0; /* chat_run.c: the end of the last prompt */
+    /* chat_run.c: the end of the last prompt, and the start (what /reset
+     * goes back to) */
+    mo->marks = o->chat ? 2 : 0;
     return K3_OK;
 }
 
@@ -306,7 +312,10 @@ int main(int argc, char **argv)
         return 0;
     }
     if (o.version) {
-        printf("k3 %s (commit %s)\n", K3_VERSION, K3_GIT_COMMIT);
+        if (K3_GIT_COMMIT[0])
+            printf("k3 %s (commit %s)\n", K3_VERSION, K3_GIT_COMMIT);
+        else
+            printf("k3 %s\n", K3_VERSION);
         return 0;
     }
     if (o.list_presets) {
@@ -315,6 +324,9 @@ int main(int argc, char **argv)
     }
     if (o.threads)
         omp_set_num_threads(o.threads);
+    if ((o.model_dir && k3_cli_check_dir(o.model_dir, "MODEL_DIR", &e)) ||
+        (o.tok_dir && k3_cli_check_dir(o.tok_dir, "--tok", &e)))
+        return fail(&e);
     int rc = tokenizer_command(&o, &e);
     if (rc >= 0)
         return rc ? fail(&e) : 0;

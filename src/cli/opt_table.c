@@ -5,6 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "cli/suggest.h"
 #include "util/error.h"
 
 /* The summary line of a TABLE entry wraps before this column. */
@@ -25,6 +26,17 @@ static const k3_opt *find(const k3_opt *t, size_t at, const char *arg, size_t *b
         }
     }
     return NULL;
+}
+
+/* The option name (not an alias) closest to the mistyped arg. */
+static void closest(const k3_opt *t, const char *arg, const char **best, size_t *dist)
+{
+    for (; t->kind != K3_OPT_END; t++) {
+        if (t->kind == K3_OPT_TABLE)
+            closest(t->sub, arg, best, dist);
+        else if (t->name && t->kind != K3_OPT_ALIAS)
+            k3_suggest_fold(arg, t->name, best, dist);
+    }
 }
 
 static int parse_int(const k3_opt *o, const char *arg, const char *s, void *p, k3_err *e)
@@ -139,9 +151,16 @@ int k3_opt_parse(const k3_opt_cmd *c, void *dst, int argc, char **argv, k3_err *
         }
         size_t at = 0;
         const k3_opt *o = find(c->opts, 0, a, &at);
-        if (!o)
-            return k3_fail(e, K3_EINPUT, "%sunknown option %s (see %s --help)", c->prefix, a,
+        if (o && o->kind == K3_OPT_ALIAS)
+            o = find(c->opts, 0, o->metavar, &at);
+        if (!o) {
+            const char *best = NULL;
+            size_t dist = 0;
+            closest(c->opts, a, &best, &dist);
+            return k3_fail(e, K3_EINPUT, "%sunknown option %s (%s%s%ssee %s --help)", c->prefix,
+                           a, best ? "did you mean " : "", best ? best : "", best ? "? " : "",
                            c->command);
+        }
         const char *value = NULL;
         if (o->kind != K3_OPT_FLAG) {
             if (i + 1 >= argc)
@@ -187,7 +206,7 @@ static void summary_names(const k3_opt *t, int indent, int *w, int last, FILE *f
     for (; t->kind != K3_OPT_END; t++) {
         if (t->kind == K3_OPT_TABLE) {
             summary_names(t->sub, indent, w, last && t[1].kind == K3_OPT_END, f);
-        } else if (t->name) {
+        } else if (t->name && t->kind != K3_OPT_ALIAS) {
             char word[64];
             int n = snprintf(word, sizeof word, "%s%s", t->name,
                              last && t[1].kind == K3_OPT_END ? "" : ",");
@@ -209,7 +228,7 @@ static void help_table(const k3_opt *t, int col, FILE *f)
             if (t->metavar)
                 summary_word(t->metavar, strlen(t->metavar), (int)strlen(t->help) + 3, &w, f);
             fputc('\n', f);
-        } else if (t->help) {
+        } else if (t->help && t->kind != K3_OPT_ALIAS) {
             print_help(t, col, f);
         }
     }
@@ -225,7 +244,7 @@ static void list_table(const k3_opt *t, FILE *f)
     for (; t->kind != K3_OPT_END; t++) {
         if (t->kind == K3_OPT_TABLE)
             list_table(t->sub, f);
-        else if (t->name)
+        else if (t->name && t->kind != K3_OPT_ALIAS)
             fprintf(f, "%s\n", t->name);
     }
 }

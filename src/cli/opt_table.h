@@ -17,7 +17,8 @@
  *   "--budget-gb expects a number of GB >= 0, got \"lots\""
  *   "--seed expects an integer from 0 to 2^64-1, got \"-1\""
  *   "--stop expects a non-empty string", "--stop may be given at most 16 times"
- * "PREFIXunknown option --x (see COMMAND --help)" and
+ * "PREFIXunknown option --x (see COMMAND --help)" (with "did you mean
+ * --y? " before "see" when an option name is close, cli/suggest.h) and
  * "PREFIXunexpected argument \"x\"EXTRA" (k3_opt_cmd). Parsing stops at the
  * first error; fields already stored keep their values. */
 #ifndef K3_CLI_OPT_TABLE_H
@@ -38,7 +39,10 @@ typedef enum {
     K3_OPT_STR,   /* the argument itself into a const char * (not copied) */
     K3_OPT_STRS,  /* repeatable non-empty string: const char *[.max] at .off, a size_t
                    * count at .off2 */
-    K3_OPT_TABLE  /* the entries of .sub, whose offsets are relative to .off */
+    K3_OPT_TABLE, /* the entries of .sub, whose offsets are relative to .off */
+    K3_OPT_ALIAS  /* another spelling: .name ("-p") is parsed as the entry named .metavar
+                   * ("--prompt"), anywhere in the command's table; not listed by
+                   * --list-options nor shown in --help (say so in a TEXT entry) */
 } k3_opt_kind;
 
 /* .flags */
@@ -95,6 +99,8 @@ typedef struct k3_opt {
 #define K3_OPT_REAL_(N, M, T, f, L, U, F, H)                                                      \
     { .kind = K3_OPT_REAL, .name = N, .metavar = M, .off = offsetof(T, f), .lo = L, .hi = U,    \
       .flags = F, .help = H }
+/* A: another spelling of the option named N (K3_OPT_ALIAS). */
+#define K3_OPT_ALIAS_(A, N) { .kind = K3_OPT_ALIAS, .name = A, .metavar = N }
 #define K3_OPT_STR_(N, M, T, f, H)                                                                \
     { .kind = K3_OPT_STR, .name = N, .metavar = M, .off = offsetof(T, f), .help = H }
 

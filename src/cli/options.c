@@ -52,6 +52,7 @@ static const k3_opt main_table[] = {
                  "       k3 serve MODEL_DIR [--port N] [options]   (see k3 serve --help)\n"
                  "\n"
                  "Prompt and tokenizer:\n"),
+    K3_OPT_STR_("--model", "DIR", O, model_dir, "the model directory (the same as MODEL_DIR)"),
     K3_OPT_STR_("--prompt", "TEXT", O, prompt,
                 "prompt text (special-token text stays ordinary text)"),
     K3_OPT_STR_("--prompt-file", "FILE", O, prompt_file,
@@ -81,8 +82,8 @@ static const k3_opt main_table[] = {
     K3_OPT_STR_("--tokenize-jsonl", "FILE", O, tokenize_jsonl, NULL),
     K3_OPT_TEXT_("\nGeneration:\n"),
     K3_OPT_INT_GIVEN("--gen", "N", O, gen, gen_given, 0, 1L << 30,
-                     "tokens to generate (default 16; in --chat, per reply,\n"
-                     "default 8192)"),
+                     "tokens to generate (default 16; in --chat, per reply:\n"
+                     "default 1024 when stdin is a terminal, else 8192)"),
     { .kind = K3_OPT_STRS, .name = "--stop", .metavar = "STRING", .off = offsetof(O, stop),
       .off2 = offsetof(O, nstop), .max = K3_MAX_STOP,
       .help = "stop when the text contains STRING (not printed);\n"
@@ -164,9 +165,17 @@ static const k3_opt main_table[] = {
                 "each new turn {\"role\",\"content\",\"reasoning_content\"}"),
     K3_OPT_FLAG_("--no-thinking", O, conv.no_thinking, "reply without a thinking channel"),
     K3_OPT_STR_("--effort", "LEVEL", O, conv.effort,
-                "thinking effort: low, high or max (default max)"),
+                "thinking effort: low, high or max (default: low when\n"
+                "stdin is a terminal, max otherwise)"),
     K3_OPT_FLAG_("--show-thinking", O, conv.show_thinking,
-                 "print the thinking (dimmed on a terminal)"),
+                 "print the thinking (dimmed on a terminal); the default\n"
+                 "when stdout is a terminal"),
+    K3_OPT_FLAG_("--hide-thinking", O, conv.hide_thinking,
+                 "fold the thinking into a \"thinking... N tokens\" counter"),
+    K3_OPT_FLAG_("--no-history-file", O, conv.no_history_file,
+                 "on a terminal, keep no line history (default: Up and\n"
+                 "Ctrl-R recall messages from $XDG_STATE_HOME/k3/history,\n"
+                 "else ~/.local/state/k3/history)"),
     K3_OPT_FLAG_("--no-reuse", O, conv.no_reuse,
                  "refeed the whole conversation every turn (verification\n"
                  "and benchmarks: the replies must not change)"),
@@ -193,6 +202,14 @@ static const k3_opt main_table[] = {
                  "after the run, the per-step table (with the ids each\n"
                  "forward pass emitted) and the I/O report on stderr;\n"
                  "default: one summary line"),
+    K3_OPT_TEXT_("\nllama.cpp's short options work too: -m DIR (--model), -p TEXT (--prompt),\n"
+                 "-n N (--gen), -c N (--max-context), -t N (--threads), -s N (--seed).\n"),
+    K3_OPT_ALIAS_("-m", "--model"),
+    K3_OPT_ALIAS_("-p", "--prompt"),
+    K3_OPT_ALIAS_("-n", "--gen"),
+    K3_OPT_ALIAS_("-c", "--max-context"),
+    K3_OPT_ALIAS_("-t", "--threads"),
+    K3_OPT_ALIAS_("-s", "--seed"),
     K3_OPT_TEXT_("\nDiagnostics:\n"
                  "  --help, --version\n"),
     K3_OPT_FLAG_AS("--help", "-h", O, help, NULL),
@@ -284,9 +301,13 @@ static int check_combinations(const k3_options *o, k3_err *e)
         return k3_fail(e, K3_EINPUT, "--chat reads the user's messages from stdin: drop "
                                      "--prompt, --prompt-file and --ids");
     if (!o->chat && (c->system || c->history || c->no_thinking || c->effort ||
-                     c->show_thinking || c->no_reuse))
+                     c->show_thinking || c->hide_thinking || c->no_history_file ||
+                     c->no_reuse))
         return k3_fail(e, K3_EINPUT, "--system, --history, --no-thinking, --effort, "
-                                     "--show-thinking and --no-reuse go with --chat");
+                                     "--show-thinking, --hide-thinking, --no-history-file "
+                                     "and --no-reuse go with --chat");
+    if (c->show_thinking && c->hide_thinking)
+        return k3_fail(e, K3_EINPUT, "--show-thinking and --hide-thinking: give one");
     if (o->chat && (o->output.dump_logits || o->output.dump_prompt_logits))
         return k3_fail(e, K3_EINPUT, "--chat replies print text: --dump-logits and "
                                      "--dump-prompt-logits do not apply");

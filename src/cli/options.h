@@ -58,7 +58,9 @@ typedef struct k3_conv_opts {
     const char *history;          /* --history FILE.jsonl */
     int no_thinking;              /* --no-thinking */
     const char *effort;           /* --effort low|high|max (default max when thinking) */
-    int show_thinking;            /* --show-thinking */
+    int show_thinking;            /* --show-thinking (the default on a terminal) */
+    int hide_thinking;            /* --hide-thinking: a counter instead, on a terminal */
+    int no_history_file;          /* --no-history-file: no line history kept */
     int no_reuse;                 /* --no-reuse: refeed the whole conversation every turn */
 } k3_conv_opts;
 

@@ -10,6 +10,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "cli/model_dir.h"
 #include "cli/options.h"
 #include "gen/draft.h"
 #include "k3/k3.h"
@@ -76,7 +77,7 @@ typedef struct {
     double prefix_gb, prefix_disk_gb; /* < 0: the default */
     const char *prefix_dir;
     int port_given, threads, quiet, help, list_options, spec, draft_topk, parallel;
-    int plan;
+    int plan, no_webui;
     const char *draft;
     k3_memory_opts memory;
 } serve_args;
@@ -155,6 +156,9 @@ static const k3_opt serve_table[] = {
     K3_OPT_REAL_("--prefix-cache-disk-gb", "GB", S, prefix_disk_gb, 0, 1e7, 0,
                  "bound of --prefix-cache-dir (default 16)"),
     K3_OPT_FLAG_AS("--quiet", "-q", S, quiet, "no per-request log lines"),
+    K3_OPT_FLAG_("--no-webui", S, no_webui,
+                 "no chat page at / and /chat (default: a chat page in\n"
+                 "the browser, talking to /v1/chat/completions)"),
     K3_OPT_FLAG_("--plan", S, plan,
                  "print the slots and the memory plan (each slot's cost:\n"
                  "its \"per sequence\" line) and exit; 3 if it does not fit"),
@@ -295,6 +299,9 @@ static int serve(const serve_args *a, k3_err *e)
     k3_tokenizer *tok = NULL;
     char name[256];
     base_name(a->model_dir, name, sizeof name);
+    if (k3_cli_check_dir(a->model_dir, "serve: MODEL_DIR", e) ||
+        (a->tok_dir && k3_cli_check_dir(a->tok_dir, "serve: --tok", e)))
+        return e->code;
     k3_server_config cfg;
     memset(&cfg, 0, sizeof cfg);
     cfg.host = a->host;
@@ -318,6 +325,7 @@ static int serve(const serve_args *a, k3_err *e)
     cfg.context = a->memory.max_context;
     cfg.threads = a->threads;
     cfg.quiet = a->quiet;
+    cfg.no_webui = a->no_webui;
     cfg.spec = a->spec;
     cfg.draft = a->draft;
     cfg.draft_topk = a->draft_topk;

@@ -19,6 +19,7 @@
 #include "server/http.h"
 #include "server/tokenize.h"
 #include "structured/constrain.h"
+#include "server/webui.h"
 #include "chat/jtext.h"
 #include "util/clock.h"
 #include "util/error.h"
@@ -106,6 +107,12 @@ static int respond(k3_server *s, int fd, int status, const char *type, const cha
     size_t hn = k3_http_head(head, sizeof head, status, type, (long long)n,
                              head_extra(s, extra, more, sizeof more));
     return hn && !send_all(fd, head, hn) && !send_all(fd, body, n) ? 0 : -1;
+}
+
+int k3_conn_respond(k3_server *s, int fd, int status, const char *type, const char *body,
+                    size_t n, const char *extra)
+{
+    return respond(s, fd, status, type, body, n, extra);
 }
 
 static void respond_error(k3_server *s, int fd, const k3_api_error *err, const char *extra)
@@ -593,6 +600,11 @@ static void route(k3_server *s, int fd, const k3_http_request *req, const char *
             }
         }
         log_line(s, req, status, NULL, t0);
+        return;
+    }
+    int page = k3_webui_route(s, fd, req); /* GET / and /chat (webui.h) */
+    if (page) {
+        log_line(s, req, page, NULL, t0);
         return;
     }
     http_error(s, fd, 404, "no such endpoint (POST /v1/chat/completions, POST /v1/completions, "

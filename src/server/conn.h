@@ -43,6 +43,11 @@ typedef struct k3_server {
     char failure[1024];    /* when failed: why (the k3_err message) */
 } k3_server;
 
+/* Sends one whole answer (status, Content-Type type, body[0..n), extra
+ * head lines or NULL; the CORS line added) on fd; -1 when the write failed. */
+int k3_conn_respond(k3_server *s, int fd, int status, const char *type, const char *body,
+                    size_t n, const char *extra);
+
 /* The request limits of server s. */
 void k3_conn_limits(const k3_server *s, k3_http_limits *lim);
 

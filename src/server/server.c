@@ -179,9 +179,14 @@ int k3_server_run(const k3_server_config *cfg, int lfd, int port, k3_model *m,
         snprintf(s.cors, sizeof s.cors, "Access-Control-Allow-Origin: %.256s\r\n", origin);
     k3_metrics_init(&s.metrics);
     k3_server_vision_init(&s.vision, cfg->vision_dir, cfg->image_room, cfg->no_mem_check, tok);
-    if (!cfg->quiet && cfg->vision_dir)
-        fprintf(stderr, "k3 serve: image_url parts: %s\n",
-                s.vision.ok ? "accepted (the vision tower is read per request)" : s.vision.why);
+    /* A text-only checkpoint is normal, not a failure: said as what the
+     * server does (the reason in brackets, for a tower that should be there). */
+    if (!cfg->quiet && cfg->vision_dir && s.vision.ok)
+        fputs("k3 serve: image_url parts: accepted (the vision tower is read per request)\n",
+              stderr);
+    else if (!cfg->quiet && cfg->vision_dir)
+        fprintf(stderr, "k3 serve: text only: image_url parts are refused (%s)\n",
+                s.vision.why);
     pthread_mutex_init(&s.mu, NULL);
     pthread_cond_init(&s.idle, NULL);
     k3_answerer *a = k3_malloc(e, n * sizeof *a, "the slots");

@@ -61,6 +61,7 @@ typedef struct k3_server_config {
     const char *cors;       /* the Access-Control-Allow-Origin every answer carries (and
                              * OPTIONS preflights get): NULL = "*" when host is loopback,
                              * none otherwise; "" = none */
+    int no_webui;           /* no chat page at / and /chat (webui.h): 404 there */
 } k3_server_config;
 
 /* A socket listening on cfg's host (a numeric address or a name such as

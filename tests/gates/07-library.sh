@@ -1,12 +1,16 @@
 # 07-library: libk3 as a user links it. `make install PREFIX=...` into a
 # scratch prefix; examples/generate.c is built against the installed files
 # only (pkg-config k3), once with the shared library (its soname recorded,
-# found at run time) and once statically (pkg-config --static); both print
-# exactly what `k3 MODEL --ignore-eos --show-special` prints for the prompt.
+# found at run time through the rpath k3.pc records: the gate runs it with
+# LD_LIBRARY_PATH unset) and once statically (pkg-config --static); both
+# print exactly what `k3 MODEL --ignore-eos --show-special` prints for the
+# prompt. examples/chat.c (k3/turn.h: one chat turn, the release's end
+# rules, the reply read back) prints the reasoning and content
+# `k3 MODEL --chat --effort low --show-thinking` prints for the same message.
 # Then the CMake way: the library built and installed by CMake, and
 # examples/CMakeLists.txt (find_package(k3)) building the same program.
 . tests/gates/lib.sh
-tok=../shared/k3-release
+tok=${K3_RELEASE_DIR:-../shared/k3-release} # the release files beside the clone
 [ -f "$tok/tiktoken.model" ] || die "no release tokenizer at $tok"
 command -v pkg-config >/dev/null || die "pkg-config is needed (deps.sh installs pkgconf)"
 work="$K3_BUILD/library"
@@ -16,7 +20,7 @@ prefix=$(cd "$work" && pwd)/prefix
 make -s BUILD="$K3_BUILD" PREFIX="$prefix" install >"$work/install.log" 2>&1 ||
     die "make install failed: $(tail -5 "$work/install.log")"
 for f in bin/k3 lib/libk3.a lib/libk3.so lib/libk3.so.0 lib/pkgconfig/k3.pc include/k3/k3.h \
-    share/k3/examples/generate.c; do
+    share/k3/examples/generate.c share/k3/examples/chat.c; do
     [ -e "$prefix/$f" ] || die "make install did not install $f"
 done
 # exports SO: the shared library (linked with k3.map)'s defined dynamic symbols are exactly the
@@ -64,12 +68,36 @@ dir=$(model chat-tiny tiny-a --vocab 163840)
 prompt="The capital of France is"
 "$K3_BIN" "$dir" --tok "$tok" --prompt "$prompt" --gen 8 --ignore-eos --show-special --quiet \
     >"$work/want" || die "k3 failed"
-LD_LIBRARY_PATH="$prefix/lib" "$work/gen-shared" "$dir" "$tok" "$prompt" 8 \
-    >"$work/got-shared" || die "gen-shared failed"
+env -u LD_LIBRARY_PATH "$work/gen-shared" "$dir" "$tok" "$prompt" 8 \
+    >"$work/got-shared" || die "gen-shared failed (without LD_LIBRARY_PATH: no rpath?)"
 "$work/gen-static" "$dir" "$tok" "$prompt" 8 >"$work/got-static" || die "gen-static failed"
 cmp -s "$work/want" "$work/got-shared" || die "the shared-library example printed other text"
 cmp -s "$work/want" "$work/got-static" || die "the static-library example printed other text"
 echo "ok: installed libk3 (shared and static) runs examples/generate.c to k3's own text"
+
+# The chat turn: examples/chat.c against the shared library (run without
+# LD_LIBRARY_PATH too) gives k3 --chat's reasoning and content.
+# shellcheck disable=SC2046
+${CC:-cc} -std=c99 -Wall -Wextra -Werror "$prefix/share/k3/examples/chat.c" \
+    $(pkg-config --cflags --libs k3) -o "$work/chat-shared" ||
+    die "examples/chat.c does not build against the shared library"
+msg="What is the capital of France?"
+printf '%s\n' "$msg" | "$K3_BIN" "$dir" --tok "$tok" --chat --effort low --gen 24 --show-thinking --quiet \
+    >"$work/chat-want" || die "k3 --chat failed"
+env -u LD_LIBRARY_PATH "$work/chat-shared" "$dir" "$tok" "$msg" 24 >"$work/chat-out" \
+    2>"$work/chat-err" || die "examples/chat.c failed: $(cat "$work/chat-err")"
+"$PYTHON" - "$work/chat-want" "$work/chat-out" "$work/chat-err" <<'EOF'
+import sys
+want = open(sys.argv[1], "rb").read()
+content = open(sys.argv[2], "rb").read()
+err = open(sys.argv[3], "rb").read()
+reasoning, summary = err[:-1].rsplit(b"\n", 1)  # the summary is the last line
+assert b"24 generated, finish_reason length" in summary, summary
+assert reasoning, "no reasoning from a thinking turn"
+got = reasoning + b"\n" + content
+assert got == want, "examples/chat.c: %r\nk3 --chat: %r" % (got[:200], want[:200])
+print("ok: examples/chat.c (k3_chat_turn) = k3 --chat, %d bytes of thinking" % len(reasoning))
+EOF
 
 command -v cmake >/dev/null || die "cmake is needed (deps.sh installs it)"
 cmake -S . -B "$work/cmake" -DCMAKE_INSTALL_PREFIX="$prefix-cmake" >"$work/cmake.log" 2>&1 &&

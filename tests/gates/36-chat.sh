@@ -18,7 +18,7 @@
 #      the renderer's tokens of the history the user saw. The hidden
 #      thinking shows a dimmed counter on the terminal, nothing in a pipe.
 . tests/gates/lib.sh
-tok=../shared/k3-release
+tok=${K3_RELEASE_DIR:-../shared/k3-release} # the release files beside the clone
 if [ ! -f "$tok/tiktoken.model" ]; then
     echo "skip: no release tokenizer at $tok"
     exit 0

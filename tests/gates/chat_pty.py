@@ -8,8 +8,17 @@ interrupt: --show-thinking, long replies. Sends a message, sends Ctrl-C
   Ctrl-C again, then Ctrl-C at the prompt: the chat must exit 0. Writes
   WORK/pty.out (the terminal's bytes); the caller checks the --out report
   and the history (WORK/pty.json, WORK/pty.jsonl).
-counter: thinking hidden: the reply must show the dimmed counter
-  "thinking... N tokens" on the terminal, then erase it; Ctrl-D exits 0.
+counter: thinking hidden (--hide-thinking): the reply must show the dimmed
+  counter "thinking... N tokens" on the terminal, then erase it; Ctrl-D
+  exits 0.
+edit: the line editor (libedit builds): Left moves back to insert a
+  letter, Up recalls the last message to extend it, a bracketed paste of
+  three lines is one message, Ctrl-R finds an earlier message; the caller
+  checks the messages in WORK/edit.jsonl and the line history under
+  WORK/state (XDG_STATE_HOME). edit-nofile: --no-history-file, Up recalls
+  nothing from the file the edit run wrote.
+visible: on a terminal the thinking shows by default, dimmed.
+Every mode runs with XDG_STATE_HOME=WORK/state (never the user's own).
 """
 import os
 import pty
@@ -93,9 +102,12 @@ class Term:
             fail("%s: exit status %r" % (what, self.status), self.buf)
 
 
+os.environ["XDG_STATE_HOME"] = work + "/state"
 common = [model, "--tok", tok, "--chat"]
 if mode == "interrupt":
-    t = Term(*spawn(common + ["--show-thinking", "--gen", "6000", "--out", work + "/pty.json",
+    # --effort max: the renderer check of gate 36 renders with the pipe default
+    t = Term(*spawn(common + ["--show-thinking", "--effort", "max", "--gen", "6000",
+                              "--out", work + "/pty.json",
                               "--history", work + "/pty.jsonl"]))
     at = t.wait_for(b"> ", 0, "the first prompt")
     t.send(b"Tell me a very long story\r")
@@ -113,7 +125,7 @@ if mode == "interrupt":
     print("ok: pty: Ctrl-C stopped two replies, the prompt came back each time, "
           "Ctrl-C at the prompt exited 0")
 elif mode == "counter":
-    t = Term(*spawn(common + ["--gen", "40"]))
+    t = Term(*spawn(common + ["--gen", "40", "--hide-thinking"]))
     at = t.wait_for(b"> ", 0, "the first prompt")
     t.send(b"Think about it\r")
     at = t.wait_for(b"turn 1: generated 40 tokens", at, "the reply's end")
@@ -127,6 +139,63 @@ elif mode == "counter":
     t.send(b"\x04")
     t.wait_exit("Ctrl-D")
     print("ok: pty: the thinking counter was drawn dimmed and erased")
+elif mode == "edit":
+    LEFT, UP = b"\x1b[D", b"\x1b[A"
+    t = Term(*spawn(common + ["--gen", "2", "--history", work + "/edit.jsonl"]))
+    at = t.wait_for(b"> ", 0, "the first prompt")
+    # "wrld", three Lefts (after the w), "o": "world"
+    t.send(b"wrld" + LEFT * 3 + b"o\r")
+    at = t.wait_for(b"turn 1: generated", at, "turn 1")
+    at = t.wait_for(b"> ", at, "the prompt after turn 1")
+    t.send(UP + b"!\r")  # "world!"
+    at = t.wait_for(b"turn 2: generated", at, "turn 2")
+    at = t.wait_for(b"> ", at, "the prompt after turn 2")
+    t.send(b"\x1b[200~line one\rline two\rline three\x1b[201~")
+    time.sleep(0.3)
+    t.send(b"\r")
+    at = t.wait_for(b"turn 3: generated", at, "turn 3 (the paste)")
+    if b"turn 4:" in t.buf:
+        fail("the paste became several turns", t.buf)
+    at = t.wait_for(b"> ", at, "the prompt after turn 3")
+    t.send(b"\x04")
+    t.wait_exit("Ctrl-D")
+    # A new session: Ctrl-R finds the most recent message holding "wor" in
+    # the history file the first one wrote.
+    t = Term(*spawn(common + ["--gen", "2", "--history", work + "/edit.jsonl"]))
+    at = t.wait_for(b"> ", 0, "the first prompt of the second session")
+    t.send(b"\x12wor")  # Ctrl-R, then the search text
+    time.sleep(0.3)
+    t.send(b"\r")
+    at = t.wait_for(b"turn 1: generated", at, "turn 1 of the second session (Ctrl-R)")
+    at = t.wait_for(b"> ", at, "the prompt after it")
+    t.send(b"\x04")
+    t.wait_exit("Ctrl-D")
+    print("ok: pty: Left, Up and a bracketed paste typed three messages; Ctrl-R found one "
+          "in the next session")
+elif mode == "edit-nofile":
+    t = Term(*spawn(common + ["--gen", "2", "--no-history-file",
+                              "--history", work + "/nofile.jsonl"]))
+    at = t.wait_for(b"> ", 0, "the first prompt")
+    t.send(b"\x1b[Afresh\r")  # Up: nothing to recall
+    at = t.wait_for(b"turn 1: generated", at, "turn 1")
+    at = t.wait_for(b"> ", at, "the prompt after turn 1")
+    t.send(b"\x04")
+    t.wait_exit("Ctrl-D")
+    print("ok: pty: --no-history-file recalls nothing")
+elif mode == "visible":
+    t = Term(*spawn(common + ["--gen", "12"]))
+    at = t.wait_for(b"> ", 0, "the first prompt")
+    t.send(b"Think about it\r")
+    at = t.wait_for(b"turn 1: generated 12 tokens", at, "the reply's end")
+    out = t.buf
+    if b"\x1b[2m" not in out or b"thinking\xe2\x80\xa6 " in out:
+        fail("the thinking did not show dimmed by default", out)
+    if b"the reply ended inside its thinking (12 tokens, the --gen limit)" not in out:
+        fail("a reply cut inside its thinking was not said", out)
+    t.wait_for(b"> ", at, "the prompt after the reply")
+    t.send(b"\x04")
+    t.wait_exit("Ctrl-D")
+    print("ok: pty: the thinking shows dimmed by default; the cut is said")
 elif mode == "layers":
     os.environ["K3_PROGRESS_AFTER_MS"] = "0"
     t = Term(*spawn([model, "--ids", "5,9,17", "--gen", "4"]))

@@ -1,14 +1,16 @@
 /* test_options.c - the option tables (cli/opt_table.h) and k3's own
  * (cli/options.h): every kind of entry parses what it should and refuses,
  * with its message, what it should not; --help lays out the table; the
- * command line's cross-option rules. The CLI is not part of libk3.a, so
- * its two sources are compiled into this test. */
+ * command line's cross-option rules; "did you mean" for a mistyped option
+ * and llama.cpp's short spellings (aliases). The CLI is not part of libk3.a, so
+ * its three sources are compiled into this test. */
 #include <stdlib.h>
 #include <string.h>
 
 #include "check.h"
 #include "cli/opt_table.c"
 #include "cli/options.c"
+#include "cli/suggest.c"
 
 typedef struct {
     int id;
@@ -114,8 +116,11 @@ static void test_kinds(void)
     rc = parse_line(&t, "-", msg, sizeof msg);
     CHECK(rc == K3_OK && !strcmp(t.pos1, "-") && !t.i_given, "\"-\" is positional, no given");
 
-    refused("--nope", "toy: unknown option --nope (see toy --help)");
-    refused("--int=3", "toy: unknown option --int=3 (see toy --help)");
+    refused("--nope", "toy: unknown option --nope (did you mean --open? see toy --help)");
+    refused("--zzzzzz", "toy: unknown option --zzzzzz (see toy --help)");
+    refused("--int=3", "toy: unknown option --int=3 (did you mean --int? see toy --help)");
+    refused("--flg", "toy: unknown option --flg (did you mean --flag? see toy --help)");
+    refused("--x", "toy: unknown option --x (see toy --help)");
     refused("A B C", "toy: unexpected argument \"C\": two at most");
     refused("--int", "--int expects a value");
     refused("--many", "--many expects a value");
@@ -255,6 +260,18 @@ static void test_k3_options(void)
     rc = k3_line(&o, "M --frobnicate", msg, sizeof msg);
     CHECK(rc == K3_EINPUT && !strcmp(msg, "unknown option --frobnicate (see k3 --help)"),
           "unknown: %s", msg);
+    rc = k3_line(&o, "M --promt x", msg, sizeof msg);
+    CHECK(rc == K3_EINPUT &&
+              !strcmp(msg, "unknown option --promt (did you mean --prompt? see k3 --help)"),
+          "a typo is answered with the closest option: %s", msg);
+    rc = k3_line(&o, "-m D -p hi -n 7 -c 99 -t 3 -s 5", msg, sizeof msg);
+    CHECK(rc == K3_OK && !strcmp(o.model_dir, "D") && !strcmp(o.prompt, "hi") && o.gen == 7 &&
+              o.gen_given && o.memory.max_context == 99 && o.memory.max_context_given &&
+              o.threads == 3 && o.sampling.seed == 5,
+          "llama.cpp's short options land where the long ones do: %s", msg);
+    CHECK(k3_edit_distance("kitten", "sitting") == 3 && k3_edit_distance("", "ab") == 2 &&
+              k3_edit_distance("ab", "ab") == 0,
+          "edit distance");
 
     k3_model_opts mo;
     k3_err e = { 0, "" };

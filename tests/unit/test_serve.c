@@ -399,7 +399,7 @@ static void test_emit(void)
     k3_buf out = { 0 };
     k3_emit em;
     k3_usage u = { 5, 3, 2, 0.5, 0.25 };
-    k3_emit_init(&em, 1, 0, 0, "chatcmpl-1", 7, "m");
+    k3_emit_init(&em, K3_API_CHAT, 0, 0, "chatcmpl-1", 7, "m");
     k3_emit_text(&em, K3_REPLY_REASONING, "think", 5, &out, &e);
     k3_emit_text(&em, K3_REPLY_CONTENT, "bad \xff\xc3 utf8 \xe2\x82\xac", 15, &out, &e);
     k3_emit_call(&em, "f", 1, "{\"a\": 1}", 8, &out, &e);
@@ -414,7 +414,7 @@ static void test_emit(void)
     k3_emit_free(&em);
 
     out.len = 0;
-    k3_emit_init(&em, 1, 1, 1, "chatcmpl-2", 7, "m");
+    k3_emit_init(&em, K3_API_CHAT, 1, 1, "chatcmpl-2", 7, "m");
     k3_emit_text(&em, K3_REPLY_CONTENT, "x", 1, &out, &e);
     k3_emit_finish(&em, "stop", &u, NULL, &out, &e);
     /* Every event is "data: JSON\n\n"; the last is [DONE]. */

@@ -178,7 +178,7 @@ static int timings(const k3_usage *u, k3_buf *b, k3_err *e)
 }
 
 /* ,"KEY":[id,...] */
-static int id_list(const char *key, const uint32_t *ids, size_t n, k3_buf *b, k3_err *e)
+int k3_emit_id_list(const char *key, const uint32_t *ids, size_t n, k3_buf *b, k3_err *e)
 {
     if (k3_buf_printf(b, e, ",\"%s\":[", key))
         return e->code;
@@ -199,9 +199,9 @@ static int chunk(k3_emit *em, const char *delta, size_t n, const char *reason,
         head(em, em->chat ? "chat.completion.chunk" : "text_completion", out, e) ||
         k3_buf_puts(out, "{\"index\":0,", e) || k3_buf_put(out, delta, n, e) ||
         logprobs_json(em, out, e) || finish_reason(reason, out, e) ||
-        (ids && id_list("token_ids", ids->generated, ids->ngenerated, out, e)) ||
+        (ids && k3_emit_id_list("token_ids", ids->generated, ids->ngenerated, out, e)) ||
         k3_buf_puts(out, "}]", e) ||
-        (ids && id_list("prompt_token_ids", ids->prompt, ids->nprompt, out, e)) ||
+        (ids && k3_emit_id_list("prompt_token_ids", ids->prompt, ids->nprompt, out, e)) ||
         (u && timings(u, out, e)))
         return e->code;
     return k3_buf_puts(out, "}\n\n", e);
@@ -305,9 +305,9 @@ int k3_emit_finish(k3_emit *em, const char *reason, const k3_usage *u, const k3_
                    k3_buf *out, k3_err *e)
 {
     if (em->api == K3_API_MESSAGES)
-        return k3_emit_msg_finish(em, reason, u, out, e);
+        return k3_emit_msg_finish(em, reason, u, ids, out, e);
     if (em->api == K3_API_RESPONSES)
-        return k3_emit_resp_finish(em, reason, u, out, e);
+        return k3_emit_resp_finish(em, reason, u, ids, out, e);
     if (em->stream) {
         static const char empty[] = "\"delta\":{}", no_text[] = "\"text\":\"\"";
         if (begin(em, out, e) ||
@@ -330,9 +330,9 @@ int k3_emit_finish(k3_emit *em, const char *reason, const k3_usage *u, const k3_
                k3_jtext_put(out, em->content.data ? em->content.data : "", em->content.len, e)))
         return e->code;
     if (logprobs_json(em, out, e) || finish_reason(reason, out, e) ||
-        (ids && id_list("token_ids", ids->generated, ids->ngenerated, out, e)) ||
+        (ids && k3_emit_id_list("token_ids", ids->generated, ids->ngenerated, out, e)) ||
         k3_buf_puts(out, "}],", e) || usage(u, out, e) ||
-        (ids && id_list("prompt_token_ids", ids->prompt, ids->nprompt, out, e)) ||
+        (ids && k3_emit_id_list("prompt_token_ids", ids->prompt, ids->nprompt, out, e)) ||
         timings(u, out, e))
         return e->code;
     return k3_buf_puts(out, "}", e);

@@ -111,6 +111,9 @@ typedef struct k3_emit_ids {
     size_t ngenerated;
 } k3_emit_ids;
 
+/* ,"KEY":[id,...] (the ids' lists of every API's answer). */
+int k3_emit_id_list(const char *key, const uint32_t *ids, size_t n, k3_buf *b, k3_err *e);
+
 /* The end: finish_reason "stop", "length" or "tool_calls", the usage, the
  * ids when ids is not NULL, and llama-server's "timings" object
  * {prompt_n, prompt_ms, prompt_per_token_ms, prompt_per_second, predicted_n,
@@ -133,18 +136,20 @@ int k3_emit_error_as(k3_api_kind api, const k3_api_error *err, int sse, k3_buf *
 int k3_emit_has_done(k3_api_kind api);
 
 /* The Messages and Responses halves (emit_messages.c, emit_responses.c):
- * k3_emit_text / call / finish / error_as hand over to these. */
+ * k3_emit_text / call / finish / error_as hand over to these. With ids
+ * (return_token_ids), the message object (streaming: message_delta) or
+ * the response object carries "prompt_token_ids" and "token_ids". */
 int k3_emit_msg_text(k3_emit *em, int channel, const char *s, size_t n, k3_buf *out, k3_err *e);
 int k3_emit_msg_call(k3_emit *em, const char *name, size_t nl, const char *args, size_t al,
                      k3_buf *out, k3_err *e);
-int k3_emit_msg_finish(k3_emit *em, const char *reason, const k3_usage *u, k3_buf *out,
-                       k3_err *e);
+int k3_emit_msg_finish(k3_emit *em, const char *reason, const k3_usage *u,
+                       const k3_emit_ids *ids, k3_buf *out, k3_err *e);
 int k3_emit_msg_error(const k3_api_error *err, int sse, k3_buf *out, k3_err *e);
 int k3_emit_resp_text(k3_emit *em, int channel, const char *s, size_t n, k3_buf *out, k3_err *e);
 int k3_emit_resp_call(k3_emit *em, const char *name, size_t nl, const char *args, size_t al,
                       k3_buf *out, k3_err *e);
-int k3_emit_resp_finish(k3_emit *em, const char *reason, const k3_usage *u, k3_buf *out,
-                        k3_err *e);
+int k3_emit_resp_finish(k3_emit *em, const char *reason, const k3_usage *u,
+                        const k3_emit_ids *ids, k3_buf *out, k3_err *e);
 int k3_emit_resp_error(const k3_api_error *err, int sse, k3_buf *out, k3_err *e);
 
 /* GET /v1/models: the model and its aliases (naliases of them). */

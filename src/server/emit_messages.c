@@ -161,6 +161,16 @@ int k3_emit_msg_call(k3_emit *em, const char *name, size_t nl, const char *args,
     return e->code;
 }
 
+/* ,"prompt_token_ids":[...],"token_ids":[...] when ids. */
+static int put_ids(const k3_emit_ids *ids, k3_buf *out, k3_err *e)
+{
+    if (!ids)
+        return K3_OK;
+    if (k3_emit_id_list("prompt_token_ids", ids->prompt, ids->nprompt, out, e))
+        return e->code;
+    return k3_emit_id_list("token_ids", ids->generated, ids->ngenerated, out, e);
+}
+
 /* OpenAI's finish reason as Anthropic's stop_reason. */
 static const char *stop_reason(const k3_emit *em, const char *reason)
 {
@@ -171,8 +181,8 @@ static const char *stop_reason(const k3_emit *em, const char *reason)
     return em->stop_string ? "stop_sequence" : "end_turn";
 }
 
-int k3_emit_msg_finish(k3_emit *em, const char *reason, const k3_usage *u, k3_buf *out,
-                       k3_err *e)
+int k3_emit_msg_finish(k3_emit *em, const char *reason, const k3_usage *u,
+                       const k3_emit_ids *ids, k3_buf *out, k3_err *e)
 {
     const char *why = stop_reason(em, reason);
     if (begin(em, out, e) || close_block(em, out, e))
@@ -181,14 +191,15 @@ int k3_emit_msg_finish(k3_emit *em, const char *reason, const k3_usage *u, k3_bu
         if (event("message_delta", out, e) ||
             k3_buf_printf(out, e, "{\"type\":\"message_delta\",\"delta\":{\"stop_reason\":"
                                   "\"%s\",\"stop_sequence\":null},\"usage\":", why) ||
-            usage(em, u->completion, out, e) || k3_buf_puts(out, "}\n\n", e))
+            usage(em, u->completion, out, e) || put_ids(ids, out, e) ||
+            k3_buf_puts(out, "}\n\n", e))
             return e->code;
         return k3_buf_puts(out, "event: message_stop\ndata: {\"type\":\"message_stop\"}\n\n", e);
     }
     if (message_head(em, out, e) || k3_buf_put(out, em->blocks.data, em->blocks.len, e) ||
         k3_buf_printf(out, e, "],\"stop_reason\":\"%s\",\"stop_sequence\":null,\"usage\":",
                       why) ||
-        usage(em, u->completion, out, e))
+        usage(em, u->completion, out, e) || put_ids(ids, out, e))
         return e->code;
     return k3_buf_puts(out, "}", e);
 }

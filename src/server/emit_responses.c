@@ -32,8 +32,8 @@ static int event(k3_emit *em, const char *type, k3_buf *out, k3_err *e)
 
 /* The response object: status, output (the closed items), usage (NULL:
  * null). */
-static int response(const k3_emit *em, const char *status, const k3_usage *u, k3_buf *out,
-                    k3_err *e)
+static int response(const k3_emit *em, const char *status, const k3_usage *u,
+                    const k3_emit_ids *ids, k3_buf *out, k3_err *e)
 {
     if (k3_buf_puts(out, "{\"id\":", e) || k3_jtext_put(out, em->id, strlen(em->id), e) ||
         k3_buf_printf(out, e, ",\"object\":\"response\",\"created_at\":%lld,\"status\":\"%s\","
@@ -43,7 +43,10 @@ static int response(const k3_emit *em, const char *status, const k3_usage *u, k3
                               "\"metadata\":{},\"output\":[",
                       strcmp(status, "incomplete") ? "null"
                                                    : "{\"reason\":\"max_output_tokens\"}") ||
-        k3_buf_put(out, em->blocks.data, em->blocks.len, e) || k3_buf_puts(out, "],\"usage\":", e))
+        k3_buf_put(out, em->blocks.data, em->blocks.len, e) || k3_buf_puts(out, "]", e) ||
+        (ids && (k3_emit_id_list("prompt_token_ids", ids->prompt, ids->nprompt, out, e) ||
+                 k3_emit_id_list("token_ids", ids->generated, ids->ngenerated, out, e))) ||
+        k3_buf_puts(out, ",\"usage\":", e))
         return e->code;
     if (!u)
         return k3_buf_puts(out, "null}", e);
@@ -62,7 +65,7 @@ static int begin(k3_emit *em, k3_buf *out, k3_err *e)
     em->begun = 1;
     for (int i = 0; i < 2; i++)
         if (event(em, types[i], out, e) || k3_buf_puts(out, "\"response\":", e) ||
-            response(em, "in_progress", NULL, out, e) || k3_buf_puts(out, "}\n\n", e))
+            response(em, "in_progress", NULL, NULL, out, e) || k3_buf_puts(out, "}\n\n", e))
             return e->code;
     return K3_OK;
 }
@@ -230,17 +233,17 @@ int k3_emit_resp_call(k3_emit *em, const char *name, size_t nl, const char *args
     return e->code;
 }
 
-int k3_emit_resp_finish(k3_emit *em, const char *reason, const k3_usage *u, k3_buf *out,
-                        k3_err *e)
+int k3_emit_resp_finish(k3_emit *em, const char *reason, const k3_usage *u,
+                        const k3_emit_ids *ids, k3_buf *out, k3_err *e)
 {
     const char *status = strcmp(reason, "length") ? "completed" : "incomplete";
     if (begin(em, out, e) || close_item(em, out, e))
         return e->code;
     if (!em->stream)
-        return response(em, status, u, out, e);
+        return response(em, status, u, ids, out, e);
     if (event(em, strcmp(reason, "length") ? "response.completed" : "response.incomplete", out,
               e) ||
-        k3_buf_puts(out, "\"response\":", e) || response(em, status, u, out, e))
+        k3_buf_puts(out, "\"response\":", e) || response(em, status, u, ids, out, e))
         return e->code;
     return k3_buf_puts(out, "}\n\n", e);
 }

@@ -85,11 +85,17 @@ static int message(k3_xl *x, k3_xl_msg *m, const k3_json *v, size_t i)
     const k3_json *content = k3_json_get(v, "content");
     if (fail)
         return x->err->status;
-    if (!role || (strcmp(role->str, "user") && strcmp(role->str, "assistant")))
-        return k3_xl_fail(x, path, "%s.role: expected \"user\" or \"assistant\"", path);
+    if (!role || (strcmp(role->str, "user") && strcmp(role->str, "assistant") &&
+                  strcmp(role->str, "system")))
+        return k3_xl_fail(x, path, "%s.role: expected \"user\", \"assistant\" or \"system\"",
+                          path);
     int user = role->str[0] == 'u';
-    k3_xl_msg_start(m, user ? "user" : "assistant");
     snprintf(path, sizeof path, "messages[%zu].content", i);
+    if (role->str[0] == 's') { /* Claude Code's mid-conversation system text */
+        k3_xl_msg_start(m, "system");
+        return text_blocks(x, m, content, path) || k3_xl_flush(x, m) ? x->err->status : 0;
+    }
+    k3_xl_msg_start(m, user ? "user" : "assistant");
     if (!content || content->type == K3J_STRING)
         return text_blocks(x, m, content, path) || k3_xl_flush(x, m) ? x->err->status : 0;
     if (content->type != K3J_ARRAY)
@@ -227,8 +233,9 @@ static int tool_choice(k3_xl *x, const k3_json *v)
 }
 
 /* thinking {type, budget_tokens} (messages.h for the effort mapping). */
-static int thinking(k3_xl *x, const k3_json *v)
+static int thinking(k3_xl *x, const k3_json *v, const k3_json *root)
 {
+    const k3_json *oc = k3_json_get(root, "output_config");
     int fail = 0;
     const k3_json *type = v->type == K3J_OBJECT ? k3_xl_string(x, v, "type", "thinking", &fail)
                                                 : NULL;
@@ -247,11 +254,43 @@ static int thinking(k3_xl *x, const k3_json *v)
         return k3_xl_type(x, "thinking.budget_tokens", "a non-negative integer", budget);
     if (k3_xl_member_raw(x, "thinking", "true"))
         return x->err->status;
-    if (!budget || !strcmp(type->str, "adaptive"))
-        return 0;
+    if (!budget || !strcmp(type->str, "adaptive") || k3_json_get(oc, "effort"))
+        return 0; /* output_config.effort, when given, says the effort */
     return k3_xl_member_raw(x, "reasoning_effort", budget->integer < 8192    ? "\"low\""
                                                    : budget->integer < 24576 ? "\"high\""
                                                                              : "\"max\"");
+}
+
+/* output_config {effort: low | medium | high | max, format: {type:
+ * "json_schema", schema}}: the effort as reasoning_effort (it overrides
+ * what thinking's budget says), the format as response_format. */
+static int output_config(k3_xl *x, const k3_json *v)
+{
+    int fail = 0;
+    if (v->type != K3J_OBJECT)
+        return k3_xl_type(x, "output_config", "an object", v);
+    const k3_json *effort = k3_xl_string(x, v, "effort", "output_config", &fail);
+    const k3_json *format = k3_json_get(v, "format");
+    if (fail)
+        return x->err->status;
+    for (size_t i = 0; i < v->count; i++)
+        if (strcmp(v->keys[i], "effort") && strcmp(v->keys[i], "format"))
+            return k3_xl_fail(x, "output_config", "output_config: unknown key \"%s\"", v->keys[i]);
+    if (effort && k3_xl_member(x, "reasoning_effort", effort))
+        return x->err->status;
+    if (!format || format->type == K3J_NULL)
+        return 0;
+    const k3_json *schema = k3_json_get(format, "schema");
+    if (format->type != K3J_OBJECT || !schema)
+        return k3_xl_fail(x, "output_config.format", "output_config.format: expected {\"type\": "
+                                                     "\"json_schema\", \"schema\": {...}}");
+    k3_buf b = { 0 };
+    int rc = k3_buf_puts(&b, "{\"type\":\"json_schema\",\"json_schema\":{\"name\":\"output\","
+                             "\"schema\":", &x->e) ||
+             k3_json_write(&b, schema, 0, &x->e) || k3_buf_puts(&b, "}}", &x->e);
+    rc = rc ? k3_xl_oom(x) : k3_xl_member_raw(x, "response_format", b.data);
+    k3_buf_free(&b);
+    return rc;
 }
 
 /* system: a string or text blocks, as the first message. */
@@ -270,7 +309,8 @@ static const struct {
     { "temperature", "temperature" }, { "top_p", "top_p" },
     { "top_k", "top_k" },         { "stream", "stream" },
     { "stop_sequences", "stop" }, { "metadata", NULL },
-    { "service_tier", NULL },
+    { "service_tier", NULL },     { "context_management", NULL },
+    { "return_token_ids", "return_token_ids" },
 };
 
 static int fields(k3_xl *x, const k3_json *root, int count, k3_xl_msg *m)
@@ -305,7 +345,8 @@ static int fields(k3_xl *x, const k3_json *root, int count, k3_xl_msg *m)
         if (f < nf ? k3_xl_member(x, same[f].to, v)
             : !strcmp(k, "tools")       ? tools(x, v)
             : !strcmp(k, "tool_choice") ? tool_choice(x, v)
-            : !strcmp(k, "thinking")    ? thinking(x, v)
+            : !strcmp(k, "thinking")    ? thinking(x, v, root)
+            : !strcmp(k, "output_config") ? output_config(x, v)
                                         : k3_xl_fail(x, k, "%s: Extra inputs are not permitted", k))
             return x->err->status;
     }

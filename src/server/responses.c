@@ -322,7 +322,8 @@ static int fields(k3_xl *x, const k3_json *root, k3_xl_msg *m)
             continue;
         }
         if (!strcmp(k, "model") || !strcmp(k, "temperature") || !strcmp(k, "top_p") ||
-            !strcmp(k, "stream") || !strcmp(k, "parallel_tool_calls")) {
+            !strcmp(k, "stream") || !strcmp(k, "parallel_tool_calls") ||
+            !strcmp(k, "return_token_ids")) {
             if (k3_xl_member(x, k, v))
                 return x->err->status;
         } else if (!strcmp(k, "max_output_tokens") ? k3_xl_member(x, "max_tokens", v)

@@ -26,6 +26,8 @@
  *     max_tool_calls, stream_options, background false;
  *   refused (400): previous_response_id and conversation (k3 keeps no
  *     responses: send the whole input), background true, prompt.
+ * Extension: return_token_ids (api.h; the response carries prompt_token_ids
+ * and token_ids).
  * Any other field is a 400 naming it. */
 #ifndef K3_SERVER_RESPONSES_H
 #define K3_SERVER_RESPONSES_H

@@ -285,7 +285,7 @@ static int fields(k3_xl *x, const k3_json *root, k3_xl_msg *m)
     static const char *const dropped[] = { "store", "metadata", "user", "include",
                                            "prompt_cache_key", "safety_identifier",
                                            "service_tier", "truncation", "max_tool_calls",
-                                           "stream_options", "top_logprobs", NULL };
+                                           "stream_options", "top_logprobs", "client_metadata", NULL };
     static const char *const refused[] = { "previous_response_id", "conversation", "prompt",
                                            NULL };
     if (root->type != K3J_OBJECT)

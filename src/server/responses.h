@@ -23,7 +23,7 @@
  *     (ignored)} -> response_format,
  *   accepted and ignored: store (nothing is ever stored), metadata, user,
  *     include, prompt_cache_key, safety_identifier, service_tier, truncation,
- *     max_tool_calls, stream_options, background false;
+ *     max_tool_calls, stream_options, client_metadata (Codex), background false;
  *   refused (400): previous_response_id and conversation (k3 keeps no
  *     responses: send the whole input), background true, prompt.
  * Extension: return_token_ids (api.h; the response carries prompt_token_ids

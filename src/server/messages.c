@@ -184,22 +184,11 @@ static int tools(k3_xl *x, const k3_json *v)
                             p, type->str);
         } else if (!name || !schema || schema->type != K3J_OBJECT) {
             rc = k3_xl_fail(x, p, "%s: a tool needs \"name\" and an \"input_schema\" object", p);
-        } else if ((i && k3_buf_puts(&b, ",", &x->e)) ||
-                   k3_buf_puts(&b, "{\"type\":\"function\",\"function\":{\"name\":", &x->e) ||
-                   k3_json_write(&b, name, 0, &x->e) ||
-                   (desc && (k3_buf_puts(&b, ",\"description\":", &x->e) ||
-                             k3_json_write(&b, desc, 0, &x->e))) ||
-                   k3_buf_puts(&b, ",\"parameters\":", &x->e) ||
-                   k3_json_write(&b, schema, 0, &x->e) || k3_buf_puts(&b, "}}", &x->e)) {
-            rc = k3_xl_oom(x);
+        } else {
+            rc = k3_xl_tool(x, &b, i, name, desc, schema);
         }
     }
-    if (!rc && k3_buf_puts(&b, "]", &x->e))
-        rc = k3_xl_oom(x);
-    if (!rc)
-        rc = k3_xl_member_raw(x, "tools", b.data);
-    k3_buf_free(&b);
-    return rc;
+    return k3_xl_tools_end(x, &b, rc);
 }
 
 /* tool_choice: Anthropic's types as chat completions' values. */
@@ -219,14 +208,9 @@ static int tool_choice(k3_xl *x, const k3_json *v)
         snprintf(raw, sizeof raw, "\"%s\"", type->str);
     else if (!strcmp(type->str, "any"))
         snprintf(raw, sizeof raw, "\"required\"");
-    else if (!strcmp(type->str, "tool") && name) {
-        k3_buf b = { 0 };
-        int rc = k3_buf_puts(&b, "{\"type\":\"function\",\"function\":{\"name\":", &x->e) ||
-                 k3_json_write(&b, name, 0, &x->e) || k3_buf_puts(&b, "}}", &x->e);
-        rc = rc ? k3_xl_oom(x) : k3_xl_member_raw(x, "tool_choice", b.data);
-        k3_buf_free(&b);
-        return rc;
-    } else
+    else if (!strcmp(type->str, "tool") && name)
+        return k3_xl_named_choice(x, name);
+    else
         return k3_xl_fail(x, "tool_choice.type", "tool_choice.type: expected auto, any, tool "
                                                  "(with a name) or none");
     return k3_xl_member_raw(x, "tool_choice", raw);

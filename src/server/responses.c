@@ -185,24 +185,11 @@ static int tools(k3_xl *x, const k3_json *v)
             k3_xl_ignore(x, note);
         } else if (!name) {
             rc = k3_xl_fail(x, p, "%s: a function tool needs a \"name\"", p);
-        } else if ((n++ && k3_buf_puts(&b, ",", &x->e)) ||
-                   k3_buf_puts(&b, "{\"type\":\"function\",\"function\":{\"name\":", &x->e) ||
-                   k3_json_write(&b, name, 0, &x->e) ||
-                   (desc && (k3_buf_puts(&b, ",\"description\":", &x->e) ||
-                             k3_json_write(&b, desc, 0, &x->e))) ||
-                   (params && params->type != K3J_NULL &&
-                    (k3_buf_puts(&b, ",\"parameters\":", &x->e) ||
-                     k3_json_write(&b, params, 0, &x->e))) ||
-                   k3_buf_puts(&b, "}}", &x->e)) {
-            rc = k3_xl_oom(x);
+        } else {
+            rc = k3_xl_tool(x, &b, n++, name, desc, params);
         }
     }
-    if (!rc && k3_buf_puts(&b, "]", &x->e))
-        rc = k3_xl_oom(x);
-    if (!rc)
-        rc = k3_xl_member_raw(x, "tools", b.data);
-    k3_buf_free(&b);
-    return rc;
+    return k3_xl_tools_end(x, &b, rc);
 }
 
 /* tool_choice: the strings as they are, {type: "function", name} as
@@ -220,12 +207,7 @@ static int tool_choice(k3_xl *x, const k3_json *v)
     if (!type || strcmp(type->str, "function") || !name)
         return k3_xl_fail(x, "tool_choice", "tool_choice: expected auto, none, required or "
                                             "{\"type\": \"function\", \"name\": ...}");
-    k3_buf b = { 0 };
-    int rc = k3_buf_puts(&b, "{\"type\":\"function\",\"function\":{\"name\":", &x->e) ||
-             k3_json_write(&b, name, 0, &x->e) || k3_buf_puts(&b, "}}", &x->e);
-    rc = rc ? k3_xl_oom(x) : k3_xl_member_raw(x, "tool_choice", b.data);
-    k3_buf_free(&b);
-    return rc;
+    return k3_xl_named_choice(x, name);
 }
 
 /* reasoning {effort, summary}. */

@@ -183,6 +183,41 @@ int k3_xl_flush(k3_xl *x, k3_xl_msg *m)
     return 0;
 }
 
+int k3_xl_tool(k3_xl *x, k3_buf *b, size_t n, const k3_json *name, const k3_json *desc,
+               const k3_json *params)
+{
+    if ((n && k3_buf_puts(b, ",", &x->e)) ||
+        k3_buf_puts(b, "{\"type\":\"function\",\"function\":{\"name\":", &x->e) ||
+        k3_json_write(b, name, 0, &x->e) ||
+        (desc && desc->type != K3J_NULL &&
+         (k3_buf_puts(b, ",\"description\":", &x->e) || k3_json_write(b, desc, 0, &x->e))) ||
+        (params && params->type != K3J_NULL &&
+         (k3_buf_puts(b, ",\"parameters\":", &x->e) || k3_json_write(b, params, 0, &x->e))) ||
+        k3_buf_puts(b, "}}", &x->e))
+        return k3_xl_oom(x);
+    return 0;
+}
+
+int k3_xl_tools_end(k3_xl *x, k3_buf *b, int rc)
+{
+    if (!rc && k3_buf_puts(b, "]", &x->e))
+        rc = k3_xl_oom(x);
+    if (!rc)
+        rc = k3_xl_member_raw(x, "tools", b->data);
+    k3_buf_free(b);
+    return rc;
+}
+
+int k3_xl_named_choice(k3_xl *x, const k3_json *name)
+{
+    k3_buf b = { 0 };
+    int rc = k3_buf_puts(&b, "{\"type\":\"function\",\"function\":{\"name\":", &x->e) ||
+             k3_json_write(&b, name, 0, &x->e) || k3_buf_puts(&b, "}}", &x->e);
+    rc = rc ? k3_xl_oom(x) : k3_xl_member_raw(x, "tool_choice", b.data);
+    k3_buf_free(&b);
+    return rc;
+}
+
 int k3_xl_finish(k3_xl *x, const k3_api_limits *lim, k3_api_kind kind, k3_api_request *out)
 {
     memset(out, 0, sizeof *out);

@@ -79,6 +79,17 @@ int k3_xl_call(k3_xl *x, k3_xl_msg *m, const char *id, size_t idn, const char *n
 int k3_xl_flush(k3_xl *x, k3_xl_msg *m);
 void k3_xl_msg_free(k3_xl_msg *m);
 
+/* Appends to b (a tools array's items, n written so far) one chat
+ * function tool {"type": "function", "function": {name, description,
+ * parameters}} (desc and params may be NULL or null). */
+int k3_xl_tool(k3_xl *x, k3_buf *b, size_t n, const k3_json *name, const k3_json *desc,
+               const k3_json *params);
+/* Ends a tools list begun with "[" in b (unless rc, a failure), makes it the
+ * body's "tools" and frees b; returns rc or the new failure. */
+int k3_xl_tools_end(k3_xl *x, k3_buf *b, int rc);
+/* "tool_choice": chat's named form {"type": "function", "function": {name}}. */
+int k3_xl_named_choice(k3_xl *x, const k3_json *name);
+
 /* Closes the body (messages last) and parses it as a chat request into
  * *out with kind; returns 0 or the error's status. */
 int k3_xl_finish(k3_xl *x, const k3_api_limits *lim, k3_api_kind kind, k3_api_request *out);

@@ -12,8 +12,8 @@
 . tests/gates/lib.sh
 tokdir=../shared/k3-release
 [ -f "$tokdir/tiktoken.model" ] || die "no release tokenizer at $tokdir"
-bin=node_modules/.bin
-for c in claude codex opencode; do [ -x "$bin/$c" ] || die "no $bin/$c: run npm ci"; done
+nbin=node_modules/.bin
+for c in claude codex opencode; do [ -x "$nbin/$c" ] || die "no $nbin/$c: run npm ci"; done
 work="$(cd "$K3_BUILD" && pwd)/serve-agent-clients" # absolute: clients run elsewhere
 rm -rf "$work"
 mkdir -p "$work"
@@ -85,7 +85,7 @@ agent() {
 
 agent claude messages env ANTHROPIC_BASE_URL="$purl" ANTHROPIC_API_KEY=dummy \
     CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC=1 DISABLE_AUTOUPDATER=1 MAX_THINKING_TOKENS=0 \
-    "$(pwd)/$bin/claude" -p "Say hello" --model k3
+    "$(pwd)/$nbin/claude" -p "Say hello" --model k3
 
 mkdir -p "$work/codex/codex-home"
 cat >"$work/codex/codex-home/config.toml" <<TOML
@@ -99,7 +99,7 @@ base_url = "$purl/v1"
 wire_api = "responses"
 TOML
 agent codex responses env CODEX_HOME="$work/codex/codex-home" \
-    "$(pwd)/$bin/codex" exec --skip-git-repo-check "Say hello"
+    "$(pwd)/$nbin/codex" exec --skip-git-repo-check "Say hello"
 
 oc="$work/opencode"
 mkdir -p "$oc/config/opencode"
@@ -120,5 +120,5 @@ cat >"$oc/config/opencode/opencode.json" <<JSON
 JSON
 agent opencode chat env XDG_CONFIG_HOME="$oc/config" XDG_DATA_HOME="$oc/data" \
     XDG_CACHE_HOME="$oc/cache" XDG_STATE_HOME="$oc/state" OPENCODE_DISABLE_MODELS_FETCH=1 \
-    OPENCODE_DISABLE_AUTOUPDATE=1 "$(pwd)/$bin/opencode" run "Say hello" -m k3/k3
+    OPENCODE_DISABLE_AUTOUPDATE=1 "$(pwd)/$nbin/opencode" run "Say hello" -m k3/k3
 stop_server "$pid" srv

@@ -574,7 +574,10 @@ static void preflight(k3_server *s, int fd, const char *methods)
     respond(s, fd, 204, "text/plain", "", 0, s->cors[0] ? extra : NULL);
 }
 
-enum { R_CHAT, R_COMPLETIONS, R_MESSAGES, R_COUNT, R_RESPONSES, R_MODELS, R_MODEL, R_HEALTH, R_TOKENIZE, R_DETOKENIZE, R_METRICS };
+enum {
+    R_CHAT, R_COMPLETIONS, R_MESSAGES, R_COUNT, R_RESPONSES, R_MODELS, R_MODEL, R_HEALTH,
+    R_TOKENIZE, R_DETOKENIZE, R_METRICS
+};
 
 /* Whether v[0..n) equals key, in a time that does not depend on where
  * they first differ. */
@@ -666,7 +669,8 @@ static void route(k3_server *s, int fd, const k3_http_request *req, const char *
     }
     http_error(s, fd, 404, "no such endpoint (POST /v1/chat/completions, POST /v1/completions, "
                            "POST /v1/messages, POST /v1/messages/count_tokens, "
-                           "POST /v1/responses, GET /v1/models, POST /tokenize, POST /detokenize, GET /metrics, "
+                           "POST /v1/responses, GET /v1/models, POST /tokenize, "
+                           "POST /detokenize, GET /metrics, "
                            "GET /health)", NULL);
     log_line(s, req, 404, NULL, t0);
 }

@@ -81,8 +81,7 @@ static int is_system(const k3_json *m)
  * for the reader to judge. */
 static int put_message(parse *p, k3_buf *b, const k3_json *m, size_t i, k3_err *e)
 {
-    static const char *const assistant_only[] = { "name", "refusal", "audio", "annotations",
-                                                  NULL };
+    static const char *const assistant_only[] = { "name", "refusal", "audio", "annotations", NULL };
     if (m->type != K3J_OBJECT)
         return k3_json_write(b, m, 0, e) ? oom(p, e) : 0;
     const k3_json *role = k3_json_get(m, "role");
@@ -106,7 +105,8 @@ static int put_message(parse *p, k3_buf *b, const k3_json *m, size_t i, k3_err *
             snprintf(path, sizeof path, "messages[%zu].function_call", i);
             return k3_api_fail(p->err, 400, "unsupported_value", path,
                                "%s: the deprecated function_call is not supported; use "
-                               "tool_calls", path);
+                               "tool_calls",
+                               path);
         }
         if (k3_jtext_key(b, first, key, e))
             return oom(p, e);
@@ -190,7 +190,8 @@ static int put_tools(parse *p, k3_buf *b, size_t *count, k3_err *e)
     int any = p->c->tools != NULL;
     *count = 0;
     for (size_t i = 0; i < msgs->count; i++) {
-        const k3_json *t = is_system(&msgs->items[i]) ? k3_json_get(&msgs->items[i], "tools") : NULL;
+        const k3_json *t =
+            is_system(&msgs->items[i]) ? k3_json_get(&msgs->items[i], "tools") : NULL;
         if (!t || t->type == K3J_NULL)
             continue;
         if (t->type != K3J_ARRAY) {
@@ -206,8 +207,9 @@ static int put_tools(parse *p, k3_buf *b, size_t *count, k3_err *e)
         return oom(p, e);
     for (size_t i = 0; any && i <= msgs->count; i++) {
         const k3_json *t = i == 0 ? p->c->tools
-                           : is_system(&msgs->items[i - 1]) ? k3_json_get(&msgs->items[i - 1], "tools")
-                                                           : NULL;
+                           : is_system(&msgs->items[i - 1])
+                               ? k3_json_get(&msgs->items[i - 1], "tools")
+                               : NULL;
         for (size_t k = 0; t && t->type == K3J_ARRAY && k < t->count; k++)
             if ((*count && k3_buf_put(b, ",", 1, e)) || k3_json_write(b, &t->items[k], 0, e))
                 return oom(p, e);
@@ -255,4 +257,3 @@ int k3_api_read_conversation(const k3_api_conv *c, k3_chat **out, k3_api_error *
     k3_buf_free(&b);
     return rc;
 }
-

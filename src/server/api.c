@@ -39,7 +39,23 @@ typedef struct {
     const k3_json *schema;    /* json_schema, guided_json: the schema object */
     k3_json_doc *schema_doc;  /* a schema given as JSON text, parsed */
     const k3_json *completion_format; /* completions: response_format */
+    int thinking_given;     /* "thinking" was given (it wins over chat_template_kwargs) */
+    int effort_given;       /* reasoning_effort was given (it wins over thinking.effort) */
+    const char *thinking_effort; /* thinking.effort, or NULL */
+    int kwargs_thinking;    /* chat_template_kwargs' thinking: -1 not given, 0 / 1 */
 } parse;
+
+int k3_api_is_chat(const k3_api_request *r)
+{
+    return r->kind != K3_API_COMPLETION;
+}
+
+void k3_api_note_ignored(k3_api_request *r, const char *name)
+{
+    size_t n = strlen(r->ignored), room = sizeof r->ignored - n;
+    if (room > 1)
+        snprintf(r->ignored + n, room, "%s%s", n ? ", " : "", name);
+}
 
 static int oom(parse *p, const k3_err *e)
 {
@@ -159,21 +175,22 @@ static int f_stream_options(parse *p, const char *name, const k3_json *v)
     return 0;
 }
 
+/* max_tokens, max_completion_tokens and n_predict: one limit, clamped to
+ * the server's (api.h). n_predict -1 is llama-server's "no limit". */
 static int f_max_tokens(parse *p, const char *name, const k3_json *v)
 {
-    long long n = 0;
     if (v->type != K3J_NUMBER || !v->is_int)
         return wrong_type(p, name, "an integer", v);
-    if (v->integer < 1 || v->integer > p->lim->max_tokens)
+    if (!strcmp(name, "n_predict") && v->integer == -1)
+        return 0;
+    if (v->integer < 1)
         return k3_api_fail(p->err, 400, "invalid_value", name,
-                           "Invalid value for '%s': expected an integer from 1 to %ld (this "
-                           "server's --max-tokens), got %lld.",
-                           name, p->lim->max_tokens, (long long)v->integer);
-    n = v->integer;
+                           "Invalid value for '%s': expected an integer of at least 1, got "
+                           "%lld.", name, (long long)v->integer);
     if (p->out->max_tokens >= 0)
         return k3_api_fail(p->err, 400, "invalid_value", name,
-                           "Give max_tokens or max_completion_tokens, not both.");
-    p->out->max_tokens = (long)n;
+                           "Give one of max_tokens, max_completion_tokens and n_predict.");
+    p->out->max_tokens = v->integer > p->lim->max_tokens ? p->lim->max_tokens : (long)v->integer;
     return 0;
 }
 
@@ -342,15 +359,41 @@ static int f_model(parse *p, const char *name, const k3_json *v)
     return 0;
 }
 
-static int f_prompt(parse *p, const char *name, const k3_json *v)
+static int keep_prompt(parse *p, const k3_json *v)
 {
     k3_err e = { 0, "" };
-    if (want(p, name, v, K3J_STRING, "a string (k3 serve takes one prompt string)"))
-        return p->err->status;
     if (!(p->out->prompt = k3_malloc(&e, v->len + 1, "prompt")))
         return oom(p, &e);
     memcpy(p->out->prompt, v->str, v->len + 1);
     p->out->prompt_len = v->len;
+    return 0;
+}
+
+/* A string, a list of one string, or a list of ids (answer.h checks them
+ * against the vocabulary). */
+static int f_prompt(parse *p, const char *name, const k3_json *v)
+{
+    k3_err e = { 0, "" };
+    if (v->type == K3J_STRING)
+        return keep_prompt(p, v);
+    if (v->type != K3J_ARRAY)
+        return wrong_type(p, name, "a string, or an array of one string or of token ids", v);
+    if (v->count == 0)
+        return k3_api_fail(p->err, 400, "invalid_value", name, "'prompt' is an empty list.");
+    if (v->items[0].type == K3J_STRING) {
+        if (v->count != 1)
+            return unsupported(p, name, "one prompt per request (a list of one string)");
+        return keep_prompt(p, &v->items[0]);
+    }
+    if (!(p->out->prompt_ids = k3_malloc(&e, v->count * sizeof *p->out->prompt_ids, "prompt")))
+        return oom(p, &e);
+    for (size_t i = 0; i < v->count; i++) {
+        long long id = 0;
+        if (integer_in(p, name, &v->items[i], 0, UINT32_MAX, &id))
+            return p->err->status;
+        p->out->prompt_ids[i] = (uint32_t)id;
+    }
+    p->out->nprompt_ids = v->count;
     return 0;
 }
 
@@ -475,11 +518,92 @@ static int f_completion_format(parse *p, const char *name, const k3_json *v)
     return 0;
 }
 
+static const char *const efforts[] = { "low", "high", "max", NULL };
+
+/* A boolean, or Moonshot's object {type, keep, effort} (api.h). */
 static int f_thinking(parse *p, const char *name, const k3_json *v)
 {
-    if (want(p, name, v, K3J_BOOL, "a boolean"))
+    p->thinking_given = 1;
+    if (v->type == K3J_BOOL) {
+        p->conv.thinking = v->boolean;
+        return 0;
+    }
+    if (v->type != K3J_OBJECT)
+        return wrong_type(p, name, "a boolean or an object {type, keep, effort}", v);
+    for (size_t i = 0; i < v->count; i++) {
+        const char *key = v->keys[i];
+        const k3_json *f = &v->items[i];
+        char path[64];
+        snprintf(path, sizeof path, "thinking.%.40s", key);
+        if (f->type == K3J_NULL)
+            continue;
+        if (strcmp(key, "type") && strcmp(key, "keep") && strcmp(key, "effort"))
+            return k3_api_fail(p->err, 400, "unknown_parameter", path,
+                               "Unrecognized request argument supplied: %s", path);
+        if (want(p, path, f, K3J_STRING, "a string"))
+            return p->err->status;
+        if (!strcmp(key, "type")) {
+            if (strcmp(f->str, "enabled") && strcmp(f->str, "disabled"))
+                return k3_api_fail(p->err, 400, "invalid_value", path,
+                                   "Invalid value for '%s': expected enabled or disabled.", path);
+            p->conv.thinking = !strcmp(f->str, "enabled");
+        } else if (!strcmp(key, "keep")) {
+            if (strcmp(f->str, "all"))
+                return unsupported(p, path, "\"all\" (the format keeps every past reasoning)");
+        } else {
+            int e = 0;
+            while (efforts[e] && strcmp(efforts[e], f->str))
+                e++;
+            if (!efforts[e])
+                return k3_api_fail(p->err, 400, "invalid_value", path,
+                                   "Invalid value for '%s': expected low, high or max.", path);
+            p->thinking_effort = efforts[e];
+        }
+    }
+    return 0;
+}
+
+/* vLLM's chat_template_kwargs: thinking / enable_thinking switch thinking;
+ * other keys (template variables k3's one format has no use for) are
+ * ignored and logged. */
+static int f_chat_template_kwargs(parse *p, const char *name, const k3_json *v)
+{
+    if (want(p, name, v, K3J_OBJECT, "an object"))
         return p->err->status;
-    p->conv.thinking = v->boolean;
+    for (size_t i = 0; i < v->count; i++) {
+        const char *key = v->keys[i];
+        char path[80];
+        snprintf(path, sizeof path, "%s.%.40s", name, key);
+        if (strcmp(key, "thinking") && strcmp(key, "enable_thinking")) {
+            k3_api_note_ignored(p->out, path);
+            continue;
+        }
+        if (v->items[i].type == K3J_NULL)
+            continue;
+        if (want(p, path, &v->items[i], K3J_BOOL, "a boolean"))
+            return p->err->status;
+        p->kwargs_thinking = v->items[i].boolean;
+    }
+    return 0;
+}
+
+/* Accepted: a boolean (cache_prompt, skip_special_tokens), changing nothing. */
+static int f_bool_noop(parse *p, const char *name, const k3_json *v)
+{
+    return want(p, name, v, K3J_BOOL, "a boolean");
+}
+
+/* Accepted, not enforced, logged (api.h). */
+static int f_noted(parse *p, const char *name, const k3_json *v)
+{
+    if (!strcmp(name, "min_tokens")) {
+        long long n = 0;
+        if (integer_in(p, name, v, 0, INT32_MAX, &n))
+            return p->err->status;
+    } else if (want(p, name, v, K3J_ARRAY, "an array of token ids")) {
+        return p->err->status;
+    }
+    k3_api_note_ignored(p->out, name);
     return 0;
 }
 
@@ -494,6 +618,7 @@ static int f_reasoning_effort(parse *p, const char *name, const k3_json *v)
         if (!strcmp(v->str, names[i])) {
             p->conv.effort = effort[i];
             p->conv.effort_none = i == 0;
+            p->effort_given = 1;
             return 0;
         }
     return k3_api_fail(p->err, 400, "invalid_value", name,
@@ -531,6 +656,12 @@ static const field fields[] = {
     { "guided_json", BOTH, f_json_schema },
     { "guided_choice", BOTH, f_guided_choice },
     { "thinking", CHAT, f_thinking },
+    { "chat_template_kwargs", CHAT, f_chat_template_kwargs },
+    { "n_predict", BOTH, f_max_tokens },
+    { "cache_prompt", BOTH, f_bool_noop },
+    { "skip_special_tokens", BOTH, f_bool_noop },
+    { "min_tokens", BOTH, f_noted },
+    { "stop_token_ids", BOTH, f_noted },
     { "reasoning_effort", CHAT, f_reasoning_effort },
     { "top_k", BOTH, f_top_k },
     { "min_p", BOTH, f_min_p },
@@ -555,6 +686,30 @@ static const field fields[] = {
     { "suffix", COMPLETION, f_suffix },
 };
 
+/* llama-server's and vLLM's knobs that change nothing k3 computes an answer
+ * from in a way a client relies on (sampler variants k3 does not have, slot
+ * and timing switches): accepted whatever their value, and logged. Fields
+ * that would change the answer's meaning (a grammar, a JSON schema, another
+ * template, several choices) are not here: they stay 400. */
+static const char *const ignorable[] = {
+    "typical_p", "tfs_z", "mirostat", "mirostat_tau", "mirostat_eta", "penalize_nl",
+    "n_keep", "n_probs", "id_slot", "slot_id", "dynatemp_range", "dynatemp_exponent",
+    "xtc_probability", "xtc_threshold", "dry_multiplier", "dry_base", "dry_allowed_length",
+    "dry_penalty_last_n", "dry_sequence_breakers", "samplers", "t_max_predict_ms",
+    "timings_per_token", "post_sampling_probs", "return_progress", "use_beam_search",
+    "length_penalty", "include_stop_str_in_output", "spaces_between_special_tokens",
+    "add_special_tokens", "priority", "request_id", "prompt_cache_key", "safety_identifier",
+    NULL
+};
+
+int k3_api_ignorable(const char *key)
+{
+    for (size_t i = 0; ignorable[i]; i++)
+        if (!strcmp(ignorable[i], key))
+            return 1;
+    return 0;
+}
+
 static int apply_fields(parse *p, const k3_json *root, unsigned where)
 {
     for (size_t i = 0; i < root->count; i++) {
@@ -562,6 +717,10 @@ static int apply_fields(parse *p, const k3_json *root, unsigned where)
         size_t f = 0, nf = sizeof fields / sizeof fields[0];
         while (f < nf && !((fields[f].where & where) && !strcmp(fields[f].name, key)))
             f++;
+        if (f == nf && k3_api_ignorable(key)) {
+            k3_api_note_ignored(p->out, key);
+            continue;
+        }
         if (f == nf)
             return k3_api_fail(p->err, 400, "unknown_parameter", key,
                                "Unrecognized request argument supplied: %s", key);
@@ -659,6 +818,7 @@ static int parse_request(const char *body, size_t len, const k3_api_limits *lim,
     p.err = err;
     p.lim = lim;
     p.conv.thinking = -1;
+    p.kwargs_thinking = -1;
     k3_json_doc *doc = k3_json_parse(body, len, jerr, sizeof jerr);
     if (!doc)
         return k3_api_fail(err, 400, "invalid_json", NULL,
@@ -670,7 +830,7 @@ static int parse_request(const char *body, size_t len, const k3_api_limits *lim,
         if (kind == K3_API_CHAT && !p.conv.messages)
             k3_api_fail(err, 400, "missing_required_parameter", "messages",
                         "Missing required parameter: 'messages'.");
-        else if (kind == K3_API_COMPLETION && !out->prompt)
+        else if (kind == K3_API_COMPLETION && !out->prompt && !out->prompt_ids)
             k3_api_fail(err, 400, "missing_required_parameter", "prompt",
                         "Missing required parameter: 'prompt'.");
         else if (kind == K3_API_CHAT && p.top_logprobs_given && !out->logprobs)
@@ -681,6 +841,10 @@ static int parse_request(const char *body, size_t len, const k3_api_limits *lim,
             k3_api_fail(err, 400, "invalid_value", p.structured,
                         "Give '%s' or a JSON response_format, not both.", p.structured);
         else if (kind == K3_API_CHAT) {
+            if (!p.thinking_given && p.kwargs_thinking >= 0)
+                p.conv.thinking = p.kwargs_thinking;
+            if (!p.effort_given && p.thinking_effort)
+                p.conv.effort = p.thinking_effort;
             p.conv.grammar = p.grammar;
             p.conv.schema = p.schema;
             k3_api_read_conversation(&p.conv, &out->chat, err);
@@ -710,6 +874,7 @@ void k3_api_request_free(k3_api_request *r)
 {
     k3_chat_free(r->chat);
     free(r->prompt);
+    free(r->prompt_ids);
     free(r->model);
     free(r->constraint_text);
     for (size_t i = 0; i < r->nstop; i++)

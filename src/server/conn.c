@@ -17,6 +17,8 @@
 #include "server/api.h"
 #include "server/emit.h"
 #include "server/http.h"
+#include "server/messages.h"
+#include "server/responses.h"
 #include "server/tokenize.h"
 #include "structured/constrain.h"
 #include "server/webui.h"
@@ -115,13 +117,20 @@ int k3_conn_respond(k3_server *s, int fd, int status, const char *type, const ch
     return respond(s, fd, status, type, body, n, extra);
 }
 
-static void respond_error(k3_server *s, int fd, const k3_api_error *err, const char *extra)
+/* err in the shape of api's errors. */
+static void respond_error_as(k3_server *s, int fd, k3_api_kind api, const k3_api_error *err,
+                             const char *extra)
 {
     k3_buf b = { 0 };
     k3_err e = { 0, "" };
-    if (k3_emit_error(err, 0, &b, &e) == K3_OK)
+    if (k3_emit_error_as(api, err, 0, &b, &e) == K3_OK)
         respond(s, fd, err->status, "application/json", b.data, b.len, extra);
     k3_buf_free(&b);
+}
+
+static void respond_error(k3_server *s, int fd, const k3_api_error *err, const char *extra)
+{
+    respond_error_as(s, fd, K3_API_CHAT, err, extra);
 }
 
 static void http_error(k3_server *s, int fd, int status, const char *why, const char *extra)
@@ -218,7 +227,8 @@ static int read_request(k3_server *s, int fd, char **buf, size_t *len, size_t ca
 static int endpoint_of(const k3_http_request *req)
 {
     static const char *const paths[] = { "/v1/chat/completions", "/v1/completions", "/tokenize",
-                                         "/detokenize", "/v1/models", "/health", "/metrics" };
+                                         "/detokenize", "/v1/models", "/health", "/metrics",
+                                         "/v1/messages", "/v1/responses" };
     for (int i = 0; i < (int)(sizeof paths / sizeof *paths); i++)
         if (strlen(paths[i]) <= req->path_len &&
             !memcmp(req->path, paths[i], strlen(paths[i])) &&
@@ -250,6 +260,9 @@ static void log_line(k3_server *s, const k3_http_request *req, int status, const
     }
     fprintf(stderr, "k3 serve: %.*s %.*s %d%s %.3f s\n", (int)req->method_len, req->method,
             (int)req->path_len, req->path, status, what, k3_seconds() - t0);
+    if (job && job->answer.req && job->answer.req->ignored[0])
+        fprintf(stderr, "k3 serve: ignored fields (accepted, no effect): %s\n",
+                job->answer.req->ignored);
 }
 
 /* Why the server refuses to (go on to) answer: a failed run, or stopping. */
@@ -275,7 +288,7 @@ static int server_failed(k3_server *s)
 /* Streams or collects what the worker publishes for job until it is done
  * or the client is gone (which cancels it). Returns the response's
  * status, or 499 when the client left. */
-static int pump(k3_server *s, int fd, k3_job *job, int stream)
+static int pump(k3_server *s, int fd, k3_job *job, int stream, k3_api_kind api)
 {
     k3_buf chunk = { 0 }, body = { 0 };
     k3_err e = { 0, "" };
@@ -308,8 +321,8 @@ static int pump(k3_server *s, int fd, k3_job *job, int stream)
         k3_buf b = { 0 };
         refusal(s, &err);
         if (!stream)
-            respond_error(s, fd, &err, NULL);
-        else if (k3_emit_error(&err, 1, &b, &e) == K3_OK)
+            respond_error_as(s, fd, api, &err, NULL);
+        else if (k3_emit_error_as(api, &err, 1, &b, &e) == K3_OK)
             send_all(fd, b.data, b.len);
         k3_buf_free(&b);
     } else if (alive && !stream) {
@@ -317,7 +330,7 @@ static int pump(k3_server *s, int fd, k3_job *job, int stream)
                 NULL);
     }
     /* A stream that ends in an error event ends with [DONE] as well. */
-    if (stream && alive && (cut || job->status != 200)) {
+    if (stream && alive && (cut || job->status != 200) && k3_emit_has_done(api)) {
         static const char done_event[] = "data: [DONE]\n\n";
         send_all(fd, done_event, sizeof done_event - 1);
     }
@@ -326,20 +339,62 @@ static int pump(k3_server *s, int fd, k3_job *job, int stream)
     return status;
 }
 
-/* POST /v1/chat/completions and /v1/completions. */
+/* The body of a request to the API kind, parsed (count: Anthropic's
+ * count_tokens). */
+static int parse_body(k3_server *s, const k3_http_request *hreq, const char *body,
+                      k3_api_kind kind, int count, k3_api_request *req, k3_api_error *err)
+{
+    k3_api_limits lim = { s->cfg->max_tokens };
+    size_t n = hreq->content_length;
+    switch (kind) {
+    case K3_API_CHAT: return k3_api_parse_chat_request(body, n, &lim, req, err);
+    case K3_API_COMPLETION: return k3_api_parse_completion_request(body, n, &lim, req, err);
+    case K3_API_MESSAGES: return k3_messages_parse(body, n, &lim, count, req, err);
+    default: return k3_responses_parse(body, n, &lim, req, err);
+    }
+}
+
+/* POST /v1/messages/count_tokens: the prompt's ids, rendered as
+ * /v1/messages would render it: {"input_tokens": N}. */
+static int count_tokens(k3_server *s, int fd, const k3_http_request *hreq, const char *body)
+{
+    k3_api_request req;
+    k3_api_error err;
+    k3_answer_job job;
+    char out[64];
+    memset(&job, 0, sizeof job);
+    int status = parse_body(s, hreq, body, K3_API_MESSAGES, 1, &req, &err);
+    if (!status && req.model && !k3_server_serves(s->cfg, req.model, req.model_len))
+        status = k3_api_fail(&err, 404, "model_not_found", "model",
+                             "The model '%.200s' does not exist: this server serves '%s'.",
+                             req.model, s->cfg->model_name);
+    if (!status)
+        status = k3_answer_prompt(s->tok, &s->vision, &req, s->cfg->context,
+                                  s->cfg->default_tokens, &job, &err);
+    if (status) {
+        respond_error_as(s, fd, K3_API_MESSAGES, &err, NULL);
+    } else {
+        snprintf(out, sizeof out, "{\"input_tokens\":%zu}", job.n);
+        respond(s, fd, 200, "application/json", out, strlen(out), NULL);
+        status = 200;
+    }
+    k3_server_images_free(&job);
+    free(job.ids);
+    k3_api_request_free(&req);
+    return status;
+}
+
+/* POST /v1/chat/completions, /v1/completions, /v1/messages and /v1/responses. */
 static void generate(k3_server *s, int fd, const k3_http_request *hreq, const char *body,
                      k3_api_kind kind, double t0)
 {
-    k3_api_limits lim = { s->cfg->max_tokens };
+    static const char *const prefix[] = { "chatcmpl-", "cmpl-", "msg_", "resp_" };
     k3_api_request req;
     k3_api_error err;
     k3_err e = { 0, "" };
     k3_job *job = NULL;
     int answered = 0; /* pump wrote the response */
-    int status = kind == K3_API_CHAT
-                     ? k3_api_parse_chat_request(body, hreq->content_length, &lim, &req, &err)
-                     : k3_api_parse_completion_request(body, hreq->content_length, &lim, &req,
-                                                       &err);
+    int status = parse_body(s, hreq, body, kind, 0, &req, &err);
     if (!status && req.model && !k3_server_serves(s->cfg, req.model, req.model_len))
         status = k3_api_fail(&err, 404, "model_not_found", "model",
                              "The model '%.200s' does not exist: this server serves '%s'.",
@@ -359,8 +414,8 @@ static void generate(k3_server *s, int fd, const k3_http_request *hreq, const ch
                 job->answer.warnings);
     if (!status) {
         pthread_mutex_lock(&s->mu);
-        snprintf(job->id, sizeof job->id, "%s-%llx%06llx",
-                 kind == K3_API_CHAT ? "chatcmpl" : "cmpl", (unsigned long long)s->started,
+        snprintf(job->id, sizeof job->id, "%s%llx%06llx", prefix[kind],
+                 (unsigned long long)s->started,
                  (unsigned long long)++s->serial);
         pthread_mutex_unlock(&s->mu);
         job->answer.id = job->id;
@@ -377,10 +432,10 @@ static void generate(k3_server *s, int fd, const k3_http_request *hreq, const ch
             answered = 1;
         }
         if (answered)
-            status = pump(s, fd, job, req.stream);
+            status = pump(s, fd, job, req.stream, kind);
     }
     if (!answered)
-        respond_error(s, fd, &err, NULL);
+        respond_error_as(s, fd, kind, &err, NULL);
     log_line(s, hreq, status, job, t0);
     if (job) {
         k3_job_free(job);
@@ -476,7 +531,8 @@ static int models(k3_server *s, int fd, const k3_http_request *req)
     snprintf(id, sizeof id, "%.*s", one ? (int)(req->path_len - base - 1) : 0,
              req->path + base + 1);
     if ((one ? k3_emit_model(id, s->started, &b, &e)
-             : k3_emit_models(s->cfg->model_name, s->started, &b, &e)) == K3_OK)
+             : k3_emit_models_list(s->cfg->model_name, (const char *const *)s->cfg->aliases,
+                                   s->cfg->naliases, s->started, &b, &e)) == K3_OK)
         respond(s, fd, 200, "application/json", b.data, b.len, NULL);
     else
         http_error(s, fd, status = 500, e.msg, NULL);
@@ -524,29 +580,43 @@ static void preflight(k3_server *s, int fd, const char *methods)
     char extra[256];
     snprintf(extra, sizeof extra,
              "Access-Control-Allow-Methods: %s, OPTIONS\r\n"
-             "Access-Control-Allow-Headers: Content-Type, Authorization\r\n"
+             "Access-Control-Allow-Headers: Content-Type, Authorization, X-Api-Key, "
+             "Anthropic-Version, Anthropic-Beta\r\n"
              "Access-Control-Max-Age: 86400\r\n",
              methods);
     respond(s, fd, 204, "text/plain", "", 0, s->cors[0] ? extra : NULL);
 }
 
-enum { R_CHAT, R_COMPLETIONS, R_MODELS, R_MODEL, R_HEALTH, R_TOKENIZE, R_DETOKENIZE, R_METRICS };
+enum {
+    R_CHAT, R_COMPLETIONS, R_MESSAGES, R_COUNT, R_RESPONSES, R_MODELS, R_MODEL, R_HEALTH,
+    R_TOKENIZE, R_DETOKENIZE, R_METRICS
+};
 
-/* With --api-key: whether the request carries "Authorization: Bearer KEY".
- * The comparison takes the same time wherever the first difference is. */
+/* Whether v[0..n) equals key, in a time that does not depend on where
+ * they first differ. */
+static int same_key(const char *v, size_t n, const char *key)
+{
+    size_t kn = strlen(key);
+    unsigned char diff = 0;
+    if (!v || n != kn)
+        return 0;
+    for (size_t i = 0; i < kn; i++)
+        diff |= (unsigned char)(v[i] ^ key[i]);
+    return diff == 0;
+}
+
+/* With --api-key: whether the request carries "Authorization: Bearer KEY"
+ * or (Anthropic's clients) "X-Api-Key: KEY". */
 static int authorized(const k3_server *s, const k3_http_request *req)
 {
     const char *key = s->cfg->api_key;
     if (!key)
         return 1;
-    size_t kn = strlen(key);
-    if (!req->authorization || req->authorization_len != 7 + kn ||
-        strncasecmp(req->authorization, "Bearer ", 7) != 0)
-        return 0;
-    unsigned char diff = 0;
-    for (size_t i = 0; i < kn; i++)
-        diff |= (unsigned char)(req->authorization[7 + i] ^ key[i]);
-    return diff == 0;
+    if (req->api_key && same_key(req->api_key, req->api_key_len, key))
+        return 1;
+    return req->authorization && req->authorization_len > 7 &&
+           strncasecmp(req->authorization, "Bearer ", 7) == 0 &&
+           same_key(req->authorization + 7, req->authorization_len - 7, key);
 }
 
 /* Answers a complete request. */
@@ -558,6 +628,9 @@ static void route(k3_server *s, int fd, const k3_http_request *req, const char *
     } routes[] = {
         { "/v1/chat/completions", "POST", R_CHAT, 0 },
         { "/v1/completions", "POST", R_COMPLETIONS, 0 },
+        { "/v1/messages", "POST", R_MESSAGES, 0 },
+        { "/v1/messages/count_tokens", "POST", R_COUNT, 0 },
+        { "/v1/responses", "POST", R_RESPONSES, 0 },
         { "/v1/models", "GET", R_MODELS, 0 },
         { "/v1/models/", "GET", R_MODEL, 1 },
         { "/health", "GET", R_HEALTH, 0 },
@@ -577,11 +650,13 @@ static void route(k3_server *s, int fd, const k3_http_request *req, const char *
             status = 204;
         } else if (!open && !authorized(s, req)) {
             k3_api_error err;
+            int anthropic = routes[i].endpoint == R_MESSAGES || routes[i].endpoint == R_COUNT;
             k3_api_fail(&err, 401, "invalid_api_key", NULL,
-                        "Invalid API key: send \"Authorization: Bearer KEY\" with the "
-                        "server's --api-key.");
+                        "Invalid API key: send \"Authorization: Bearer KEY\" (or \"X-Api-Key: "
+                        "KEY\") with the server's --api-key.");
             err.type = "authentication_error";
-            respond_error(s, fd, &err, "WWW-Authenticate: Bearer\r\n");
+            respond_error_as(s, fd, anthropic ? K3_API_MESSAGES : K3_API_CHAT, &err,
+                             "WWW-Authenticate: Bearer\r\n");
             status = 401;
         } else if (!is_method(req, routes[i].method)) {
             char allow[40];
@@ -592,6 +667,9 @@ static void route(k3_server *s, int fd, const k3_http_request *req, const char *
             switch (routes[i].endpoint) {
             case R_CHAT: generate(s, fd, req, body, K3_API_CHAT, t0); return;
             case R_COMPLETIONS: generate(s, fd, req, body, K3_API_COMPLETION, t0); return;
+            case R_MESSAGES: generate(s, fd, req, body, K3_API_MESSAGES, t0); return;
+            case R_RESPONSES: generate(s, fd, req, body, K3_API_RESPONSES, t0); return;
+            case R_COUNT: status = count_tokens(s, fd, req, body); break;
             case R_HEALTH: health(s, fd, req, t0); return;
             case R_MODELS: case R_MODEL: status = models(s, fd, req); break;
             case R_TOKENIZE: status = tokenize(s, fd, req, body, 0); break;
@@ -608,7 +686,9 @@ static void route(k3_server *s, int fd, const k3_http_request *req, const char *
         return;
     }
     http_error(s, fd, 404, "no such endpoint (POST /v1/chat/completions, POST /v1/completions, "
-                           "GET /v1/models, POST /tokenize, POST /detokenize, GET /metrics, "
+                           "POST /v1/messages, POST /v1/messages/count_tokens, "
+                           "POST /v1/responses, GET /v1/models, POST /tokenize, "
+                           "POST /detokenize, GET /metrics, "
                            "GET /health)", NULL);
     log_line(s, req, 404, NULL, t0);
 }

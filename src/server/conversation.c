@@ -66,6 +66,14 @@ static int has_image(const k3_json *parts)
     return 0;
 }
 
+/* Whether message m is a system (or developer) message. */
+static int is_system(const k3_json *m)
+{
+    const k3_json *role = k3_json_get(m, "role");
+    return role && role->type == K3J_STRING &&
+           (!strcmp(role->str, "system") || !strcmp(role->str, "developer"));
+}
+
 /* Message i as the renderer reads it: "developer" is "system"; text
  * content parts become one string (a list with an image part stays a
  * list); an assistant's name, refusal, audio and annotations (which the
@@ -73,8 +81,7 @@ static int has_image(const k3_json *parts)
  * for the reader to judge. */
 static int put_message(parse *p, k3_buf *b, const k3_json *m, size_t i, k3_err *e)
 {
-    static const char *const assistant_only[] = { "name", "refusal", "audio", "annotations",
-                                                  NULL };
+    static const char *const assistant_only[] = { "name", "refusal", "audio", "annotations", NULL };
     if (m->type != K3J_OBJECT)
         return k3_json_write(b, m, 0, e) ? oom(p, e) : 0;
     const k3_json *role = k3_json_get(m, "role");
@@ -91,12 +98,15 @@ static int put_message(parse *p, k3_buf *b, const k3_json *m, size_t i, k3_err *
             d++;
         if (assistant && assistant_only[d])
             continue;
+        if (is_system(m) && !strcmp(key, "tools"))
+            continue; /* K3's dynamic tools: declared with the others (put_tools) */
         if (!strcmp(key, "function_call")) {
             char path[64];
             snprintf(path, sizeof path, "messages[%zu].function_call", i);
             return k3_api_fail(p->err, 400, "unsupported_value", path,
                                "%s: the deprecated function_call is not supported; use "
-                               "tool_calls", path);
+                               "tool_calls",
+                               path);
         }
         if (k3_jtext_key(b, first, key, e))
             return oom(p, e);
@@ -183,21 +193,74 @@ static int conversation_error(parse *p, const char *msg)
     return k3_api_fail(p->err, 400, "invalid_value", param, "%s", msg);
 }
 
+/* The tools member: the request's tools, then those declared on system
+ * messages (K3's dynamic tools, "tools" on a system message) in message
+ * order, as one list declared where the format declares tools (the
+ * release's vectors show no other place); null when there are none at
+ * all (and a request's "tools": [] stays []). *count: the declarations. */
+static int put_tools(parse *p, k3_buf *b, size_t *count, k3_err *e)
+{
+    const k3_json *msgs = p->c->messages;
+    int any = p->c->tools != NULL;
+    *count = 0;
+    for (size_t i = 0; i < msgs->count; i++) {
+        const k3_json *t =
+            is_system(&msgs->items[i]) ? k3_json_get(&msgs->items[i], "tools") : NULL;
+        if (!t || t->type == K3J_NULL)
+            continue;
+        if (t->type != K3J_ARRAY) {
+            char path[64];
+            snprintf(path, sizeof path, "messages[%zu].tools", i);
+            return k3_api_fail(p->err, 400, "invalid_type", path, "%s: expected an array", path);
+        }
+        any = 1;
+    }
+    if (p->c->tools && p->c->tools->type != K3J_ARRAY) /* the reader names it */
+        return put_member(b, 1, "tools", p->c->tools, e) ? oom(p, e) : 0;
+    if (k3_buf_puts(b, any ? "\"tools\":[" : "\"tools\":null", e))
+        return oom(p, e);
+    for (size_t i = 0; any && i <= msgs->count; i++) {
+        const k3_json *t = i == 0 ? p->c->tools
+                           : is_system(&msgs->items[i - 1])
+                               ? k3_json_get(&msgs->items[i - 1], "tools")
+                               : NULL;
+        for (size_t k = 0; t && t->type == K3J_ARRAY && k < t->count; k++)
+            if ((*count && k3_buf_put(b, ",", 1, e)) || k3_json_write(b, &t->items[k], 0, e))
+                return oom(p, e);
+            else
+                ++*count;
+    }
+    return any && k3_buf_puts(b, "]", e) ? oom(p, e) : 0;
+}
+
+/* tool_choice "required" with no tool to call is a 400 (the reader would
+ * render a demand the model cannot meet). */
+static int check_choice(parse *p, size_t ntools)
+{
+    const k3_json *tc = p->c->tool_choice;
+    if (tc && tc->type == K3J_STRING && !strcmp(tc->str, "required") && ntools == 0)
+        return k3_api_fail(p->err, 400, "invalid_value", "tool_choice",
+                           "tool_choice \"required\" needs at least one tool in 'tools'.");
+    return 0;
+}
+
 int k3_api_read_conversation(const k3_api_conv *c, k3_chat **out, k3_api_error *err)
 {
+    size_t ntools = 0;
     parse pp = { c, err }, *p = &pp;
     k3_buf b = { 0 };
     k3_err e = { 0, "" };
-    k3_json null_value;
-    memset(&null_value, 0, sizeof null_value);
-    null_value.type = K3J_NULL;
     int rc = k3_buf_puts(&b, "{\"messages\":[", &e) ? oom(p, &e) : 0;
     for (size_t i = 0; i < c->messages->count && !rc; i++)
         rc = i && k3_buf_put(&b, ",", 1, &e) ? oom(p, &e)
                                              : put_message(p, &b, &c->messages->items[i], i, &e);
-    if (!rc && (k3_buf_puts(&b, "],", &e) ||
-                put_member(&b, 1, "tools", c->tools ? c->tools : &null_value, &e) ||
-                k3_buf_puts(&b, ",\"options\":", &e)))
+    if (!rc && k3_buf_puts(&b, "],", &e))
+        rc = oom(p, &e);
+    if (!rc)
+        rc = put_tools(p, &b, &ntools, &e);
+    if (!rc)
+        rc = check_choice(p, ntools);
+    if (!rc && k3_buf_puts(&b, ",\"options\":", &e))
         rc = oom(p, &e);
     if (!rc)
         rc = put_options(p, &b, &e);
@@ -208,4 +271,3 @@ int k3_api_read_conversation(const k3_api_conv *c, k3_chat **out, k3_api_error *
     k3_buf_free(&b);
     return rc;
 }
-

@@ -9,11 +9,13 @@
 #include "chat/reply.h"
 #include "util/error.h"
 
-void k3_emit_init(k3_emit *em, int chat, int stream, int include_usage, const char *id,
+void k3_emit_init(k3_emit *em, k3_api_kind api, int stream, int include_usage, const char *id,
                   long long created, const char *model)
 {
     memset(em, 0, sizeof *em);
-    em->chat = chat;
+    em->api = api;
+    em->chat = api != K3_API_COMPLETION;
+    em->open = -1;
     em->stream = stream;
     em->include_usage = include_usage;
     snprintf(em->id, sizeof em->id, "%s", id);
@@ -26,8 +28,20 @@ void k3_emit_free(k3_emit *em)
     k3_buf_free(&em->content);
     k3_buf_free(&em->reasoning);
     k3_buf_free(&em->calls);
+    k3_buf_free(&em->blocks);
     for (int i = 0; i < 4; i++)
         k3_buf_free(&em->lp[i]);
+}
+
+void k3_emit_prompt(k3_emit *em, size_t prompt, size_t cached)
+{
+    em->prompt = prompt;
+    em->cached = cached;
+}
+
+int k3_emit_has_done(k3_api_kind api)
+{
+    return api == K3_API_CHAT || api == K3_API_COMPLETION;
 }
 
 void k3_emit_want_logprobs(k3_emit *em)
@@ -164,7 +178,7 @@ static int timings(const k3_usage *u, k3_buf *b, k3_err *e)
 }
 
 /* ,"KEY":[id,...] */
-static int id_list(const char *key, const uint32_t *ids, size_t n, k3_buf *b, k3_err *e)
+int k3_emit_id_list(const char *key, const uint32_t *ids, size_t n, k3_buf *b, k3_err *e)
 {
     if (k3_buf_printf(b, e, ",\"%s\":[", key))
         return e->code;
@@ -185,9 +199,9 @@ static int chunk(k3_emit *em, const char *delta, size_t n, const char *reason,
         head(em, em->chat ? "chat.completion.chunk" : "text_completion", out, e) ||
         k3_buf_puts(out, "{\"index\":0,", e) || k3_buf_put(out, delta, n, e) ||
         logprobs_json(em, out, e) || finish_reason(reason, out, e) ||
-        (ids && id_list("token_ids", ids->generated, ids->ngenerated, out, e)) ||
+        (ids && k3_emit_id_list("token_ids", ids->generated, ids->ngenerated, out, e)) ||
         k3_buf_puts(out, "}]", e) ||
-        (ids && id_list("prompt_token_ids", ids->prompt, ids->nprompt, out, e)) ||
+        (ids && k3_emit_id_list("prompt_token_ids", ids->prompt, ids->nprompt, out, e)) ||
         (u && timings(u, out, e)))
         return e->code;
     return k3_buf_puts(out, "}\n\n", e);
@@ -207,6 +221,10 @@ int k3_emit_text(k3_emit *em, int channel, const char *s, size_t n, k3_buf *out,
 {
     if (n == 0)
         return K3_OK;
+    if (em->api == K3_API_MESSAGES)
+        return k3_emit_msg_text(em, channel, s, n, out, e);
+    if (em->api == K3_API_RESPONSES)
+        return k3_emit_resp_text(em, channel, s, n, out, e);
     if (!em->stream)
         return k3_buf_put(channel == K3_REPLY_REASONING ? &em->reasoning : &em->content, s, n, e);
     k3_buf d = { 0 };
@@ -245,6 +263,10 @@ static int call_json(const k3_emit *em, const char *name, size_t nl, const char 
 int k3_emit_call(k3_emit *em, const char *name, size_t name_len, const char *args, size_t args_len,
                  k3_buf *out, k3_err *e)
 {
+    if (em->api == K3_API_MESSAGES)
+        return k3_emit_msg_call(em, name, name_len, args, args_len, out, e);
+    if (em->api == K3_API_RESPONSES)
+        return k3_emit_resp_call(em, name, name_len, args, args_len, out, e);
     if (!em->stream) {
         if ((em->ncalls && k3_buf_puts(&em->calls, ",", e)) ||
             call_json(em, name, name_len, args, args_len, &em->calls, e))
@@ -303,6 +325,10 @@ static int warnings_json(const k3_emit *em, k3_buf *b, k3_err *e)
 int k3_emit_finish(k3_emit *em, const char *reason, const k3_usage *u, const k3_emit_ids *ids,
                    k3_buf *out, k3_err *e)
 {
+    if (em->api == K3_API_MESSAGES)
+        return k3_emit_msg_finish(em, reason, u, ids, out, e);
+    if (em->api == K3_API_RESPONSES)
+        return k3_emit_resp_finish(em, reason, u, ids, out, e);
     if (em->stream && em->warnings &&
         (k3_buf_puts(out, "data: ", e) ||
          head(em, em->chat ? "chat.completion.chunk" : "text_completion", out, e) ||
@@ -330,9 +356,9 @@ int k3_emit_finish(k3_emit *em, const char *reason, const k3_usage *u, const k3_
                k3_jtext_put(out, em->content.data ? em->content.data : "", em->content.len, e)))
         return e->code;
     if (logprobs_json(em, out, e) || finish_reason(reason, out, e) ||
-        (ids && id_list("token_ids", ids->generated, ids->ngenerated, out, e)) ||
+        (ids && k3_emit_id_list("token_ids", ids->generated, ids->ngenerated, out, e)) ||
         k3_buf_puts(out, "}],", e) || usage(u, out, e) ||
-        (ids && id_list("prompt_token_ids", ids->prompt, ids->nprompt, out, e)) ||
+        (ids && k3_emit_id_list("prompt_token_ids", ids->prompt, ids->nprompt, out, e)) ||
         timings(u, out, e))
         return e->code;
     if (em->warnings && (k3_buf_puts(out, ",", e) || warnings_json(em, out, e)))
@@ -359,6 +385,15 @@ int k3_emit_error(const k3_api_error *err, int sse, k3_buf *out, k3_err *e)
     return k3_buf_puts(out, sse ? "}}\n\n" : "}}", e);
 }
 
+int k3_emit_error_as(k3_api_kind api, const k3_api_error *err, int sse, k3_buf *out, k3_err *e)
+{
+    if (api == K3_API_MESSAGES)
+        return k3_emit_msg_error(err, sse, out, e);
+    if (api == K3_API_RESPONSES && sse)
+        return k3_emit_resp_error(err, sse, out, e);
+    return k3_emit_error(err, sse, out, e);
+}
+
 /* {"id":MODEL,"object":"model","created":...,"owned_by":"k3"} */
 static int model_object(const char *model, long long created, k3_buf *out, k3_err *e)
 {
@@ -368,11 +403,15 @@ static int model_object(const char *model, long long created, k3_buf *out, k3_er
                          created);
 }
 
-int k3_emit_models(const char *model, long long created, k3_buf *out, k3_err *e)
+int k3_emit_models_list(const char *model, const char *const *aliases, size_t naliases,
+                        long long created, k3_buf *out, k3_err *e)
 {
     if (k3_buf_puts(out, "{\"object\":\"list\",\"data\":[", e) ||
         model_object(model, created, out, e))
         return e->code;
+    for (size_t i = 0; i < naliases; i++)
+        if (k3_buf_puts(out, ",", e) || model_object(aliases[i], created, out, e))
+            return e->code;
     return k3_buf_puts(out, "]}", e);
 }
 

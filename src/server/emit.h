@@ -1,5 +1,8 @@
-/* emit.h - OpenAI response bodies: chat completions and text completions,
- * whole or as server-sent events, plus errors and the model list.
+/* emit.h - response bodies: OpenAI chat completions and text completions
+ * (emit.c), Anthropic Messages (emit_messages.c) and OpenAI Responses
+ * (emit_responses.c), whole or as server-sent events, plus errors and the
+ * model list. One k3_emit serves every API: the answer (answer.c) calls the
+ * same functions, which hand a Messages or Responses emitter to its file.
  *
  * One k3_emit follows one answer. Streaming, every call appends complete
  * SSE events ("data: {...}\n\n") to out, ready to send: a chat stream
@@ -26,7 +29,8 @@ typedef struct k3_usage {
 } k3_usage;
 
 typedef struct k3_emit {
-    int chat, stream, include_usage;
+    k3_api_kind api;
+    int chat, stream, include_usage; /* chat: api is not K3_API_COMPLETION */
     char id[48];
     long long created;
     const char *model;
@@ -42,6 +46,17 @@ typedef struct k3_emit {
     size_t nlp;                /* entries in lp */
     size_t lp_offset;          /* completions: bytes of the ids' text so far */
     const char *warnings;      /* k3_emit_warnings (borrowed), or NULL */
+    /* Messages and Responses: the answer is a list of blocks (Anthropic's
+     * content blocks, Responses' output items) - reasoning, text, tool
+     * calls - each opened by its first piece and closed by the next block
+     * or the end; content or reasoning holds the open block's text. */
+    size_t prompt, cached;     /* the prompt's ids and of them those reused (k3_emit_prompt) */
+    int open;                  /* the open block's channel (K3_REPLY_*), or -1 */
+    size_t nblocks;            /* blocks opened so far (the next one's index) */
+    k3_buf blocks;             /* the closed blocks as JSON array items */
+    size_t seq;                /* Responses: the next event's sequence_number */
+    int begun;                 /* streaming: the opening events went out */
+    int stop_string;           /* the answer ended at a stop string (answer.c) */
 } k3_emit;
 
 /* One id and its log-probability (a piece of the tokenizer: bytes[0..len)). */
@@ -51,10 +66,14 @@ typedef struct k3_emit_alt {
     double logprob;
 } k3_emit_alt;
 
-/* id: the response id ("chatcmpl-..." or "cmpl-..."); model and id are
- * borrowed for the emitter's life. */
-void k3_emit_init(k3_emit *em, int chat, int stream, int include_usage, const char *id,
+/* id: the response id ("chatcmpl-...", "cmpl-...", "msg_...", "resp_...");
+ * model and id are borrowed for the emitter's life. */
+void k3_emit_init(k3_emit *em, k3_api_kind api, int stream, int include_usage, const char *id,
                   long long created, const char *model);
+
+/* The prompt's size and the part of it reused from the state, before the
+ * first text (Anthropic's message_start carries the usage so far). */
+void k3_emit_prompt(k3_emit *em, size_t prompt, size_t cached);
 void k3_emit_free(k3_emit *em);
 
 /* The answer carries logprobs (called once, after init). */
@@ -98,6 +117,8 @@ typedef struct k3_emit_ids {
  * chunk of their own (choices: []) before the finish chunk. Structured
  * outputs use it for what a non-strict json_schema could not enforce. */
 void k3_emit_warnings(k3_emit *em, const char *lines);
+/* ,"KEY":[id,...] (the ids' lists of every API's answer). */
+int k3_emit_id_list(const char *key, const uint32_t *ids, size_t n, k3_buf *b, k3_err *e);
 
 /* The end: finish_reason "stop", "length" or "tool_calls", the usage, the
  * ids when ids is not NULL, and llama-server's "timings" object
@@ -111,8 +132,37 @@ int k3_emit_finish(k3_emit *em, const char *reason, const k3_usage *u, const k3_
 /* {"error": {"message", "type", "param", "code"}}; as an SSE event when sse. */
 int k3_emit_error(const k3_api_error *err, int sse, k3_buf *out, k3_err *e);
 
-/* GET /v1/models: the list of the one model; GET /v1/models/{id}: it alone. */
-int k3_emit_models(const char *model, long long created, k3_buf *out, k3_err *e);
+/* An error in the shape of api: OpenAI's (k3_emit_error), Anthropic's
+ * {"type": "error", "error": {"type", "message"}} (an "event: error" when
+ * sse), or Responses' (an "event: error" {type, code, message, param} when
+ * sse, else OpenAI's). */
+int k3_emit_error_as(k3_api_kind api, const k3_api_error *err, int sse, k3_buf *out, k3_err *e);
+
+/* Whether a stream of api ends with "data: [DONE]" (OpenAI's two APIs). */
+int k3_emit_has_done(k3_api_kind api);
+
+/* The Messages and Responses halves (emit_messages.c, emit_responses.c):
+ * k3_emit_text / call / finish / error_as hand over to these. With ids
+ * (return_token_ids), the message object (streaming: message_delta) or
+ * the response object carries "prompt_token_ids" and "token_ids". */
+int k3_emit_msg_text(k3_emit *em, int channel, const char *s, size_t n, k3_buf *out, k3_err *e);
+int k3_emit_msg_call(k3_emit *em, const char *name, size_t nl, const char *args, size_t al,
+                     k3_buf *out, k3_err *e);
+int k3_emit_msg_finish(k3_emit *em, const char *reason, const k3_usage *u,
+                       const k3_emit_ids *ids, k3_buf *out, k3_err *e);
+int k3_emit_msg_error(const k3_api_error *err, int sse, k3_buf *out, k3_err *e);
+int k3_emit_resp_text(k3_emit *em, int channel, const char *s, size_t n, k3_buf *out, k3_err *e);
+int k3_emit_resp_call(k3_emit *em, const char *name, size_t nl, const char *args, size_t al,
+                      k3_buf *out, k3_err *e);
+int k3_emit_resp_finish(k3_emit *em, const char *reason, const k3_usage *u,
+                        const k3_emit_ids *ids, k3_buf *out, k3_err *e);
+int k3_emit_resp_error(const k3_api_error *err, int sse, k3_buf *out, k3_err *e);
+
+/* GET /v1/models: the model and its aliases (naliases of them). */
+int k3_emit_models_list(const char *model, const char *const *aliases, size_t naliases,
+                        long long created, k3_buf *out, k3_err *e);
+
+/* GET /v1/models/{id}: the model alone. */
 int k3_emit_model(const char *model, long long created, k3_buf *out, k3_err *e);
 
 #endif

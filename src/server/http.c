@@ -186,6 +186,11 @@ static int header(const char *p, size_t n, k3_http_request *out, head_facts *f)
             return fail(out, 400, "two Authorization headers");
         out->authorization = v;
         out->authorization_len = vn;
+    } else if (ieq(name, name_len, "x-api-key")) {
+        if (out->api_key)
+            return fail(out, 400, "two X-Api-Key headers");
+        out->api_key = v;
+        out->api_key_len = vn;
     } else if (ieq(name, name_len, "expect")) {
         if (ieq(v, vn, "100-continue"))
             out->expect_continue = 1;

@@ -36,6 +36,8 @@ typedef struct k3_http_request {
     int expect_continue;   /* "Expect: 100-continue" */
     const char *authorization; /* the Authorization header's value, or NULL */
     size_t authorization_len;
+    const char *api_key;   /* the X-Api-Key header's value (Anthropic's), or NULL */
+    size_t api_key_len;
     const char *error;     /* when an error status is returned: why (a literal) */
 } k3_http_request;
 

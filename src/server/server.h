@@ -1,7 +1,8 @@
 /* server.h - `k3 serve`: an OpenAI-compatible HTTP server for one model.
  *
  * Endpoints: POST /v1/chat/completions, POST /v1/completions (api.h for
- * the fields), GET /v1/models and /v1/models/{id}, POST /tokenize and
+ * the fields), POST /v1/messages and /v1/messages/count_tokens (messages.h),
+ * POST /v1/responses (responses.h), GET /v1/models and /v1/models/{id}, POST /tokenize and
  * /detokenize (tokenize.h), GET /metrics (metrics.h), GET /health; OPTIONS
  * on any of them is a CORS preflight.
  *

@@ -85,7 +85,7 @@ static int encode_images(k3_server *s, k3_job *job)
     k3_api_error err;
     k3_buf b = { 0 };
     k3_api_fail(&err, 500, NULL, "messages", "encoding the images failed: %s", e.msg);
-    if (k3_emit_error(&err, job->answer.req->stream, &b, &e2) == K3_OK)
+    if (k3_emit_error_as(job->answer.req->kind, &err, job->answer.req->stream, &b, &e2) == K3_OK)
         k3_queue_publish(&s->queue, job, b.data, b.len, &e2);
     k3_buf_free(&b);
     k3_server_images_free(&job->answer);

@@ -48,8 +48,12 @@ static void check_request(const k3_api_request *r, int chat)
         FZ_ASSERT(r->kind == K3_API_CHAT && r->chat, "a chat request without a conversation");
         fz_check_chat(fz_tokenizer(), r->chat);
     } else {
-        FZ_ASSERT(r->kind == K3_API_COMPLETION && r->prompt && r->prompt[r->prompt_len] == '\0',
+        FZ_ASSERT(r->kind == K3_API_COMPLETION &&
+                      ((r->prompt && r->prompt[r->prompt_len] == '\0') ||
+                       (r->prompt_ids && r->nprompt_ids)),
                   "a completion without a prompt");
+        if (!r->prompt)
+            return;
         size_t n;
         free(fz_check_encode(fz_tokenizer(), (const uint8_t *)r->prompt, r->prompt_len, 0, &n));
     }

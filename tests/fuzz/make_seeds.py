@@ -293,6 +293,36 @@ def main():
         {"model": "k3", "prompt": "Once upon a time <|open|>", "max_tokens": 8, "top_k": 40,
          "min_p": 0.05, "repetition_penalty": 1.1, "stop": "\n", "n": 1, "echo": False,
          "logprobs": None, "user": "u"}).encode())
+    # agent_api (byte 0 bit 0: 0 messages, 1 responses; bit 1: count_tokens).
+    tool = {"name": "get_weather", "description": "weather",
+            "input_schema": {"type": "object", "properties": {"city": {"type": "string"}}}}
+    put(out, "agent_api", "messages", b"\x00" + json.dumps(
+        {"model": "k3", "max_tokens": 8, "system": [{"type": "text", "text": "be brief"}],
+         "tools": [tool], "tool_choice": {"type": "auto"}, "stop_sequences": ["END"],
+         "thinking": {"type": "enabled", "budget_tokens": 4000},
+         "messages": [{"role": "user", "content": "hi"},
+                      {"role": "assistant", "content": [
+                          {"type": "thinking", "thinking": "t", "signature": ""},
+                          {"type": "tool_use", "id": "t1", "name": "get_weather",
+                           "input": {"city": "x"}}]},
+                      {"role": "user", "content": [
+                          {"type": "tool_result", "tool_use_id": "t1", "content": "sunny"},
+                          {"type": "image", "source": {"type": "base64",
+                                                       "media_type": "image/png", "data": "AA=="}},
+                          {"type": "text", "text": "and?"}]}]}).encode())
+    put(out, "agent_api", "count", b"\x02" + json.dumps(
+        {"model": "k3", "messages": [{"role": "user", "content": "hi"}],
+         "output_config": {"effort": "high"}}).encode())
+    put(out, "agent_api", "responses", b"\x01" + json.dumps(
+        {"model": "k3", "instructions": "be brief", "max_output_tokens": 8,
+         "reasoning": {"effort": "low"}, "text": {"format": {"type": "json_schema", "name": "o",
+                                                            "schema": {"type": "object"}}},
+         "tools": [{"type": "function", "name": "f", "parameters": {"type": "object"}},
+                   {"type": "web_search"}],
+         "input": [{"role": "user", "content": [{"type": "input_text", "text": "hi"}]},
+                   {"type": "reasoning", "summary": [{"type": "summary_text", "text": "s"}]},
+                   {"type": "function_call", "call_id": "c", "name": "f", "arguments": "{}"},
+                   {"type": "function_call_output", "call_id": "c", "output": "ok"}]}).encode())
     put(out, "api", "chat-parts", b"\x00" + json.dumps(
         {"model": "k3", "messages": [{"role": "developer", "content": "be brief"},
                                      {"role": "user", "content": [{"type": "text", "text": "a"},

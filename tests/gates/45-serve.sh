@@ -88,7 +88,7 @@ refused bad-role 400 /v1/chat/completions '{"messages":[{"role":"robot","content
 refused image-part 400 /v1/chat/completions \
     '{"messages":[{"role":"user","content":[{"type":"image_url","image_url":{"url":"x"}}]}]}' \
     'messages[0].content[0]'
-refused too-many-tokens 400 /v1/chat/completions "$(chat 3001 false)" max_tokens
+refused zero-tokens 400 /v1/chat/completions "$(chat 0 false)" max_tokens # over --max-tokens is clamped (gate 55)
 refused n-two 400 /v1/chat/completions "$(chat 4 false ',"n":2')" n
 "$PYTHON" -c 'import json; print(json.dumps({"prompt": "hello " * 5000, "max_tokens": 4}))' >"$work/long.json"
 refused long-prompt 400 /v1/completions "@$work/long.json" prompt context_length_exceeded

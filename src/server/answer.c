@@ -132,7 +132,7 @@ int k3_answer_constrain(const struct k3_constrain_vocab *gv, const k3_api_reques
     k3_buf warn = { 0 };
     job->cons = NULL;
     job->warnings = NULL;
-    if (req->kind == K3_API_CHAT)
+    if (k3_api_is_chat(req)) /* chat, messages and responses: one conversation */
         k3_constrain_chat(gv, req->chat, job->thinking, &job->cons, &warn, &e);
     else if (req->constraint)
         k3_constrain_new(gv,

@@ -13,7 +13,11 @@
 tokdir=../shared/k3-release
 [ -f "$tokdir/tiktoken.model" ] || die "no release tokenizer at $tokdir"
 nbin=node_modules/.bin
-for c in claude codex opencode; do [ -x "$nbin/$c" ] || die "no $nbin/$c: run npm ci"; done
+# opencode: its linux-x64 binary package, pinned directly (package.json:
+# opencode-ai's other-platform packages are not all served, so npm ci
+# could not install a lock file naming them).
+opencode_bin=node_modules/opencode-linux-x64/bin/opencode
+for c in "$nbin/claude" "$nbin/codex" "$opencode_bin"; do [ -x "$c" ] || die "no $c: run npm ci"; done
 work="$(cd "$K3_BUILD" && pwd)/serve-agent-clients" # absolute: clients run elsewhere
 rm -rf "$work"
 mkdir -p "$work"
@@ -120,5 +124,5 @@ cat >"$oc/config/opencode/opencode.json" <<JSON
 JSON
 agent opencode chat env XDG_CONFIG_HOME="$oc/config" XDG_DATA_HOME="$oc/data" \
     XDG_CACHE_HOME="$oc/cache" XDG_STATE_HOME="$oc/state" OPENCODE_DISABLE_MODELS_FETCH=1 \
-    OPENCODE_DISABLE_AUTOUPDATE=1 "$(pwd)/$nbin/opencode" run "Say hello" -m k3/k3
+    OPENCODE_DISABLE_AUTOUPDATE=1 "$(pwd)/$opencode_bin" run "Say hello" -m k3/k3
 stop_server "$pid" srv

@@ -3,14 +3,13 @@
 # /v1/chat/completions (named function, "required") (issue 31 with the
 # structured-outputs issue).
 #
-# FORCED says what the build does with a forced choice:
-#   refused  (this branch alone): a named choice is a clear 400 naming
-#            tool_choice in each API's error shape - never silently ignored;
-#   enforced (once constrained decoding - branch grammar-int - is merged: set
-#            FORCED=enforced below): every forced request answers with a tool
-#            call of the named (or some) tool whose input validates against its
-#            schema (python3-jsonschema), under sampling (temperature 1).
-FORCED=refused
+# Every forced request answers with a tool call of the named (or some) tool
+# whose input validates against its schema (python3-jsonschema), under
+# sampling (temperature 1): constrained decoding enforces it (docs/SERVE.md
+# "Structured outputs"). FORCED=refused is the check a build without it
+# made (a named choice a clear 400 in each API's error shape); kept so the
+# checker can be pointed at such a build.
+FORCED=${K3_FORCED:-enforced}
 . tests/gates/lib.sh
 tokdir=../shared/k3-release
 [ -f "$tokdir/tiktoken.model" ] || die "no release tokenizer at $tokdir"

@@ -68,11 +68,18 @@ int k3_chat_add_image(k3_chat *c, const unsigned char *data, size_t n, const cha
     if (n > K3_IMAGE_MAX_FILE)
         return k3_fail(e, K3_EINPUT, "%s: %zu bytes, more than an image may have (%u)", what, n,
                        K3_IMAGE_MAX_FILE);
-    k3_image img;
-    if (k3_image_decode(data, n, what, &img, e))
-        return e->code;
-    int w = img.width, h = img.height;
-    k3_image_free(&img);
+    int w = 0, h = 0;
+    if (c->images_header_only) {
+        if (k3_image_probe(data, n, what, &w, &h, e))
+            return e->code;
+    } else {
+        k3_image img;
+        if (k3_image_decode(data, n, what, &img, e))
+            return e->code;
+        w = img.width;
+        h = img.height;
+        k3_image_free(&img);
+    }
     if (c->nimages == c->images_cap) {
         size_t cap = c->images_cap ? 2 * c->images_cap : 4;
         k3_chat_image *g = realloc(c->images, cap * sizeof *g);

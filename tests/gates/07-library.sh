@@ -5,6 +5,8 @@
 # exactly what `k3 MODEL --ignore-eos --show-special` prints for the prompt.
 # Then the CMake way: the library built and installed by CMake, and
 # examples/CMakeLists.txt (find_package(k3)) building the same program.
+# ladder: check
+# (make check and CI only, not make test: install + the PIC library + CMake: a second full build)
 . tests/gates/lib.sh
 tok=../shared/k3-release
 [ -f "$tok/tiktoken.model" ] || die "no release tokenizer at $tok"

@@ -24,8 +24,12 @@ static int b64_value(unsigned char ch)
 static int b64_decode(const char *s, size_t n, const char *what, unsigned char **out,
                       size_t *len, k3_err *e)
 {
-    while (n && s[n - 1] == '=' && n % 4 != 1)
-        n--;
+    size_t pad = 0;
+    while (n && s[n - 1] == '=')
+        n--, pad++;
+    if (pad > 2 || (pad && (n + pad) % 4))
+        return k3_fail(e, K3_EINPUT, "%s: the data URL's base64 ends in %zu '=' (padding is "
+                       "at most 2 and completes a group of 4)", what, pad);
     if (n % 4 == 1)
         return k3_fail(e, K3_EINPUT, "%s: the data URL's base64 has a stray last digit", what);
     unsigned char *d = malloc(n / 4 * 3 + 3);

@@ -168,8 +168,11 @@ int k3_cli_images_prompt(const k3_options *o, const k3_tokenizer *tok, const cha
     uint32_t *out = NULL;
     size_t *pad_pos = NULL;
     k3_vcfg cfg;
+    /* The tower is checked (present, every tensor's shape) before the
+     * markup is built: a checkpoint without one is named as such. */
     int rc = k3_vision_config(o->model_dir, &cfg, e);
-    if (rc || (rc = plan_files(o, &cfg, bytes, blen, plans, e)))
+    if (rc || (rc = k3_vision_probe(o->model_dir, e)) ||
+        (rc = plan_files(o, &cfg, bytes, blen, plans, e)))
         goto done;
     size_t T = (size_t)cfg.T;
     /* The prompt: each image's markup with its pad expanded, then the text. */

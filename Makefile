@@ -3,9 +3,11 @@
 # those two link into bin/k3 only. Every tests/unit/test_*.c is one test program.
 #
 #   make            build bin/k3
-#   make test       build and run the whole test ladder (tests/run.sh)
-#   make asan       the same suite under AddressSanitizer + UBSan (build-asan/)
-#   make ubsan      the same suite under UBSan alone (build-ubsan/)
+#   make test       build and run the short ladder (tests/run.sh, <= 6 min on
+#                   2 cores): every gate but those tagged `# ladder: check`
+#   make check      build and run every step of the ladder (CI runs this)
+#   make asan       the full ladder under AddressSanitizer + UBSan (build-asan/)
+#   make ubsan      the same under UBSan alone (build-ubsan/)
 #   BUILD=dir       put objects somewhere else (parallel builds of one tree)
 
 CC      ?= cc
@@ -76,7 +78,7 @@ TEST_BIN := $(TEST_SRC:tests/unit/%.c=$(BUILD)/tests/%$(EXE))
 PROG_BIN := $(PROG_SRC:tests/progs/%.c=$(BUILD)/progs/%$(EXE))
 K3_BIN   := $(if $(filter build,$(BUILD)),bin/k3,$(BUILD)/bin/k3$(EXE))
 
-.PHONY: all test asan ubsan clean demo install portable cross-aarch64
+.PHONY: all test check asan ubsan clean demo install portable cross-aarch64
 all: $(K3_BIN) $(TEST_BIN) $(PROG_BIN)
 
 $(BUILD)/%.o: %.c
@@ -131,15 +133,25 @@ $(BUILD)/progs/%$(EXE): tests/progs/%.c $(BUILD)/libk3.a
 	@mkdir -p $(dir $@)
 	$(CC) $(ALL_CFLAGS) -Itests/unit -MMD -MP -o $@ $< $(BUILD)/libk3.a $(LDLIBS)
 
+# The two ladders (docs/TESTING.md): `make test` leaves out the gates tagged
+# `# ladder: check` (tests/run.sh prints which, and its elapsed time);
+# `make check` runs them all.
 test: all
 	@sh scripts/deps.sh test
-	K3_BIN=$(K3_BIN) K3_BUILD=$(BUILD) PYTHON=$(PYTHON) sh tests/run.sh
+	K3_LADDER=test K3_BIN=$(K3_BIN) K3_BUILD=$(BUILD) PYTHON=$(PYTHON) sh tests/run.sh
+check: all
+	@sh scripts/deps.sh test
+	K3_LADDER=check K3_BIN=$(K3_BIN) K3_BUILD=$(BUILD) PYTHON=$(PYTHON) sh tests/run.sh
 
 SAN_FLAGS = -fno-omit-frame-pointer -fno-sanitize-recover=all
+# SAN_LADDER: which ladder the sanitizer builds run (check: every gate).
+SAN_LADDER ?= check
 asan:
-	$(MAKE) BUILD=build-asan OPT="-O1 -g" CFLAGS="$(SAN_FLAGS) -fsanitize=address,undefined" test
+	$(MAKE) BUILD=build-asan OPT="-O1 -g" CFLAGS="$(SAN_FLAGS) -fsanitize=address,undefined" \
+		$(SAN_LADDER)
 ubsan:
-	$(MAKE) BUILD=build-ubsan OPT="-O1 -g" CFLAGS="$(SAN_FLAGS) -fsanitize=undefined" test
+	$(MAKE) BUILD=build-ubsan OPT="-O1 -g" CFLAGS="$(SAN_FLAGS) -fsanitize=undefined" \
+		$(SAN_LADDER)
 
 # The README's first command: build, then run k3-nano (models/k3-nano, a
 # small Kimi K3 trained by tools/train_nano.py and committed) on a Python

@@ -77,6 +77,12 @@ struct k3_chat {
     k3_text tools_json;          /* the tools list, sorted compact JSON; absent when none */
     k3_chat_image *images;       /* [nimages] in order of occurrence (chat/images.h) */
     size_t nimages, images_cap;
+    /* Set while a CLI history is read (cli/history.c): images added are
+     * checked from their headers only (vision/image.h k3_image_probe), their
+     * pixels decoded when they are encoded, so that a replay over
+     * --max-context is refused before any pixel is decoded (issue 35 F1).
+     * 0 (k3 serve, /image): each image is decoded whole when added. */
+    int images_header_only;
     void **owned;                /* every allocation above except msgs */
     size_t nowned, owned_cap;
 };

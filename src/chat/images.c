@@ -24,8 +24,12 @@ static int b64_value(unsigned char ch)
 static int b64_decode(const char *s, size_t n, const char *what, unsigned char **out,
                       size_t *len, k3_err *e)
 {
-    while (n && s[n - 1] == '=' && n % 4 != 1)
-        n--;
+    size_t pad = 0;
+    while (n && s[n - 1] == '=')
+        n--, pad++;
+    if (pad > 2 || (pad && (n + pad) % 4))
+        return k3_fail(e, K3_EINPUT, "%s: the data URL's base64 ends in %zu '=' (padding is "
+                       "at most 2 and completes a group of 4)", what, pad);
     if (n % 4 == 1)
         return k3_fail(e, K3_EINPUT, "%s: the data URL's base64 has a stray last digit", what);
     unsigned char *d = malloc(n / 4 * 3 + 3);
@@ -68,11 +72,18 @@ int k3_chat_add_image(k3_chat *c, const unsigned char *data, size_t n, const cha
     if (n > K3_IMAGE_MAX_FILE)
         return k3_fail(e, K3_EINPUT, "%s: %zu bytes, more than an image may have (%u)", what, n,
                        K3_IMAGE_MAX_FILE);
-    k3_image img;
-    if (k3_image_decode(data, n, what, &img, e))
-        return e->code;
-    int w = img.width, h = img.height;
-    k3_image_free(&img);
+    int w = 0, h = 0;
+    if (c->images_header_only) {
+        if (k3_image_probe(data, n, what, &w, &h, e))
+            return e->code;
+    } else {
+        k3_image img;
+        if (k3_image_decode(data, n, what, &img, e))
+            return e->code;
+        w = img.width;
+        h = img.height;
+        k3_image_free(&img);
+    }
     if (c->nimages == c->images_cap) {
         size_t cap = c->images_cap ? 2 * c->images_cap : 4;
         k3_chat_image *g = realloc(c->images, cap * sizeof *g);

@@ -194,10 +194,17 @@ static int read_tools(k3_chat *c, const k3_json *tools, k3_err *e)
         return K3_OK;
     if (tools->type != K3J_ARRAY)
         return wrong_type("tools", "an array or null", tools, e);
-    for (size_t i = 0; i < tools->count; i++)
+    for (size_t i = 0; i < tools->count; i++) {
         if (tools->items[i].type != K3J_OBJECT)
             return k3_fail(e, K3_EINPUT, "tools[%zu]: expected an object, got %s", i,
                            k3_json_type_name(&tools->items[i]));
+        /* The chat format declares functions only (docs/SERVE.md): another
+         * kind is refused, not rendered as if it were one. */
+        const k3_json *type = k3_json_get(&tools->items[i], "type");
+        if (type && (type->type != K3J_STRING || strcmp(type->str, "function") != 0))
+            return k3_fail(e, K3_EINPUT, "tools[%zu].type: only \"function\" tools are "
+                           "supported", i);
+    }
     if (tools->count == 0) /* the encoder declares nothing for [] */
         return K3_OK;
     return keep_json(c, tools, K3_JW_SORT_KEYS, &c->tools_json, e);

@@ -86,3 +86,14 @@ int k3_chat_point_rows(k3_image_span *span, const size_t *image, size_t nspan,
     *embeds = emb;
     return K3_OK;
 }
+
+int k3_chat_image_plans(const k3_chat *c, int p, k3_vplan *plans, int64_t *nrows, k3_err *e)
+{
+    for (size_t i = 0; i < c->nimages; i++) {
+        k3_err pe = { 0, "" };
+        if (k3_vision_plan(c->images[i].width, c->images[i].height, p, &plans[i], &pe))
+            return k3_fail(e, pe.code, "image %zu: %s", i + 1, pe.msg);
+        nrows[i] = plans[i].rows;
+    }
+    return K3_OK;
+}

@@ -19,6 +19,7 @@
 #include "chat/images.h"
 #include "k3/k3.h"
 #include "k3/tokenizer.h"
+#include "vision/process.h"
 
 /* The images of a conversation as the tower's inputs (vision/rows.h):
  * their bytes, named "LABEL N" (1-based) in messages. */
@@ -30,6 +31,14 @@ typedef struct k3_chat_sources {
     size_t n;
 } k3_chat_sources;
 void k3_chat_sources_of(const k3_chat *c, const char *label, k3_chat_sources *s);
+
+/* Each of c's images' plan (vision/process.h k3_vision_plan, patch size p)
+ * from the size its header declares (the chat reader's width and height):
+ * plans[i] and nrows[i] = plans[i].rows. The row counts for
+ * k3_chat_expand_pads before anything is encoded, so that a front end
+ * refuses a prompt over its context before paying for the tower (k3 serve,
+ * the CLI's --chat and --history). K3_EINPUT naming "image N". */
+int k3_chat_image_plans(const k3_chat *c, int p, k3_vplan *plans, int64_t *nrows, k3_err *e);
 
 /* Replaces *ids[0..*n) (malloc'd; c rendered and encoded) by the prompt with
  * every pad expanded: the k-th pad becomes nrows[order[k]] pads, order

@@ -113,6 +113,10 @@ int k3_history_open(k3_history *h, const char *path, k3_chat *c, k3_err *e)
     if (!text)
         return e->code;
     size_t line = 1;
+    /* The replay's images: headers only here; their pixels are decoded
+     * when encoded, after the context check (chat/conv.h). */
+    int header_only = c->images_header_only;
+    c->images_header_only = 1;
     for (size_t at = 0; at < len && !e->code; line++) {
         const char *nl = memchr(text + at, '\n', len - at);
         size_t end = nl ? (size_t)(nl - text) : len;
@@ -120,6 +124,7 @@ int k3_history_open(k3_history *h, const char *path, k3_chat *c, k3_err *e)
             read_line(path, line, text + at, end - at, c, e);
         at = end + 1;
     }
+    c->images_header_only = header_only;
     if (!e->code)
         k3_buf_put(&h->text, text, len, e);
     free(text);

@@ -4,8 +4,11 @@
 #include <string.h>
 
 #include "cli/images.h"
+#include "cli/generate.h"
 #include "model/plan.h"
 #include "util/error.h"
+#include "util/file.h"
+#include "vision/image.h"
 #include "vision/rows.h"
 
 void k3_cli_images_free(k3_cli_images *im)
@@ -131,6 +134,27 @@ int k3_cli_images_encode(const k3_options *o, const unsigned char *const *data,
     return K3_OK;
 }
 
+/* Reads --image's files (*bytes[i] malloc'd, len[i]) and plans each from
+ * its header (vision/image.h k3_image_probe, vision/process.h): the rows
+ * are known before any pixel is decoded. */
+static int plan_files(const k3_options *o, const k3_vcfg *cfg, unsigned char **bytes,
+                      size_t *len, k3_vplan *plans, k3_err *e)
+{
+    for (size_t i = 0; i < o->nimage; i++) {
+        int w = 0, h = 0;
+        k3_err pe = { 0, "" };
+        bytes[i] = (unsigned char *)k3_read_small_file(e, o->image[i], K3_IMAGE_MAX_FILE,
+                                                       &len[i]);
+        if (!bytes[i])
+            return e->code ? e->code : k3_fail(e, K3_EINPUT, "%s: cannot read", o->image[i]);
+        if (k3_image_probe(bytes[i], len[i], o->image[i], &w, &h, e))
+            return e->code;
+        if (k3_vision_plan(w, h, cfg->p, &plans[i], &pe))
+            return k3_fail(e, pe.code, "%s: %s", o->image[i], pe.msg);
+    }
+    return K3_OK;
+}
+
 int k3_cli_images_prompt(const k3_options *o, const k3_tokenizer *tok, const char *text,
                          size_t len, uint32_t **ids, size_t *n, k3_cli_images *im, k3_err *e)
 {
@@ -138,16 +162,21 @@ int k3_cli_images_prompt(const k3_options *o, const k3_tokenizer *tok, const cha
     *ids = NULL;
     *n = 0;
     size_t ni = o->nimage, cap = 0;
-    k3_vplan plans[K3_MAX_IMAGES];
+    k3_vplan plans[K3_MAX_IMAGES], got[K3_MAX_IMAGES];
+    unsigned char *bytes[K3_MAX_IMAGES] = { 0 };
+    size_t blen[K3_MAX_IMAGES] = { 0 };
     uint32_t *out = NULL;
+    size_t *pad_pos = NULL;
     k3_vcfg cfg;
-    k3_vsrc src = { o->image, NULL, NULL, NULL, ni };
+    /* The tower is checked (present, every tensor's shape) before the
+     * markup is built: a checkpoint without one is named as such. */
     int rc = k3_vision_config(o->model_dir, &cfg, e);
-    if (rc || (rc = encode(o, &src, &cfg, plans, im, e)))
+    if (rc || (rc = k3_vision_probe(o->model_dir, e)) ||
+        (rc = plan_files(o, &cfg, bytes, blen, plans, e)))
         goto done;
     size_t T = (size_t)cfg.T;
     /* The prompt: each image's markup with its pad expanded, then the text. */
-    size_t *pad_pos = malloc(sizeof *pad_pos * (ni ? ni : 1));
+    pad_pos = malloc(sizeof *pad_pos * (ni ? ni : 1));
     if (!pad_pos) {
         rc = k3_fail(e, K3_ERUNTIME, "out of memory building the prompt");
         goto done;
@@ -170,13 +199,31 @@ int k3_cli_images_prompt(const k3_options *o, const k3_tokenizer *tok, const cha
     if (!rc && len && !(rc = k3_tok_encode(tok, text, len, o->prompt_special, &tid, &nt, e)))
         rc = put_ids(&out, n, &cap, tid, nt, e);
     free(tid);
+    /* Over --max-context: refused now, from the headers' plans, before the
+     * images are decoded and encoded (issue 35 F1: the encoding of one
+     * large image is minutes of CPU). */
+    if (rc || (rc = k3_cli_check_context(o, 0, *n, e)))
+        goto done;
+    const char *what[K3_MAX_IMAGES];
+    for (size_t i = 0; i < ni; i++)
+        what[i] = o->image[i];
+    k3_vsrc src = { NULL, (const unsigned char *const *)bytes, blen, what, ni };
+    if ((rc = encode(o, &src, &cfg, got, im, e)))
+        goto done;
+    for (size_t i = 0; i < ni; i++)
+        if (got[i].rows != plans[i].rows) /* the header lied about the size */
+            rc = k3_fail(e, K3_EINPUT, "%s: the image decodes to %dx%d, its header says %dx%d",
+                         o->image[i], got[i].width, got[i].height, plans[i].width,
+                         plans[i].height);
     if (!rc && !(im->embeds = calloc(*n ? *n : 1, sizeof *im->embeds)))
         rc = k3_fail(e, K3_ERUNTIME, "out of memory building the prompt");
     for (size_t i = 0, row = 0; i < ni && !rc; i++)
         for (int64_t r = 0; r < plans[i].rows; r++, row++)
             im->embeds[pad_pos[i] + (size_t)r] = im->rows + row * T;
-    free(pad_pos);
 done:
+    free(pad_pos);
+    for (size_t i = 0; i < ni; i++)
+        free(bytes[i]);
     if (rc) {
         free(out);
         *n = 0;

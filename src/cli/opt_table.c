@@ -138,8 +138,16 @@ static int store(const k3_opt *o, const char *arg, const char *s, char *base, k3
 
 int k3_opt_parse(const k3_opt_cmd *c, void *dst, int argc, char **argv, k3_err *e)
 {
+    return k3_opt_parse_seen(c, dst, argc, argv, NULL, 0, NULL, e);
+}
+
+int k3_opt_parse_seen(const k3_opt_cmd *c, void *dst, int argc, char **argv,
+                      const k3_opt **seen, size_t max_seen, size_t *nseen, k3_err *e)
+{
     char *base = dst;
     int npos = 0;
+    if (nseen)
+        *nseen = 0;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
         if (a[0] != '-' || !a[1]) {
@@ -169,6 +177,8 @@ int k3_opt_parse(const k3_opt_cmd *c, void *dst, int argc, char **argv, k3_err *
         }
         if (store(o, a, value, base + at, e) != K3_OK)
             return e->code;
+        if (seen && *nseen < max_seen)
+            seen[(*nseen)++] = o;
     }
     return K3_OK;
 }

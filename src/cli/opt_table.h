@@ -121,6 +121,12 @@ typedef struct k3_opt_cmd {
  * defaults). Returns a k3 status. */
 int k3_opt_parse(const k3_opt_cmd *c, void *dst, int argc, char **argv, k3_err *e);
 
+/* k3_opt_parse, also listing the entries of the options given, in order
+ * (repeats too), in seen[0..*nseen) (at most max_seen of them): what a
+ * command checks its modes against (cli/options.c). */
+int k3_opt_parse_seen(const k3_opt_cmd *c, void *dst, int argc, char **argv,
+                      const k3_opt **seen, size_t max_seen, size_t *nseen, k3_err *e);
+
 /* The --help text of the table (its TEXT entries and every shown option). */
 void k3_opt_help(const k3_opt_cmd *c, FILE *f);
 

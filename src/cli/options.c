@@ -247,6 +247,67 @@ void k3_options_list(void)
     k3_opt_list(&main_cmd, stdout);
 }
 
+/* The narrow modes (issue 35 F2) and the only options that apply to each:
+ * any other option given with one is exit 2 naming both, never silently
+ * ignored (--tf-check --save-state F used to exit 0 without writing F).
+ * An option added to the table is refused in these modes until it is
+ * listed here; tests/gates/76-mode-options.sh tries every option of
+ * --list-options against every mode. The wide modes (a generation run,
+ * --chat, --batch-file) are judged by check_combinations below. A mode is
+ * the first of this list that is given (cli/main.c's order). */
+static const char *const memory_opts =
+    " --preset --budget-gb --trunk-gb --trunk-ring --cache-gb --stream-embed --stream-lm-head"
+    " --no-mem-check --trunk --draft-trunk --trunk-layers --cache-experts --layers"
+    " --dump-cache-trace ";
+static const struct narrow_mode {
+    const char *name;
+    size_t flag;         /* offset of its field (a const char * or an int, see is_ptr) */
+    int is_ptr;
+    const char *applies; /* " --a --b " */
+    int memory;          /* memory_opts apply too */
+} narrow_modes[] = {
+    { "--render-chat", offsetof(k3_options, render_chat), 1,
+      " --render-chat --tokenize --tok --quiet --verbose ", 0 },
+    { "--detokenize", offsetof(k3_options, detokenize), 1,
+      " --detokenize --tok --quiet --verbose ", 0 },
+    { "--tokenize-jsonl", offsetof(k3_options, tokenize_jsonl), 1,
+      " --tokenize-jsonl --prompt-special --tok --quiet --verbose ", 0 },
+    { "--tokenize", offsetof(k3_options, tokenize), 0,
+      " --tokenize --prompt --prompt-file --prompt-special --tok --quiet --verbose ", 0 },
+    { "--tf-check", offsetof(k3_options, tf_check), 0,
+      " --tf-check --ids --prompt --prompt-file --prompt-special --tok --spec --draft"
+      " --draft-topk --out --threads --max-context --quiet --verbose ", 1 },
+};
+
+/* 1 when " NAME " is in the list. */
+static int listed(const char *list, const char *name)
+{
+    size_t n = strlen(name);
+    for (const char *p = strstr(list, name); p; p = strstr(p + 1, name))
+        if (p[-1] == ' ' && p[n] == ' ')
+            return 1;
+    return 0;
+}
+
+static int check_mode(const k3_options *o, const k3_opt *const *seen, size_t nseen, k3_err *e)
+{
+    const char *base = (const char *)o;
+    for (size_t m = 0; m < sizeof narrow_modes / sizeof narrow_modes[0]; m++) {
+        const struct narrow_mode *nm = &narrow_modes[m];
+        const void *f = base + nm->flag;
+        int given = nm->is_ptr ? *(const char *const *)f != NULL : *(const int *)f != 0;
+        if (!given)
+            continue;
+        for (size_t i = 0; i < nseen; i++)
+            if (!listed(nm->applies, seen[i]->name) &&
+                !(nm->memory && listed(memory_opts, seen[i]->name)))
+                return k3_fail(e, K3_EINPUT, "%s does not apply to %s: drop it", seen[i]->name,
+                               nm->name);
+        return K3_OK;
+    }
+    return K3_OK;
+}
+
 /* Combinations that cannot work, found before anything is loaded. */
 static int check_combinations(const k3_options *o, k3_err *e)
 {
@@ -279,7 +340,7 @@ static int check_combinations(const k3_options *o, k3_err *e)
         return k3_fail(e, K3_EINPUT, "--batch-file takes its prompts from the file: it does not "
                                      "go with --prompt, --prompt-file, --ids, --chat, "
                                      "--load-state, --save-state, --recompute, "
-                                     "--tf-check or the logit dumps");
+                                     "--tf-check, --dump-logits or --dump-prompt-logits");
     /* draft_self.c: the self drafter's drafts are forwards of its own
      * state, one sequence at a time, outside the shared pass: with many
      * lines that is a second pass per line and step, which cannot pay
@@ -343,7 +404,11 @@ int k3_options_parse(k3_options *o, int argc, char **argv, k3_err *e)
     o->sampling.repeat_last_n = 64;
     o->spec = K3_OPT_AUTO;
     o->draft_topk = -1;
-    if (k3_opt_parse(&main_cmd, o, argc, argv, e) != K3_OK || check_combinations(o, e))
+    const k3_opt *seen[256];
+    size_t nseen = 0;
+    if (k3_opt_parse_seen(&main_cmd, o, argc, argv, seen, sizeof seen / sizeof seen[0], &nseen,
+                          e) != K3_OK ||
+        check_mode(o, seen, nseen, e) || check_combinations(o, e))
         return e->code;
     /* auto: drafting where it pays (the cost gate, per sequence: also each
      * --batch-file line); --recompute has no decode steps to draft for. */

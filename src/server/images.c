@@ -71,12 +71,8 @@ int k3_server_images_prompt(const k3_server_vision *v, const k3_tokenizer *tok,
     if (!v->ok)
         return k3_api_fail(err, 400, "unsupported_value", "messages",
                            "An image_url content part: %s.", v->why);
-    for (size_t i = 0; i < c->nimages; i++) {
-        if (k3_vision_plan(c->images[i].width, c->images[i].height, v->cfg.p, &plans[i], &e))
-            return k3_api_fail(err, 400, "invalid_value", "messages", "image %zu: %s", i + 1,
-                               e.msg);
-        nrows[i] = plans[i].rows;
-    }
+    if (k3_chat_image_plans(c, v->cfg.p, plans, nrows, &e))
+        return k3_api_fail(err, 400, "invalid_value", "messages", "%s", e.msg);
     if (k3_chat_expand_pads(tok, c, nrows, &job->ids, &job->n, job->span, job->image,
                             &job->nspan, &e))
         return k3_api_fail(err, e.code == K3_EINPUT ? 400 : 500, NULL, "messages", "%s", e.msg);

@@ -517,7 +517,12 @@ k3_json_doc *k3_json_parse(const char *text, size_t len, char *err, size_t errle
     }
     parser ps = { (const unsigned char *)text, (const unsigned char *)text + len,
                   (const unsigned char *)text, doc, err, errlen, 0 };
-    if (parse_value(&ps, &doc->root, 0)) {
+    /* RFC 8259 §8.1: a JSON text must not begin with a byte order mark;
+     * said as such rather than as the "bad number" it would parse as. */
+    if (len >= 3 && !memcmp(text, "\xef\xbb\xbf", 3))
+        fail(&ps, "a UTF-8 byte order mark (EF BB BF) before the JSON text (RFC 8259 "
+                  "section 8.1: send the text without it)");
+    else if (parse_value(&ps, &doc->root, 0)) {
         skip_ws(&ps);
         if (ps.p != ps.end)
             fail(&ps, "trailing data after the JSON value");

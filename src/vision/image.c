@@ -30,17 +30,34 @@ int k3_image_supported(void)
     return 1;
 }
 
-int k3_image_decode(const uint8_t *data, size_t n, const char *what, k3_image *out, k3_err *e)
+/* The format by its signature, decoded whole or its header only. */
+static int decode(const uint8_t *data, size_t n, const char *what, int header_only,
+                  k3_image *out, k3_err *e)
 {
     memset(out, 0, sizeof *out);
     if (n == 0)
         return k3_fail(e, K3_EINPUT, "%s: empty image file", what);
     if (n >= 8 && memcmp(data, png_sig, 8) == 0)
-        return k3_png_decode(data, n, what, out, e);
+        return k3_png_decode(data, n, what, header_only, out, e);
     if (n >= 3 && data[0] == 0xff && data[1] == 0xd8 && data[2] == 0xff)
-        return k3_jpeg_decode(data, n, what, out, e);
+        return k3_jpeg_decode(data, n, what, header_only, out, e);
     return k3_fail(e, K3_EINPUT, "%s: not a PNG or JPEG image (k3 reads those two formats)",
                    what);
+}
+
+int k3_image_decode(const uint8_t *data, size_t n, const char *what, k3_image *out, k3_err *e)
+{
+    return decode(data, n, what, 0, out, e);
+}
+
+int k3_image_probe(const uint8_t *data, size_t n, const char *what, int *width, int *height,
+                   k3_err *e)
+{
+    k3_image im;
+    int rc = decode(data, n, what, 1, &im, e);
+    *width = rc ? 0 : im.width;
+    *height = rc ? 0 : im.height;
+    return rc;
 }
 #else
 int k3_image_supported(void)
@@ -56,6 +73,14 @@ int k3_image_decode(const uint8_t *data, size_t n, const char *what, k3_image *o
     memset(out, 0, sizeof *out);
     return k3_fail(e, K3_EINPUT, "%s: this k3 was built without image support (PNG and JPEG "
                    "need libpng and libjpeg at build time)", what);
+}
+
+int k3_image_probe(const uint8_t *data, size_t n, const char *what, int *width, int *height,
+                   k3_err *e)
+{
+    k3_image im;
+    *width = *height = 0;
+    return k3_image_decode(data, n, what, &im, e);
 }
 #endif
 

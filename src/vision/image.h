@@ -55,6 +55,14 @@ int k3_image_supported(void);
 int k3_image_decode(const uint8_t *data, size_t n, const char *what, k3_image *out,
                     k3_err *e);
 
+/* The size the header of data[0..n) declares, checked as k3_image_decode
+ * checks it (format, caps, sample depth, colour space), without decoding a
+ * pixel: what the vision plan needs (process.h) to refuse an image before
+ * its cost is paid. A file that passes may still fail the decode (a
+ * truncated stream). */
+int k3_image_probe(const uint8_t *data, size_t n, const char *what, int *width, int *height,
+                   k3_err *e);
+
 /* Reads the file at path (a regular file of at most K3_IMAGE_MAX_FILE bytes)
  * and decodes it. */
 int k3_image_load(const char *path, k3_image *out, k3_err *e);

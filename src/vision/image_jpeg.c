@@ -38,7 +38,25 @@ static void jpeg_emit_cb(j_common_ptr cinfo, int level)
         jpeg_error_cb(cinfo);
 }
 
-int k3_jpeg_decode(const uint8_t *data, size_t n, const char *what, k3_image *out, k3_err *e)
+/* A progressive JPEG may hold any number of scans, each a pass over the
+ * whole frame: thousands of tiny scans over a large frame cost minutes of
+ * CPU for a file of kilobytes. libjpeg-turbo's own tools stop at 500
+ * (TJFLAG_LIMITSCANS, djpeg -maxscans); so does k3 (docs/SECURITY.md). */
+#define K3_JPEG_MAX_SCANS 500
+
+static void jpeg_progress_cb(j_common_ptr cinfo)
+{
+    j_decompress_ptr d = (j_decompress_ptr)cinfo;
+    if (d->is_decompressor && d->input_scan_number > K3_JPEG_MAX_SCANS) {
+        struct jpeg_ctx *c = (struct jpeg_ctx *)cinfo->err;
+        snprintf(c->msg, sizeof c->msg, "more than %d scans (a progressive JPEG that costs "
+                 "a pass over the frame per scan)", K3_JPEG_MAX_SCANS);
+        longjmp(c->jump, 1);
+    }
+}
+
+int k3_jpeg_decode(const uint8_t *data, size_t n, const char *what, int header_only,
+                   k3_image *out, k3_err *e)
 {
     struct jpeg_decompress_struct cinfo;
     struct jpeg_ctx c;
@@ -47,12 +65,16 @@ int k3_jpeg_decode(const uint8_t *data, size_t n, const char *what, k3_image *ou
     cinfo.err = jpeg_std_error(&c.pub);
     c.pub.error_exit = jpeg_error_cb;
     c.pub.emit_message = jpeg_emit_cb;
+    struct jpeg_progress_mgr progress;
+    memset(&progress, 0, sizeof progress);
+    progress.progress_monitor = jpeg_progress_cb;
     volatile int rc = K3_EINPUT;
     if (setjmp(c.jump)) {
         k3_fail(e, K3_EINPUT, "%s: JPEG: %s", what, c.msg[0] ? c.msg : "decode failed");
         goto done;
     }
     jpeg_create_decompress(&cinfo);
+    cinfo.progress = &progress;
     jpeg_mem_src(&cinfo, (const unsigned char *)data, (unsigned long)n);
     jpeg_read_header(&cinfo, TRUE);
     if (k3_image_check_size(cinfo.image_width, cinfo.image_height, what, e))
@@ -66,6 +88,12 @@ int k3_jpeg_decode(const uint8_t *data, size_t n, const char *what, k3_image *ou
         cinfo.jpeg_color_space != JCS_RGB) {
         k3_fail(e, K3_EINPUT, "%s: JPEG colour space %d is not supported", what,
                 (int)cinfo.jpeg_color_space);
+        goto done;
+    }
+    if (header_only) {
+        out->width = (int)cinfo.image_width;
+        out->height = (int)cinfo.image_height;
+        rc = K3_OK;
         goto done;
     }
     cinfo.out_color_space = JCS_RGB;

@@ -62,7 +62,8 @@ static int png_is_animated(const uint8_t *d, size_t n)
     return 0;
 }
 
-int k3_png_decode(const uint8_t *data, size_t n, const char *what, k3_image *out, k3_err *e)
+int k3_png_decode(const uint8_t *data, size_t n, const char *what, int header_only,
+                  k3_image *out, k3_err *e)
 {
     if (png_is_animated(data, n))
         return k3_fail(e, K3_EINPUT, "%s: animated PNG (APNG) is not supported; give one frame "
@@ -96,6 +97,12 @@ int k3_png_decode(const uint8_t *data, size_t n, const char *what, k3_image *out
                 "images; docs/VISION.md §3.1)", what);
         goto done;
     }
+    if (header_only) {
+        out->width = (int)w;
+        out->height = (int)h;
+        rc = K3_OK;
+        goto done;
+    }
     if (type == PNG_COLOR_TYPE_PALETTE)
         png_set_palette_to_rgb(png);
     if (type == PNG_COLOR_TYPE_GRAY && depth < 8)
@@ -125,6 +132,9 @@ int k3_png_decode(const uint8_t *data, size_t n, const char *what, k3_image *out
     for (png_uint_32 y = 0; y < h; y++)
         c.rows[y] = c.px + (size_t)y * w * (size_t)ch;
     png_read_image(png, c.rows);
+    /* The chunks after the image up to IEND: a file cut after its last IDAT
+     * is refused as truncated, as one cut inside it is (docs/SECURITY.md). */
+    png_read_end(png, NULL);
     out->width = (int)w;
     out->height = (int)h;
     out->channels = ch;

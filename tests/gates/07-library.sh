@@ -9,6 +9,8 @@
 # `k3 MODEL --chat --effort low --show-thinking` prints for the same message.
 # Then the CMake way: the library built and installed by CMake, and
 # examples/CMakeLists.txt (find_package(k3)) building the same program.
+# ladder: check
+# (make check and CI only, not make test: install + the PIC library + CMake: a second full build)
 . tests/gates/lib.sh
 tok=${K3_RELEASE_DIR:-../shared/k3-release} # the release files beside the clone
 [ -f "$tok/tiktoken.model" ] || die "no release tokenizer at $tok"

@@ -14,6 +14,8 @@
 # (the mutants of 50-mutants reach 0.8-1.5). Greedy ids must be
 # identical, or first differ where the float64 logits' top two are within
 # that same bound (a tie in all but the last bits).
+# ladder: check
+# (make check and CI only, not make test: eight random shapes against the python reference (gate 10 keeps tiny-a/b))
 . tests/gates/lib.sh
 work="$K3_BUILD/random-shapes"
 mkdir -p "$work"

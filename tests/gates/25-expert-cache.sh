@@ -8,6 +8,8 @@
 # -DK3_FAULT_INJECTION in $K3_BUILD/fault, with the CC, OPT and CFLAGS of
 # the build under test (make exports its command-line variables to the
 # test ladder), so `make asan` sanitizes the fault paths too.
+# ladder: check
+# (make check and CI only, not make test: every capacity x both readers x every fault)
 . tests/gates/lib.sh
 prog="$K3_BUILD/progs/expert_cache_check"
 [ -x "$prog" ] || die "$prog is not built"

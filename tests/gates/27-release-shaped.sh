@@ -13,6 +13,8 @@
 #  - pack-trunk --layers 2 packs real-sized runs (~7.9 GB of images) and the
 #    holes stay holes, layer 0 and lm_head cut (format 4); the engine
 #    accepts the trunk.
+# ladder: check
+# (make check and CI only, not make test: 497,220 tensors at true shapes: I/O-bound)
 . tests/gates/lib.sh
 
 REL=../shared/k3-release

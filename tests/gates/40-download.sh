@@ -13,6 +13,8 @@
 #      scripts/check-shards.py (truncated data section), exit 2;
 #   g  check-shards.py names each corrupted shard (header length, JSON, trailing
 #      bytes, shards swapped against the index), exit 2.
+# ladder: check
+# (make check and CI only, not make test: the download script against a fake hub, no engine code; 70 s at load 6)
 . tests/gates/lib.sh
 work="$K3_BUILD/gate-download"
 rm -rf "$work"

@@ -6,6 +6,8 @@
 # Proves the gate of 10-reference can fail. The mutants change the plain
 # (scalar) kernels, the reference path every SIMD path must equal bit for
 # bit (15-kernels-identical), so they run with K3_KERNELS=scalar.
+# ladder: check
+# (make check and CI only, not make test: six rebuilds of the engine)
 . tests/gates/lib.sh
 work="$K3_BUILD/mutants"
 mkdir -p "$work"

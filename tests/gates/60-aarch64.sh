@@ -7,6 +7,8 @@
 # Needs the Debian/Ubuntu packages gcc-aarch64-linux-gnu, its libc
 # libc6-dev-arm64-cross (only recommended by it) and qemu-user; `sh
 # scripts/deps.sh test` installs them.
+# ladder: check
+# (make check and CI only, not make test: a cross build and qemu)
 . tests/gates/lib.sh
 for tool in aarch64-linux-gnu-gcc qemu-aarch64; do
     command -v "$tool" >/dev/null ||

@@ -41,6 +41,8 @@
 # the shards otherwise run on (exit 0) - the release format has no
 # checksum for them (docs/SECURITY.md). The last lines count every outcome
 # per kind of fault.
+# ladder: check
+# (make check and CI only, not make test: a fault at every read and allocation of whole runs)
 . tests/gates/lib.sh
 W="$K3_BUILD/fault-sweep"
 rm -rf "$W"

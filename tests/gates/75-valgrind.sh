@@ -13,6 +13,8 @@
 # what a read syscall returns), so every byte read by the uring reader would
 # look uninitialised. Gates 25 and 26 run both readers; ASan has no such gap.
 # Fails when valgrind is not installed (.ci/run and scripts/deps.sh install it).
+# ladder: check
+# (make check and CI only, not make test: memcheck runs)
 . tests/gates/lib.sh
 command -v valgrind >/dev/null 2>&1 || die "valgrind is not installed (apt-get install valgrind)"
 W="$K3_BUILD/valgrind-gate"

@@ -39,7 +39,7 @@ expect_exit 4 'RUN INVALID.*layers\.1\.block_sparse_moe\.experts\.[0-9]+\.w2\.we
 printf '%-26s ' id-out-of-range; expect_exit 2 'token id 512 is outside the vocabulary' "$K3_BIN" "$good" --ids 1,512
 printf '%-26s ' ids-malformed;   expect_exit 2 'entry 2 "" is not a token id' "$K3_BIN" "$good" --ids 1,,2
 printf '%-26s ' ids-negative;    expect_exit 2 'entry 1 "-1" is not a token id' "$K3_BIN" "$good" --ids -1
-printf '%-26s ' no-model-dir;    expect_exit 2 'no such|cannot open' "$K3_BIN" "$work/nonexistent" --ids 1
+printf '%-26s ' no-model-dir;    expect_exit 2 'no such|cannot open|does not exist' "$K3_BIN" "$work/nonexistent" --ids 1
 printf '%-26s ' unknown-option;  expect_exit 2 'unknown option --frobnicate' "$K3_BIN" "$good" --frobnicate
 printf '%-26s ' bad-gen;         expect_exit 2 '--gen expects an integer' "$K3_BIN" "$good" --ids 1 --gen x
 printf '%-26s ' layers-too-many; expect_exit 2 '--layers 9: the model has 6 layers' "$K3_BIN" "$good" --ids 1 --layers 9

@@ -79,6 +79,11 @@ class Term:
             fail("fewer than %d bytes after %s" % (n, what), self.buf)
 
     def send(self, b):
+        # As a person types: a moment after the prompt showed. libedit sets
+        # the terminal's mode when it starts reading a line and may flush
+        # what arrived before (TCSAFLUSH), so keys sent the instant the
+        # prompt appears can be lost on a loaded machine.
+        time.sleep(0.25)
         os.write(self.fd, b)
 
     def reap(self, until):

@@ -290,10 +290,21 @@ static int64_t array_rule(k3g_schema *s, const k3_json *node)
     int64_t mn = count_of(k3_json_get(node, "minItems"), 0);
     int64_t mx = count_of(k3_json_get(node, "maxItems"), -1);
     size_t k = prefix && prefix->type == K3J_ARRAY ? prefix->count : 0;
-    if (mn > K3_GRAM_MAX_REPEAT || mx > K3_GRAM_MAX_REPEAT)
+    if ((mn > K3_GRAM_MAX_REPEAT || mx > K3_GRAM_MAX_REPEAT) && s->strict)
         return k3_fail(s->e, K3_EINPUT, "json schema: minItems/maxItems above %d at %s%s",
                        K3_GRAM_MAX_REPEAT, s->prefix, s->ptr),
                -1;
+    /* Not strict: such a bound is not enforced (a warning), as for strings. */
+    if (mx > K3_GRAM_MAX_REPEAT) {
+        if (k3g_unsupported(s, "maxItems"))
+            return -1;
+        mx = -1;
+    }
+    if (mn > K3_GRAM_MAX_REPEAT) {
+        if (k3g_unsupported(s, "minItems"))
+            return -1;
+        mn = 0;
+    }
     if (k > K3_GRAM_MAX_REPEAT)
         return k3_fail(s->e, K3_EINPUT, "json schema: more than %d prefixItems at %s%s",
                        K3_GRAM_MAX_REPEAT, s->prefix, s->ptr),

@@ -478,10 +478,23 @@ int64_t k3g_schema_string(k3g_schema *s, const k3_json *node, int raw)
     }
     if (!raw && !mnl && !mxl)
         return k3g_json_string(&s->j);
-    if (mn > K3_GRAM_MAX_REPEAT || mx > K3_GRAM_MAX_REPEAT) {
+    if ((mn > K3_GRAM_MAX_REPEAT || mx > K3_GRAM_MAX_REPEAT) && s->strict) {
         k3_fail(s->e, K3_EINPUT, "json schema: string length above %d (K3_GRAM_MAX_REPEAT) at %s%s",
                 K3_GRAM_MAX_REPEAT, s->prefix, s->ptr);
         return -1;
+    }
+    /* Not strict: a bound past what a grammar repeats is not enforced (a
+     * warning, as for an unsupported keyword). Agents' tool schemas carry
+     * such bounds (a 100,000-byte maxLength on a script, say). */
+    if (mx > K3_GRAM_MAX_REPEAT) {
+        if (k3g_unsupported(s, "maxLength"))
+            return -1;
+        mx = -1;
+    }
+    if (mn > K3_GRAM_MAX_REPEAT) {
+        if (k3g_unsupported(s, "minLength"))
+            return -1;
+        mn = 0;
     }
     int64_t c = raw ? k3g_any_char(&s->j) : k3g_json_char(&s->j);
     int64_t body =

@@ -621,6 +621,32 @@ static void test_hostile_schemas(void)
           "warning: %s", e.msg);
     k3_buf_free(&warn);
     k3_gram_free(g);
+    /* a length or item bound past K3_GRAM_MAX_REPEAT: strict refuses it; not
+     * strict drops it with a warning (agents' tool schemas carry such
+     * bounds: Claude Code's script parameter) and the string stays a string */
+    static const char *const big[] = {
+        "{\"type\":\"string\",\"maxLength\":100000}",
+        "{\"type\":\"array\",\"items\":{\"type\":\"integer\"},\"maxItems\":100000}",
+    };
+    for (size_t i = 0; i < sizeof big / sizeof big[0]; i++) {
+        g = NULL;
+        e.code = 0;
+        CHECK(k3_gram_from_schema(&g, big[i], strlen(big[i]), &strict, NULL, &e) == K3_EINPUT,
+              "strict %s", big[i]);
+        k3_gram_free(g);
+        g = NULL;
+        k3_buf w = { 0 };
+        e.code = 0;
+        CHECK(k3_gram_from_schema(&g, big[i], strlen(big[i]), NULL, &w, &e) == K3_OK && w.len &&
+                  strstr(w.data, i ? "'maxItems'" : "'maxLength'"),
+              "not strict %s: %s", big[i], e.msg);
+        if (g)
+            CHECK(i ? matches(g, "[1, 2]", 6) && !matches(g, "[\"a\"]", 5)
+                    : matches(g, "\"abc\"", 5) && !matches(g, "3", 1),
+                  "an unbounded %s", i ? "array" : "string");
+        k3_buf_free(&w);
+        k3_gram_free(g);
+    }
     /* integer ranges are exact: every integer in and around the range */
     static const struct {
         const char *schema;

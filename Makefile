@@ -271,7 +271,8 @@ $(BUILD)/src/mpi/cli/main.o: src/cli/main.c $(BUILD)/commit.stamp
 		-include src/mpi/cli_main.h -MMD -MP -c $< -o $@
 $(MPI_BIN): $(MPI_OBJ) $(MPI_CLI_OBJ) $(PACK_OBJ) $(BUILD)/libk3.a
 	@mkdir -p $(dir $@)
-	$(MPICC) $(ALL_CFLAGS) -o $@ $(MPI_OBJ) $(MPI_CLI_OBJ) $(PACK_OBJ) $(BUILD)/libk3.a $(LDLIBS)
+	$(MPICC) $(ALL_CFLAGS) -o $@ $(MPI_OBJ) $(MPI_CLI_OBJ) $(PACK_OBJ) $(BUILD)/libk3.a $(EDIT_LIBS) \
+		$(LDLIBS)
 .PHONY: mpi test-mpi test-mpich
 mpi: $(MPI_BIN)
 # The fault-shim k3-mpi for test-mpi: src/io/fault.c again with
@@ -282,7 +283,7 @@ $(BUILD)/mpi-fault/fault.o: src/io/fault.c
 	$(CC) $(ALL_CFLAGS) -DK3_FAULT_INJECTION -MMD -MP -c $< -o $@
 $(MPI_FAULT_BIN): $(MPI_OBJ) $(MPI_CLI_OBJ) $(PACK_OBJ) $(BUILD)/mpi-fault/fault.o $(BUILD)/libk3.a
 	$(MPICC) $(ALL_CFLAGS) -o $@ $(MPI_OBJ) $(MPI_CLI_OBJ) $(PACK_OBJ) \
-		$(BUILD)/mpi-fault/fault.o $(BUILD)/libk3.a $(LDLIBS)
+		$(BUILD)/mpi-fault/fault.o $(BUILD)/libk3.a $(EDIT_LIBS) $(LDLIBS)
 test-mpi: $(K3_BIN) $(MPI_BIN) $(MPI_FAULT_BIN)
 	K3_BIN=$(K3_BIN) K3_MPI_BIN=$(MPI_BIN) K3_MPI_FAULT_BIN=$(MPI_FAULT_BIN) K3_BUILD=$(BUILD) \
 		K3_MODELS=$(BUILD)/models PYTHON=$(PYTHON) sh tests/mpi/run.sh

@@ -589,7 +589,10 @@ int k3_run_chat(k3_model *m, const k3_options *o, const k3_tokenizer *tok, k3_ou
     c.terminal = isatty(STDIN_FILENO);
     /* On a terminal the thinking shows as it comes (as other CLIs show
      * reasoning); in a pipe only when asked, as before. */
-    c.show_thinking = o->conv.show_thinking || (isatty(STDOUT_FILENO) && !o->conv.hide_thinking);
+    /* (Only for a person at both ends: a script that reads its input from a
+     * file keeps its bytes even where stdout is a pty, as under mpirun.) */
+    c.show_thinking = o->conv.show_thinking ||
+                      (c.terminal && isatty(STDOUT_FILENO) && !o->conv.hide_thinking);
     c.dim = c.show_thinking && isatty(STDOUT_FILENO) && !getenv("NO_COLOR");
     c.report = out->report.f;
     c.counter = isatty(STDERR_FILENO) && !getenv("NO_COLOR") && !o->quiet;

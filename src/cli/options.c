@@ -169,7 +169,7 @@ static const k3_opt main_table[] = {
                 "stdin is a terminal, max otherwise)"),
     K3_OPT_FLAG_("--show-thinking", O, conv.show_thinking,
                  "print the thinking (dimmed on a terminal); the default\n"
-                 "when stdout is a terminal"),
+                 "when stdin and stdout are terminals"),
     K3_OPT_FLAG_("--hide-thinking", O, conv.hide_thinking,
                  "fold the thinking into a \"thinking... N tokens\" counter"),
     K3_OPT_FLAG_("--no-history-file", O, conv.no_history_file,

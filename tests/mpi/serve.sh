@@ -83,8 +83,11 @@ wait_gone() {
     done
 }
 
-# 1. the answers of bin/k3 serve.
-start_server alone "$K3_BIN" --max-context 4096 --max-queue 16 || die "bin/k3 serve did not start"
+# 1. the answers of bin/k3 serve, without the prefix cache (k3-mpi serve
+# has none: a restore is not relayed to the other ranks), so the two do the
+# same prefills and their usage (cached_tokens) compares too.
+start_server alone "$K3_BIN" --max-context 4096 --max-queue 16 --prefix-cache-gb 0 ||
+    die "bin/k3 serve did not start"
 alone=$port
 # k3-mpi speculating (--spec auto, the default), drafting every step it can
 export K3_SPEC_ALWAYS=1

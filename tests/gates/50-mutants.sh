@@ -21,7 +21,8 @@ for m in $("$PYTHON" tests/gates/mutants.py list); do
     "$PYTHON" tests/gates/mutants.py apply "$m" . "$work/$m"
     # A clean make: the parent make (e.g. make asan) must not pass its
     # variables down through MAKEFLAGS.
-    MAKEFLAGS= MAKELEVEL= make -s -C "$work/$m" BUILD=build bin/k3 OPT=-O1 WERROR= CFLAGS= >/dev/null 2>&1
+    MAKEFLAGS= MAKELEVEL= make -s -C "$work/$m" BUILD=build bin/k3 OPT=-O1 WERROR= CFLAGS= \
+        >"$work/$m.build.log" 2>&1 || { tail -n 20 "$work/$m.build.log"; die "mutant $m did not build"; }
     caught=""
     for preset in tiny-a tiny-b; do
         dir="$K3_MODELS/$preset"

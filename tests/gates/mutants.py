@@ -63,9 +63,12 @@ MUTANTS = {
 
 def apply(name, src, dst):
     shutil.rmtree(dst, ignore_errors=True)
-    for part in ("src", "include"):
+    # What the Makefile's bin/k3 rule reads: the sources, the public headers,
+    # the embedding script (the chat page is compiled in) and VERSION.
+    for part in ("src", "include", "scripts"):
         shutil.copytree(f"{src}/{part}", f"{dst}/{part}")
-    shutil.copy(f"{src}/Makefile", dst)
+    for top in ("Makefile", "VERSION"):
+        shutil.copy(f"{src}/{top}", dst)
     # Makefile fragments it includes (not the generated .d files).
     for inc in re.findall(r"^include\s+(\S+)", open(f"{src}/Makefile").read(), re.M):
         os.makedirs(os.path.dirname(f"{dst}/{inc}") or dst, exist_ok=True)

@@ -9,6 +9,9 @@
 #    with an error event (code server_stopping) and "data: [DONE]", the
 #    waiting request gets 503; SIGTERM with a non-streaming request running:
 #    it gets 503 server_stopping, not an empty 200; both servers exit 0;
+#  - SIGTERM with --parallel 2, a chat completions and a messages stream
+#    running and a responses stream waiting: each ends in its own API's
+#    error event (never its "finished" event), the server exits 0;
 #  - a run that is invalid (a weight read fails for good, injected by the
 #    fault shim of a -DK3_FAULT_INJECTION build, as in gate 72): the request
 #    gets 500, then /health answers 503 {"status": "error", "reason": ...},
@@ -122,6 +125,66 @@ wait "$running" || true
     [ "$(json running 'r["error"]["code"]')" = server_stopping ] ||
     die "running request: $(cat "$work/running.code") $(head -c 300 "$work/running.json")"
 echo "ok running request: 503 server_stopping"
+
+echo "== SIGTERM with --parallel 2: two streams of two APIs running, a third waiting"
+start_server par "$K3_BIN" --parallel 2 || die "par: $(cat "$work/par.log")"
+par_pid=$pid
+model_name=$(basename "$dir")
+curl -s -N --max-time 60 -o "$work/par-chat.txt" -d "$long_chat,\"stream\":true}" \
+    "http://127.0.0.1:$port/v1/chat/completions" &
+pids="$pids $!"
+c_chat=$!
+curl -s -N --max-time 60 -o "$work/par-msg.txt" -H 'content-type: application/json' \
+    -d '{"model":"'"$model_name"'","messages":[{"role":"user","content":"Hello there"}],"max_tokens":3000,"temperature":0,"stream":true}' \
+    "http://127.0.0.1:$port/v1/messages" &
+pids="$pids $!"
+c_msg=$!
+i=0
+until [ "$(get h /health -s)" = 200 ] && [ "$(json h 'r["running"]')" = 2 ]; do
+    [ $i -lt 300 ] || die "par: two generations never ran at once"
+    sleep 0.05
+    i=$((i + 1))
+done
+curl -s -N --max-time 60 -o "$work/par-resp.txt" \
+    -d '{"model":"'"$model_name"'","input":"Hello there","max_output_tokens":3000,"stream":true}' \
+    "http://127.0.0.1:$port/v1/responses" &
+pids="$pids $!"
+c_resp=$!
+i=0
+until [ "$(get h /health -s)" = 200 ] && [ "$(json h 'r["waiting"]')" = 1 ]; do
+    [ $i -lt 300 ] || die "par: the third request never queued"
+    sleep 0.05
+    i=$((i + 1))
+done
+wait_stream_start "$work/par-chat.txt"
+stop_server "$par_pid" par 0
+wait "$c_chat" "$c_msg" "$c_resp" || true
+# Each ends in its own API's error event, none as if it had finished.
+"$PYTHON" - "$work" <<'EOF' || die "par: a cut stream ended wrongly"
+import json, sys
+w = sys.argv[1]
+def events(name):
+    out = []
+    for block in open(f"{w}/par-{name}.txt").read().split("\n\n"):
+        ev = [l[7:] for l in block.split("\n") if l.startswith("event: ")]
+        data = [l[6:] for l in block.split("\n") if l.startswith("data: ")]
+        if data:
+            out.append((ev[0] if ev else None, data[0]))
+    return out
+chat, msg, resp = events("chat"), events("msg"), events("resp")
+ok = chat[-1][1] == "[DONE]" and json.loads(chat[-2][1])["error"]["code"] == "server_stopping"
+ok = ok and len(chat) > 3 and "choices" in json.loads(chat[0][1])
+ok = ok and msg[0][0] == "message_start" and msg[-1][0] == "error"
+ok = ok and json.loads(msg[-1][1])["error"]["type"] == "overloaded_error"
+ok = ok and not any(e == "message_stop" for e, _ in msg)
+ok = ok and resp[-1][0] == "error" and json.loads(resp[-1][1])["code"] == "server_stopping"
+ok = ok and not any(e == "response.completed" for e, _ in resp)
+print("chat:", len(chat), "events, last", chat[-2:])
+print("messages:", len(msg), "events, last", msg[-1])
+print("responses:", len(resp), "events, last", resp[-1])
+sys.exit(0 if ok else 1)
+EOF
+echo "ok --parallel 2: each stream ended by its API's error event, server exit 0"
 
 echo "== RUN INVALID: /health reports it"
 fb="$K3_BUILD/fault"

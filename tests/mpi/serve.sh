@@ -13,8 +13,9 @@
 #     the verify rows and their cuts relayed to the followers), with drafts
 #     kept and cut (/metrics);
 #  2. SIGTERM to rank 0 ends the job in order: exit 0, every rank finalized;
-#  3. a follower killed (SIGKILL) while an answer streams ends the job
-#     within 30 s, nonzero, not a hang;
+#  3. a follower, then rank 0, killed (SIGKILL) while an answer streams
+#     ends the job within 30 s, nonzero, not a hang; the client's stream
+#     is cut or ends in an error event, never a bare [DONE];
 #  4. a weight read failing on a follower mid-answer ends the job, exit 4,
 #     with that rank's message (the fault-shim k3-mpi).
 . tests/gates/lib.sh
@@ -129,32 +130,51 @@ done
 unset K3_SPEC_ALWAYS
 echo "ok: SIGTERM to rank 0 ends k3-mpi serve with exit 0 (2 and 3 ranks)"
 
-# 3. a follower killed while an answer streams.
-start_server kill "$work/k3-mpi-3" --max-context 4096 --parallel 2 || die "kill: did not start"
-job=$pid
-victim=$(rank_pid "$job" 2)
-[ -n "$victim" ] || die "kill: rank 2 not found"
-curl -s -N -m 120 "http://127.0.0.1:$port/v1/completions" -H 'Content-Type: application/json' \
-    -d '{"prompt": "Count", "max_tokens": 4000, "ignore_eos": true, "stream": true}' \
-    >"$work/kill.stream" 2>/dev/null &
-pids="$pids $!"
-i=0
-while :; do
-    n=$(grep -c '^data:' "$work/kill.stream" 2>/dev/null) || n=0
-    [ "$n" -lt 5 ] || break
-    [ $i -lt 300 ] || die "kill: the stream did not start"
-    sleep 0.1
-    i=$((i + 1))
-done
-kill -9 "$victim"
-t0=$(date +%s)
-wait_gone "$job" 30 || die "kill: k3-mpi serve still runs 30 s after a follower was killed"
-set +e
-wait "$job"
-rc=$?
-set -e
-[ "$rc" -ne 0 ] || die "kill: exit 0 after a follower was killed"
-echo "ok: a follower killed mid-answer ends k3-mpi serve in $(($(date +%s) - t0)) s (exit $rc)"
+# 3. a rank killed (SIGKILL) while an answer streams: a follower (rank 2),
+# then rank 0 itself (the HTTP side: the client's stream is cut, and the
+# followers, waiting in a collective for rank 0's next operation, must not
+# wait forever).
+kill_mid_answer() {
+    start_server "kill$1" "$work/k3-mpi-3" --max-context 4096 --parallel 2 ||
+        die "kill rank $1: did not start"
+    job=$pid
+    victim=$(rank_pid "$job" "$1")
+    [ -n "$victim" ] || die "kill: rank $1 not found"
+    curl -s -N -m 120 "http://127.0.0.1:$port/v1/completions" -H 'Content-Type: application/json' \
+        -d '{"prompt": "Count", "max_tokens": 4000, "ignore_eos": true, "stream": true}' \
+        >"$work/kill$1.stream" 2>/dev/null &
+    client=$!
+    pids="$pids $client"
+    i=0
+    while :; do
+        n=$(grep -c '^data:' "$work/kill$1.stream" 2>/dev/null) || n=0
+        [ "$n" -lt 5 ] || break
+        [ $i -lt 300 ] || die "kill rank $1: the stream did not start"
+        sleep 0.1
+        i=$((i + 1))
+    done
+    kill -9 "$victim"
+    t0=$(date +%s)
+    wait_gone "$job" 30 || die "kill: k3-mpi serve still runs 30 s after rank $1 was killed"
+    set +e
+    wait "$job"
+    rc=$?
+    set -e
+    [ "$rc" -ne 0 ] || die "kill: exit 0 after rank $1 was killed"
+    wait_gone "$client" 30 || die "kill rank $1: the client still waits 30 s after"
+    # Cut, or ended by an error event: never a [DONE] as if it had finished.
+    if grep -q '\[DONE\]' "$work/kill$1.stream"; then
+        grep -q '"error"' "$work/kill$1.stream" ||
+            die "kill rank $1: the cut stream ends in [DONE] without an error event"
+        how="ended by an error event"
+    else
+        how="cut"
+    fi
+    echo "ok: rank $1 killed mid-answer ends k3-mpi serve in $(($(date +%s) - t0)) s" \
+        "(exit $rc); the client's stream is $how"
+}
+kill_mid_answer 2
+kill_mid_answer 0
 
 # 4. a read failing on a follower (rank 1 of 2) mid-answer: every weight
 # read from its 400th on fails, so the model opens and the first answer's

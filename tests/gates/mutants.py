@@ -2,7 +2,12 @@
 """mutants.py - deliberate corruptions of the engine, for 50-mutants.sh.
 
   mutants.py list                 names of the mutants
-  mutants.py apply NAME SRC DST   copy the source tree SRC to DST and apply NAME
+  mutants.py copy SRC DST         copy what bin/k3's build reads from SRC to DST
+  mutants.py apply NAME SRC DST   write NAME's files into DST: SRC's text, mutated
+  mutants.py restore NAME SRC DST write NAME's files into DST: SRC's text as is
+
+One copy serves every mutant in turn (apply, build, run, restore): make
+then recompiles only the mutated files, not the whole engine per mutant.
 
 Each mutant is a list of exact (file, old, new) replacements. If an `old`
 text is no longer in the source the mutant cannot be applied and this exits
@@ -61,7 +66,7 @@ MUTANTS = {
 }
 
 
-def apply(name, src, dst):
+def copy(src, dst):
     shutil.rmtree(dst, ignore_errors=True)
     # What the Makefile's bin/k3 rule reads: the sources, the public headers,
     # the embedding script (the chat page is compiled in) and VERSION.
@@ -73,17 +78,30 @@ def apply(name, src, dst):
     for inc in re.findall(r"^include\s+(\S+)", open(f"{src}/Makefile").read(), re.M):
         os.makedirs(os.path.dirname(f"{dst}/{inc}") or dst, exist_ok=True)
         shutil.copy(f"{src}/{inc}", f"{dst}/{inc}")
-    for path, old, new in MUTANTS[name]:
-        text = open(f"{dst}/{path}").read()
-        if text.count(old) < 1:
-            sys.exit(f"mutant {name}: '{old[:60]}' not found in {path}; update tests/gates/mutants.py")
-        open(f"{dst}/{path}", "w").write(text.replace(old, new))
+
+
+def write(name, src, dst, mutate):
+    """Rewrites NAME's files in DST from SRC's text, mutated or not. The
+    files are written anew either way, so their mtime tells make to
+    recompile them."""
+    texts = {}
+    for path, _, _ in MUTANTS[name]:
+        texts[path] = open(f"{src}/{path}").read()
+    if mutate:
+        for path, old, new in MUTANTS[name]:
+            if texts[path].count(old) < 1:
+                sys.exit(f"mutant {name}: '{old[:60]}' not found in {path}; update tests/gates/mutants.py")
+            texts[path] = texts[path].replace(old, new)
+    for path, text in texts.items():
+        open(f"{dst}/{path}", "w").write(text)
 
 
 if __name__ == "__main__":
     if sys.argv[1:2] == ["list"]:
         print("\n".join(MUTANTS))
-    elif sys.argv[1:2] == ["apply"] and len(sys.argv) == 5:
-        apply(*sys.argv[2:5])
+    elif sys.argv[1:2] == ["copy"] and len(sys.argv) == 4:
+        copy(*sys.argv[2:4])
+    elif sys.argv[1:2] in (["apply"], ["restore"]) and len(sys.argv) == 5:
+        write(*sys.argv[2:5], sys.argv[1] == "apply")
     else:
         sys.exit(__doc__)

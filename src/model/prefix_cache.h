@@ -16,9 +16,13 @@
  * not mean equal rows where images took positions). A snapshot matches a
  * prompt when its ids are a prefix of the prompt's and every span below
  * its position is in both, with the same start and hash. The index is a
- * flat list compared id by id (snapshots are few: at most what the budget
- * holds); each snapshot holds its own copy of the MLA rows (no sharing of
- * rows between the snapshots of one branch).
+ * radix tree over the ids (model/prefix_radix.h): a lookup walks the
+ * prompt's ids once and meets exactly the snapshots whose ids are a
+ * prefix, shortest first, so it costs the prompt's length whatever the
+ * number of snapshots; the spans are compared on those. Each snapshot
+ * holds its own copy of the MLA rows (no sharing of rows between the
+ * snapshots of one branch: docs/TUNING.md "Prefix cache" says why at the
+ * release's shapes the copies cost little next to the KDA states).
  *
  * Tiers: snapshots live in RAM within ram_bytes; to make room the one of
  * least value goes (value: positions saved per byte held, times one plus
@@ -33,7 +37,8 @@
  * match its ids is skipped with a log line; a checksum mismatch is found
  * when it is read, and then it is skipped, removed and the prompt computed
  * cold), and every RAM snapshot is spilled there when the cache closes, so
- * a restarted server or chat starts warm. A disk snapshot is read only
+ * a restarted server or chat starts warm; k3_prefix_cache_flush writes
+ * them behind (the server after each answer), so a killed one does too. A disk snapshot is read only
  * where reading is predicted to beat recomputing: the cache measures its
  * reads (seconds per byte) and the caller reports its prefill speed
  * (seconds per position, k3_prefix_cache_prefill_rate).
@@ -93,6 +98,13 @@ size_t k3_prefix_cache_restore(k3_prefix_cache *c, k3_state *s, const uint32_t *
  * a key held already is only touched. Failures (memory, disk) are logged
  * and leave the cache as it was. */
 void k3_prefix_cache_put(k3_prefix_cache *c, const k3_state *s);
+
+/* Writes every RAM snapshot that has no file yet to the disk tier (none
+ * without one), so a process killed after this (kill -9, a crash, power)
+ * finds them when it restarts; returns how many were written. The
+ * caller calls it where a write delays no first token (the server: after
+ * an answer was handed back). Failures are logged. */
+size_t k3_prefix_cache_flush(k3_prefix_cache *c);
 
 /* The caller's prefill speed: `positions` computed in `seconds` (folded
  * into a running mean that the disk tier's read-or-compute choice uses). */

@@ -16,9 +16,12 @@ PHASE:
   evict    ARG conversations through a cache too small for them: /metrics
            shows evictions and spills, and later turns still hit (RAM or
            disk), all equal to cold
+  killed   two turns of a conversation with RAM to spare: their snapshots
+           are written behind to the disk tier (spills without evictions)
   restart  after a restart with the same --prefix-cache-dir: the first
-           request of a known conversation is served from disk
-           (prefix_cache_disk_hits_total >= 1, cached_tokens > 0), equal
+           request of a known conversation (ARG k9: killed's third turn)
+           is served from disk (prefix_cache_disk_hits_total >= 1,
+           cached_tokens > 0), equal
   corrupt  after the cache files were damaged: the answers equal cold (a
            damaged file is never used; the gate checks the log lines)
   parallel concurrent conversations on a server with slots and speculation
@@ -27,6 +30,7 @@ import json
 import re
 import sys
 import threading
+import time
 import urllib.request
 
 PHASE, COLD, CACHE = sys.argv[1], sys.argv[2], sys.argv[3]
@@ -144,9 +148,28 @@ def evict():
              m["prefix_cache_disk_hits_total"]))
 
 
+def killed():
+    """Two turns of conversation k9 on a server with a disk tier and RAM to
+    spare (so nothing is evicted): the snapshots must reach the directory
+    written behind, before any shutdown (the gate then kills it with -9)."""
+    c = turns("k9", 3, 300)
+    for t in range(2):
+        same("k9 turn %d" % t, c[t])
+    for _ in range(100):  # the writes follow the answer (server/slots.c): a moment
+        m = metrics(CACHE)
+        if m.get("prefix_cache_spills_total", 0) >= 2:
+            break
+        time.sleep(0.1)
+    if m.get("prefix_cache_evictions_total", 0) != 0 or m.get("prefix_cache_spills_total", 0) < 2:
+        fail("write-behind: %s" % m)
+    print("ok killed: %d snapshots written behind with no eviction (%d in RAM)"
+          % (m["prefix_cache_spills_total"], m["prefix_cache_ram_snapshots"]))
+
+
 def restart():
-    c = turns("ev0", 2, 100)
-    got = same("after the restart", c[1])
+    tag, seed, t = ("k9", 300, 2) if ARG == "k9" else ("ev0", 100, 1)
+    c = turns(tag, t + 1, seed)
+    got = same("after the restart", c[t])
     m = metrics(CACHE)
     if cached(got) == 0 or m.get("prefix_cache_disk_hits_total", 0) < 1:
         fail("after the restart: cached %d, metrics %s" % (cached(got), m))
@@ -188,5 +211,5 @@ def parallel():
           % (len(convs), len(convs[0]), m.get("prefix_cache_hits_total", 0)))
 
 
-{"warm": warm, "evict": evict, "restart": restart, "corrupt": corrupt,
+{"warm": warm, "evict": evict, "killed": killed, "restart": restart, "corrupt": corrupt,
  "parallel": parallel}[PHASE]()

@@ -238,27 +238,18 @@ static void merge_down(k3_radix *r, node *x)
         return; /* out of memory: x stays, a valid tree with one more node */
     memcpy(run, x->run, x->nrun * sizeof *run);
     memcpy(run + x->nrun, k->run, k->nrun * sizeof *run);
-    r->bytes += k->nrun * sizeof *run;
-    free(x->run);
+    /* x takes k's node whole (children, values) with the joined run; k is
+     * freed holding x's old run and arrays (the child list held only k).
+     * Bytes: the joined run is x's old run more than k's, freed below. */
+    uint32_t *krun = k->run;
+    node old = *x;
+    r->bytes += old.nrun * sizeof *run;
+    *x = *k;
     x->run = run;
     x->nrun = (size_t)n;
-    /* swap the arrays so that freeing k frees x's old (empty) ones */
-    node **kids = x->kid;
-    size_t capkid = x->capkid;
-    void **vals = x->val;
-    size_t capval = x->capval;
-    x->kid = k->kid;
-    x->nkid = k->nkid;
-    x->capkid = k->capkid;
-    x->val = k->val;
-    x->nval = k->nval;
-    x->capval = k->capval;
-    k->kid = kids;
+    *k = old;
     k->nkid = 0;
-    k->capkid = capkid;
-    k->val = vals;
-    k->nval = 0;
-    k->capval = capval;
+    free(krun);
     drop_node(r, k);
 }
 

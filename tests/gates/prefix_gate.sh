@@ -46,7 +46,10 @@ expect_exit 2 "goes with --prefix-cache-dir" "$K3_BIN" serve "$dir" --tok "$tokd
 grep -q "prefix cache: *0.500 GiB RAM" "$work/plan.out" || die "--plan: $(cat "$work/plan.out")"
 echo "ok options: --prefix-cache-disk-gb alone exit 2, --plan names the cache"
 
-start_server cold "$K3_BIN" --max-context 4096 --spec 0 --prefix-cache-gb 0 || die "cold did not start"
+# the cold server answers through the whole gate (the full one runs over 10 minutes on
+# a loaded machine): longer than start_server's bound
+start_server cold "$K3_BIN" --max-context 4096 --spec 0 --prefix-cache-gb 0 --exit-after 3000 ||
+    die "cold did not start"
 cold="http://127.0.0.1:$port"
 cold_pid=$pid
 

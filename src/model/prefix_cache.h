@@ -38,10 +38,11 @@
  * when it is read, and then it is skipped, removed and the prompt computed
  * cold), and every RAM snapshot is spilled there when the cache closes, so
  * a restarted server or chat starts warm; k3_prefix_cache_flush writes
- * them behind (the server after each answer), so a killed one does too. A disk snapshot is read only
- * where reading is predicted to beat recomputing: the cache measures its
- * reads (seconds per byte) and the caller reports its prefill speed
- * (seconds per position, k3_prefix_cache_prefill_rate).
+ * them behind (the server after each answer), so a killed one does too.
+ * A disk snapshot is read only where reading is predicted to beat
+ * recomputing: the cache measures its reads (seconds per byte) and the
+ * caller reports its prefill speed (seconds per position,
+ * k3_prefix_cache_prefill_rate).
  *
  * Threading: one thread at a time (the server's worker); the statistics
  * are copied out by that thread (k3_prefix_cache_stats). */

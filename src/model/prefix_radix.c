@@ -314,6 +314,12 @@ void k3_radix_prefixes(const k3_radix *r, const uint32_t *ids, size_t n, k3_radi
     }
 }
 
-uint64_t k3_radix_bytes(const k3_radix *r) { return r->bytes; }
+uint64_t k3_radix_bytes(const k3_radix *r)
+{
+    return r->bytes;
+}
 
-size_t k3_radix_nodes(const k3_radix *r) { return r->nodes; }
+size_t k3_radix_nodes(const k3_radix *r)
+{
+    return r->nodes;
+}

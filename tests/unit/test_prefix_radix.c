@@ -86,8 +86,7 @@ static void lookup(const k3_radix *r, const uint32_t *q, size_t n)
         if (v.got[i] != p || (p && v.len[i] != items[i].n))
             bad = 1;
     }
-    CHECK(!bad && v.count == want, "lookup of %zu ids: %zu found, %zu expected", n, v.count,
-          want);
+    CHECK(!bad && v.count == want, "lookup of %zu ids: %zu found, %zu expected", n, v.count, want);
     CHECK(v.ordered, "lookup: values not by ascending key length");
 }
 
@@ -142,8 +141,8 @@ int main(void)
             }
             lookup(r, q, n);
         }
-        CHECK(k3_radix_nodes(r) <= 2 * live + 1, "%zu nodes for %zu values",
-              k3_radix_nodes(r), live);
+        CHECK(k3_radix_nodes(r) <= 2 * live + 1, "%zu nodes for %zu values", k3_radix_nodes(r),
+              live);
     }
     /* a value not at its key, and one at another key, are not removed */
     for (int i = 0; i < MAXV; i++)
@@ -160,8 +159,9 @@ int main(void)
     CHECK(k3_radix_nodes(r) == 1, "%zu nodes left after removing all", k3_radix_nodes(r));
     CHECK(k3_radix_bytes(r) >= empty, "bytes below an empty tree's");
     /* the root's arrays stay allocated; every node's bytes are returned */
-    CHECK(k3_radix_bytes(r) <= empty + 2 * (MAXV + 8) * sizeof(void *), "%llu bytes left (empty: %llu)",
-          (unsigned long long)k3_radix_bytes(r), (unsigned long long)empty);
+    CHECK(k3_radix_bytes(r) <= empty + 2 * (MAXV + 8) * sizeof(void *),
+          "%llu bytes left (empty: %llu)", (unsigned long long)k3_radix_bytes(r),
+          (unsigned long long)empty);
     k3_radix_free(r);
     return check_report("test_prefix_radix");
 }

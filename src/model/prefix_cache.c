@@ -3,6 +3,7 @@
 
 #include <dirent.h>
 #include <errno.h>
+#include <pthread.h>
 #include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
@@ -28,6 +29,8 @@ typedef struct entry {
     uint64_t disk_bytes;    /* the file's size */
     uint64_t used;          /* the cache's tick at its last put or restore */
     uint64_t hits;
+    int writing;            /* the writer thread is writing snap to its file */
+    int unwritable;         /* the writer gave up on it (no room, a failed write) */
 } entry;
 
 /* A lookup through the index: the prompt, and the best entry so far. */
@@ -52,6 +55,16 @@ struct k3_prefix_cache {
     k3_prefix_stats st;
     double read_rate;       /* seconds per byte of the disk reads so far (0: none yet) */
     double prefill_rate;    /* seconds per position the caller computes (0: not known) */
+    /* The write-behind (k3_prefix_cache_flush): a thread started by the
+     * first flush writes the RAM snapshots that have no file. mu guards
+     * everything above; the writer holds it except while it writes an
+     * entry's file (entry.writing: the snapshot is only read then, and
+     * the caller's thread waits for the write before it frees or writes
+     * that snapshot itself). */
+    pthread_mutex_t mu;
+    pthread_cond_t wake, wrote;
+    pthread_t writer;
+    int has_writer, stop;
 };
 
 static void note(const k3_prefix_cache *c, const char *fmt, ...) K3_PRINTF(2, 3);
@@ -112,7 +125,8 @@ static void same_key(void *ctx, void *val, size_t len)
 {
     lookup *q = ctx;
     entry *x = val;
-    if (len == q->n && x->nimg == q->nimg && matches(x, q->ids, q->n, q->img, q->nimg))
+    if ((x->snap || x->on_disk) && len == q->n && x->nimg == q->nimg &&
+        matches(x, q->ids, q->n, q->img, q->nimg))
         q->best = x;
 }
 
@@ -163,6 +177,8 @@ static void remove_file(k3_prefix_cache *c, entry *x)
 static void leave_ram(k3_prefix_cache *c, size_t i)
 {
     entry *x = c->e[i];
+    while (x->writing)
+        pthread_cond_wait(&c->wrote, &c->mu);
     c->st.ram_bytes -= x->ram_bytes;
     c->st.ram_entries--;
     k3_state_free(x->snap);
@@ -198,6 +214,8 @@ static void spill(k3_prefix_cache *c, entry *x, const k3_state *src, int ram_too
 {
     char path[4096];
     k3_err e = { 0, "" };
+    while (x->writing)
+        pthread_cond_wait(&c->wrote, &c->mu);
     if (!c->dir || x->on_disk)
         return;
     uint64_t bytes = k3_prefix_snapshot_bytes(c->m, (int64_t)x->n); /* about the file's */
@@ -342,6 +360,9 @@ int k3_prefix_cache_open(k3_prefix_cache **out, const k3_model *m, const k3_pref
         free(c);
         return e->code;
     }
+    pthread_mutex_init(&c->mu, NULL);
+    pthread_cond_init(&c->wake, NULL);
+    pthread_cond_init(&c->wrote, NULL);
     if (o->dir && !(c->dir = k3_malloc(e, strlen(o->dir) + 1, "the prefix cache"))) {
         k3_prefix_cache_close(c);
         return e->code;
@@ -361,6 +382,13 @@ void k3_prefix_cache_close(k3_prefix_cache *c)
 {
     if (!c)
         return;
+    if (c->has_writer) { /* it ends its write, if any; the rest is written here */
+        pthread_mutex_lock(&c->mu);
+        c->stop = 1;
+        pthread_cond_signal(&c->wake);
+        pthread_mutex_unlock(&c->mu);
+        pthread_join(c->writer, NULL);
+    }
     for (size_t i = 0; i < c->ne; i++)
         if (c->e[i]->snap)
             spill(c, c->e[i], c->e[i]->snap, 1);
@@ -368,6 +396,9 @@ void k3_prefix_cache_close(k3_prefix_cache *c)
         free_entry(c->e[i]);
     free(c->e);
     k3_radix_free(c->idx);
+    pthread_cond_destroy(&c->wrote);
+    pthread_cond_destroy(&c->wake);
+    pthread_mutex_destroy(&c->mu);
     free(c->dir);
     free(c);
 }
@@ -402,7 +433,9 @@ static void consider(void *ctx, void *val, size_t len)
     entry *x = val;
     const k3_prefix_cache *c = q->c;
     (void)len;
-    if (x->n <= q->have || !matches(x, q->ids, q->n, q->img, q->nimg))
+    /* (an entry the writer's disk_room left in neither tier waits for gc) */
+    if ((!x->snap && !x->on_disk) || x->n <= q->have ||
+        !matches(x, q->ids, q->n, q->img, q->nimg))
         return;
     /* A file is worth reading when that is quicker than computing the
      * positions it saves (both rates measured; unknown: read). */
@@ -418,14 +451,16 @@ size_t k3_prefix_cache_restore(k3_prefix_cache *c, k3_state *s, const uint32_t *
                                const k3_image_span *img, size_t nimg, size_t have)
 {
     lookup q = { c, ids, n, img, nimg, have, NULL };
+    size_t pos = 0;
+    pthread_mutex_lock(&c->mu);
     c->tick++;
     k3_radix_prefixes(c->idx, ids, n, consider, &q);
-    if (!q.best) {
+    if (q.best)
+        pos = restore_from(c, q.best, s);
+    else
         c->st.misses++;
-        return 0;
-    }
-    size_t pos = restore_from(c, q.best, s);
     gc(c);
+    pthread_mutex_unlock(&c->mu);
     return pos;
 }
 
@@ -452,7 +487,16 @@ static size_t restore_from(k3_prefix_cache *c, entry *x, k3_state *s)
     return pos;
 }
 
+static void put(k3_prefix_cache *c, const k3_state *s);
+
 void k3_prefix_cache_put(k3_prefix_cache *c, const k3_state *s)
+{
+    pthread_mutex_lock(&c->mu);
+    put(c, s);
+    pthread_mutex_unlock(&c->mu);
+}
+
+static void put(k3_prefix_cache *c, const k3_state *s)
 {
     size_t n = (size_t)k3_state_pos(s);
     const uint32_t *sids = k3_state_ids(s);
@@ -504,20 +548,72 @@ void k3_prefix_cache_put(k3_prefix_cache *c, const k3_state *s)
     gc(c);
 }
 
-size_t k3_prefix_cache_flush(k3_prefix_cache *c)
+/* The next snapshot the writer should write: in RAM, without a file. */
+static entry *unwritten(const k3_prefix_cache *c)
 {
-    size_t wrote = 0;
-    if (!c->dir)
-        return 0;
-    for (size_t i = 0; i < c->ne; i++) {
-        entry *x = c->e[i];
-        if (x->snap && !x->on_disk) {
-            spill(c, x, x->snap, 0);
-            wrote += (size_t)x->on_disk;
+    for (size_t i = 0; i < c->ne; i++)
+        if (c->e[i]->snap && !c->e[i]->on_disk && !c->e[i]->writing && !c->e[i]->unwritable)
+            return c->e[i];
+    return NULL;
+}
+
+/* The writer thread: writes each unwritten snapshot (within the disk bound,
+ * removing only files of snapshots not in RAM), then sleeps until the
+ * next flush; ends at close. */
+static void *writer_main(void *arg)
+{
+    k3_prefix_cache *c = arg;
+    pthread_mutex_lock(&c->mu);
+    for (;;) {
+        entry *x = NULL;
+        while (!c->stop && !(x = unwritten(c)))
+            pthread_cond_wait(&c->wake, &c->mu);
+        if (c->stop)
+            break;
+        char path[4096];
+        k3_err e = { 0, "" };
+        uint64_t bytes = k3_prefix_snapshot_bytes(c->m, (int64_t)x->n);
+        if (bytes > c->o.disk_bytes || disk_room(c, bytes, x, 0)) {
+            x->unwritable = 1; /* spilled when it leaves RAM, if there is room then */
+            continue;
         }
+        x->writing = 1;
+        file_name(c, x->key, path, sizeof path);
+        pthread_mutex_unlock(&c->mu);
+        int rc = k3_state_save(x->snap, path, &e); /* only reads x->snap */
+        struct stat sb;
+        uint64_t size = rc == K3_OK && stat(path, &sb) == 0 ? (uint64_t)sb.st_size : bytes;
+        pthread_mutex_lock(&c->mu);
+        x->writing = 0;
+        if (rc == K3_OK) {
+            x->on_disk = 1;
+            x->disk_bytes = size;
+            c->st.disk_bytes += size;
+            c->st.disk_entries++;
+            c->st.spills++;
+        } else {
+            x->unwritable = 1;
+            note(c, "%s: not written", e.msg);
+        }
+        pthread_cond_broadcast(&c->wrote);
     }
-    gc(c); /* disk_room may have removed files of entries held nowhere else */
-    return wrote;
+    pthread_mutex_unlock(&c->mu);
+    return NULL;
+}
+
+void k3_prefix_cache_flush(k3_prefix_cache *c)
+{
+    if (!c->dir)
+        return;
+    pthread_mutex_lock(&c->mu);
+    if (!c->has_writer) {
+        if (pthread_create(&c->writer, NULL, writer_main, c) == 0)
+            c->has_writer = 1;
+        else
+            note(c, "no write-behind thread: snapshots reach the disk tier when evicted");
+    }
+    pthread_cond_signal(&c->wake);
+    pthread_mutex_unlock(&c->mu);
 }
 
 void k3_prefix_cache_prefill_rate(k3_prefix_cache *c, size_t positions, double seconds)
@@ -525,10 +621,17 @@ void k3_prefix_cache_prefill_rate(k3_prefix_cache *c, size_t positions, double s
     if (positions == 0 || !(seconds > 0))
         return;
     double rate = seconds / (double)positions;
+    pthread_mutex_lock(&c->mu);
     c->prefill_rate = c->prefill_rate > 0 ? 0.5 * (c->prefill_rate + rate) : rate;
+    pthread_mutex_unlock(&c->mu);
 }
 
-void k3_prefix_cache_stats(const k3_prefix_cache *c, k3_prefix_stats *st) { *st = c->st; }
+void k3_prefix_cache_stats(k3_prefix_cache *c, k3_prefix_stats *st)
+{
+    pthread_mutex_lock(&c->mu);
+    *st = c->st;
+    pthread_mutex_unlock(&c->mu);
+}
 
 uint64_t k3_prefix_snapshot_bytes(const k3_model *m, int64_t positions)
 {

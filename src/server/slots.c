@@ -78,12 +78,11 @@ static void retire(k3_server *s, slot *sl, int status)
     sl->w = NULL;
     k3_server_images_free(&job->answer); /* the rows are in the state now */
     k3_queue_done(&s->queue, job, status);
-    /* The answer is out: its new snapshots to the disk tier now, so a
-     * kill -9 loses none (prefix_cache.h). This delays no token of this
-     * answer, but the other slots' next step waits for the writes; the
-     * metrics show them a moment after the answer. */
-    if (sl->a->cache && k3_prefix_cache_flush(sl->a->cache))
-        publish_prefix(s, sl);
+    /* The answer is out: its new snapshots go to the disk tier behind it,
+     * on the cache's writer thread, so a kill -9 soon after loses none
+     * (prefix_cache.h); /metrics counts the writes at the next answer. */
+    if (sl->a->cache)
+        k3_prefix_cache_flush(sl->a->cache);
 }
 
 /* The job's images encoded (server/images.h) before it picks a slot, as

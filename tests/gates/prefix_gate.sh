@@ -81,7 +81,7 @@ stop_server "$pid" cache
 if [ -n "${PREFIX_FULL:-}" ]; then
     start_server cache "$K3_BIN" --max-context 4096 --spec 0 --prefix-cache-gb 1 \
         --prefix-cache-dir "$work/pc-k9" --prefix-cache-disk-gb 1 || die "cache (kill) did not start"
-    check killed "$cold" "http://127.0.0.1:$port"
+    check killed "$cold" "http://127.0.0.1:$port" "$work/pc-k9"
     kill -KILL "$pid"
     wait "$pid" 2>/dev/null || true
     start_server cache "$K3_BIN" --max-context 4096 --spec 0 --prefix-cache-gb 1 \

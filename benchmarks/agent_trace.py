@@ -28,7 +28,11 @@ import time
 import urllib.request
 
 K3, MODEL, TOK, WORK, MODE = sys.argv[1:6]
-SESSIONS, TURNS, RESTART_AFTER = 3, 12, 6
+# K3_TRACE_SHAPE scales the trace down (for a slow model; say what ran):
+# sessions, turns, restart after, system words, tools, words a tool,
+# fewest and most user words a turn, reply tokens.
+SHAPE = [int(x) for x in os.environ.get("K3_TRACE_SHAPE", "3,12,6,2600,8,300,150,600,32").split(",")]
+SESSIONS, TURNS, RESTART_AFTER, SYS_WORDS, NTOOLS, TOOL_WORDS, UMIN, UMAX, GEN = SHAPE
 os.makedirs(WORK, exist_ok=True)
 
 
@@ -70,16 +74,16 @@ def text(n):
 
 
 # the shared prefix: system prompt and tools, about 6,000 tokens
-SYSTEM = "You are a coding agent. Follow the rules. " + text(2600)
+SYSTEM = "You are a coding agent. Follow the rules. " + text(SYS_WORDS)
 TOOLS = [{"type": "function", "function": {
-    "name": "tool_%d" % i, "description": text(300),
+    "name": "tool_%d" % i, "description": text(TOOL_WORDS),
     "parameters": {"type": "object", "properties": {"path": {"type": "string"}}}}}
-    for i in range(8)]
-USER = [[text(rng.randint(150, 600)) for _ in range(TURNS)] for _ in range(SESSIONS)]
+    for i in range(NTOOLS)]
+USER = [[text(rng.randint(UMIN, UMAX)) for _ in range(TURNS)] for _ in range(SESSIONS)]
 
 
 def ask(base, msgs):
-    body = dict(model="agent", messages=msgs, tools=TOOLS, max_tokens=32, temperature=0,
+    body = dict(model="agent", messages=msgs, tools=TOOLS, max_tokens=GEN, temperature=0,
                 stream=True, stream_options={"include_usage": True})
     req = urllib.request.Request(base + "/v1/chat/completions", json.dumps(body).encode(),
                                  {"Content-Type": "application/json"})
@@ -143,4 +147,4 @@ print("%s: after each session's first turn: %d prompt tokens received, %d comput
        100.0 * (sum(r[2] for r in after) - sum(r[3] for r in after)) / sum(r[2] for r in after)))
 t2 = sorted(r[4] for r in rows if r[1] == 2)[SESSIONS // 2]
 t12 = sorted(r[4] for r in rows if r[1] == TURNS)[SESSIONS // 2]
-print("%s: median TTFT turn 2 %.3f s, turn 12 %.3f s: %.2fx" % (MODE, t2, t12, t12 / t2))
+print("%s: median TTFT turn 2 %.3f s, turn %d %.3f s: %.2fx" % (MODE, t2, TURNS, t12, t12 / t2))

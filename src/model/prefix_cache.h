@@ -16,9 +16,13 @@
  * not mean equal rows where images took positions). A snapshot matches a
  * prompt when its ids are a prefix of the prompt's and every span below
  * its position is in both, with the same start and hash. The index is a
- * flat list compared id by id (snapshots are few: at most what the budget
- * holds); each snapshot holds its own copy of the MLA rows (no sharing of
- * rows between the snapshots of one branch).
+ * radix tree over the ids (model/prefix_radix.h): a lookup walks the
+ * prompt's ids once and meets exactly the snapshots whose ids are a
+ * prefix, shortest first, so it costs the prompt's length whatever the
+ * number of snapshots; the spans are compared on those. Each snapshot
+ * holds its own copy of the MLA rows (no sharing of rows between the
+ * snapshots of one branch: docs/TUNING.md "Prefix cache" says why at the
+ * release's shapes the copies cost little next to the KDA states).
  *
  * Tiers: snapshots live in RAM within ram_bytes; to make room the one of
  * least value goes (value: positions saved per byte held, times one plus
@@ -33,13 +37,19 @@
  * match its ids is skipped with a log line; a checksum mismatch is found
  * when it is read, and then it is skipped, removed and the prompt computed
  * cold), and every RAM snapshot is spilled there when the cache closes, so
- * a restarted server or chat starts warm. A disk snapshot is read only
- * where reading is predicted to beat recomputing: the cache measures its
- * reads (seconds per byte) and the caller reports its prefill speed
- * (seconds per position, k3_prefix_cache_prefill_rate).
+ * a restarted server or chat starts warm; k3_prefix_cache_flush has
+ * them written behind by a thread of the cache's (the server after each
+ * answer), so a killed one does too.
+ * A disk snapshot is read only where reading is predicted to beat
+ * recomputing: the cache measures its reads (seconds per byte) and the
+ * caller reports its prefill speed (seconds per position,
+ * k3_prefix_cache_prefill_rate).
  *
- * Threading: one thread at a time (the server's worker); the statistics
- * are copied out by that thread (k3_prefix_cache_stats). */
+ * Threading: the calls below are made by one thread at a time (the
+ * server's worker); the cache's own writer thread (k3_prefix_cache_flush)
+ * shares its state under a mutex, and takes it only briefly except while
+ * it writes a snapshot's file, which the caller waits for only when it
+ * must free or spill that very snapshot. */
 #ifndef K3_MODEL_PREFIX_CACHE_H
 #define K3_MODEL_PREFIX_CACHE_H
 
@@ -94,11 +104,20 @@ size_t k3_prefix_cache_restore(k3_prefix_cache *c, k3_state *s, const uint32_t *
  * and leave the cache as it was. */
 void k3_prefix_cache_put(k3_prefix_cache *c, const k3_state *s);
 
+/* Wakes the cache's writer thread (started by the first call) to write
+ * every RAM snapshot that has no file yet to the disk tier (nothing
+ * without one), and returns at once: a process killed once they are
+ * written (kill -9, a crash) finds them when it restarts. To keep other
+ * snapshots' files, the writer only removes files of snapshots that are
+ * no longer in RAM; one it cannot place waits for its eviction's spill.
+ * The server calls it after each answer. Failures are logged. */
+void k3_prefix_cache_flush(k3_prefix_cache *c);
+
 /* The caller's prefill speed: `positions` computed in `seconds` (folded
  * into a running mean that the disk tier's read-or-compute choice uses). */
 void k3_prefix_cache_prefill_rate(k3_prefix_cache *c, size_t positions, double seconds);
 
-void k3_prefix_cache_stats(const k3_prefix_cache *c, k3_prefix_stats *st);
+void k3_prefix_cache_stats(k3_prefix_cache *c, k3_prefix_stats *st);
 
 /* Bytes a snapshot of `positions` positions holds in RAM (the memory
  * plan's unit: how many the budget keeps). */

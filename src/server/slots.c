@@ -46,6 +46,16 @@ static int server_failed(k3_server *s)
     return failed;
 }
 
+/* The prefix cache's statistics to /metrics (with a cache). */
+static void publish_prefix(k3_server *s, const slot *sl)
+{
+    if (sl->a->cache) {
+        k3_prefix_stats ps;
+        k3_prefix_cache_stats(sl->a->cache, &ps);
+        k3_metrics_prefix(&s->metrics, &ps);
+    }
+}
+
 /* The job's answer is over: account for it and hand it back. */
 static void retire(k3_server *s, slot *sl, int status)
 {
@@ -63,15 +73,16 @@ static void retire(k3_server *s, slot *sl, int status)
     k3_metrics_answer(&s->metrics, job->answer.n, job->stats.reused, job->stats.generated,
                       job->stats.prompt_seconds, job->stats.gen_seconds, &reads);
     k3_metrics_drafts(&s->metrics, job->stats.drafted, job->stats.accepted);
-    if (sl->a->cache) {
-        k3_prefix_stats ps;
-        k3_prefix_cache_stats(sl->a->cache, &ps);
-        k3_metrics_prefix(&s->metrics, &ps);
-    }
+    publish_prefix(s, sl);
     sl->job = NULL;
     sl->w = NULL;
     k3_server_images_free(&job->answer); /* the rows are in the state now */
     k3_queue_done(&s->queue, job, status);
+    /* The answer is out: its new snapshots go to the disk tier behind it,
+     * on the cache's writer thread, so a kill -9 soon after loses none
+     * (prefix_cache.h); /metrics counts the writes at the next answer. */
+    if (sl->a->cache)
+        k3_prefix_cache_flush(sl->a->cache);
 }
 
 /* The job's images encoded (server/images.h) before it picks a slot, as

@@ -16,17 +16,24 @@ PHASE:
   evict    ARG conversations through a cache too small for them: /metrics
            shows evictions and spills, and later turns still hit (RAM or
            disk), all equal to cold
+  killed   two turns of a conversation with RAM to spare: all their
+           snapshots are written behind to the disk tier ARG (files, no
+           eviction)
   restart  after a restart with the same --prefix-cache-dir: the first
-           request of a known conversation is served from disk
-           (prefix_cache_disk_hits_total >= 1, cached_tokens > 0), equal
+           request of a known conversation (ARG k9: killed's third turn,
+           from at least the second turn's whole prompt) is served from
+           disk (prefix_cache_disk_hits_total >= 1, cached_tokens > 0),
+           equal
   corrupt  after the cache files were damaged: the answers equal cold (a
            damaged file is never used; the gate checks the log lines)
   parallel concurrent conversations on a server with slots and speculation
 Prints one line per check; exit 0 when all hold."""
 import json
+import os
 import re
 import sys
 import threading
+import time
 import urllib.request
 
 PHASE, COLD, CACHE = sys.argv[1], sys.argv[2], sys.argv[3]
@@ -144,9 +151,35 @@ def evict():
              m["prefix_cache_disk_hits_total"]))
 
 
+def killed():
+    """Two turns of conversation k9 on a server with a disk tier (ARG) and
+    RAM to spare (so nothing is evicted): every snapshot taken must reach
+    the directory, written behind, with no shutdown (the gate then kills
+    the server with -9)."""
+    c = turns("k9", 3, 300)
+    for t in range(2):
+        same("k9 turn %d" % t, c[t])
+    m = metrics(CACHE)  # published when the answer ended: its snapshots counted
+    want = m.get("prefix_cache_snapshots_total", 0)
+    files = []
+    for _ in range(300):  # the writer thread follows the answer: a moment
+        files = [f for f in os.listdir(ARG) if f.startswith("k3p-") and f.endswith(".state")]
+        if len(files) >= want:
+            break
+        time.sleep(0.1)
+    if m.get("prefix_cache_evictions_total", 0) != 0 or want < 2 or len(files) < want:
+        fail("write-behind: %d files for %d snapshots, metrics %s" % (len(files), want, m))
+    print("ok killed: all %d snapshots written behind with no eviction" % want)
+
+
 def restart():
-    c = turns("ev0", 2, 100)
-    got = same("after the restart", c[1])
+    tag, seed, t = ("k9", 300, 2) if ARG == "k9" else ("ev0", 100, 1)
+    c = turns(tag, t + 1, seed)
+    got = same("after the restart", c[t])
+    prev = ask(COLD, c[t - 1])["usage"]["prompt_tokens"] if ARG == "k9" else 0
+    if cached(got) < prev:
+        fail("after kill -9: cached %d, the last answer's prompt had %d (its snapshot lost)"
+             % (cached(got), prev))
     m = metrics(CACHE)
     if cached(got) == 0 or m.get("prefix_cache_disk_hits_total", 0) < 1:
         fail("after the restart: cached %d, metrics %s" % (cached(got), m))
@@ -188,5 +221,5 @@ def parallel():
           % (len(convs), len(convs[0]), m.get("prefix_cache_hits_total", 0)))
 
 
-{"warm": warm, "evict": evict, "restart": restart, "corrupt": corrupt,
+{"warm": warm, "evict": evict, "killed": killed, "restart": restart, "corrupt": corrupt,
  "parallel": parallel}[PHASE]()

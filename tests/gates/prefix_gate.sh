@@ -11,7 +11,10 @@
 #  - evict: a RAM budget of a few snapshots with a disk tier: evictions,
 #    spills and disk hits, and every second turn still hits;
 #  - restart: the same --prefix-cache-dir after SIGTERM (the RAM snapshots
-#    spill at shutdown): the first request is served from disk;
+#    spill at shutdown): the first request is served from disk; the full
+#    gate also kills a server with -9 after two turns (RAM to spare, no
+#    eviction): the snapshots written behind after each answer serve the
+#    third turn after the restart, equal to cold;
 #  - corrupt: files truncated, renamed to another namespace, replaced by
 #    another model's (found when the directory is scanned) and with a
 #    flipped byte (found by the checksum when read): each skipped with its
@@ -43,7 +46,10 @@ expect_exit 2 "goes with --prefix-cache-dir" "$K3_BIN" serve "$dir" --tok "$tokd
 grep -q "prefix cache: *0.500 GiB RAM" "$work/plan.out" || die "--plan: $(cat "$work/plan.out")"
 echo "ok options: --prefix-cache-disk-gb alone exit 2, --plan names the cache"
 
-start_server cold "$K3_BIN" --max-context 4096 --spec 0 --prefix-cache-gb 0 || die "cold did not start"
+# the cold server answers through the whole gate (the full one runs over 10 minutes on
+# a loaded machine): longer than start_server's bound
+start_server cold "$K3_BIN" --max-context 4096 --spec 0 --prefix-cache-gb 0 --exit-after 3000 ||
+    die "cold did not start"
 cold="http://127.0.0.1:$port"
 cold_pid=$pid
 
@@ -68,6 +74,22 @@ start_server cache "$K3_BIN" --max-context 4096 --spec 0 --prefix-cache-gb 0.002
 grep -q "snapshots found" "$work/cache.log" || die "the restart found no snapshots"
 check restart "$cold" "http://127.0.0.1:$port"
 stop_server "$pid" cache
+
+# kill -9 (the full gate): snapshots written behind after each answer
+# survive a server killed without a chance to spill; the next turn after
+# the restart is served from them and equals cold.
+if [ -n "${PREFIX_FULL:-}" ]; then
+    start_server cache "$K3_BIN" --max-context 4096 --spec 0 --prefix-cache-gb 1 \
+        --prefix-cache-dir "$work/pc-k9" --prefix-cache-disk-gb 1 || die "cache (kill) did not start"
+    check killed "$cold" "http://127.0.0.1:$port" "$work/pc-k9"
+    kill -KILL "$pid"
+    wait "$pid" 2>/dev/null || true
+    start_server cache "$K3_BIN" --max-context 4096 --spec 0 --prefix-cache-gb 1 \
+        --prefix-cache-dir "$work/pc-k9" --prefix-cache-disk-gb 1 || die "cache (after kill) did not start"
+    check restart "$cold" "http://127.0.0.1:$port" k9
+    stop_server "$pid" cache
+    echo "ok kill -9: the restarted server found the snapshots written behind"
+fi
 
 # corrupt: each round damages every file one way, restarts on the
 # directory and asks for the same turns: the answers are cold's and the

@@ -24,8 +24,11 @@ pending, as in k3's speculative step):
 
 CLI:
   /usr/bin/python3 tools/dspark_ref.py TARGET_DIR DRAFT_DIR --ids 1,2,3 --dump FILE
+      [--taps FILE] [--dump-taps FILE]
 prints the B greedily picked draft ids on one line and writes the B logit rows (vocab
-little-endian float32 each) to FILE.
+little-endian float32 each) to FILE. --taps takes the context's taps from FILE (rows of
+ntaps*H float32, position-major: e.g. the engine's, to check the drafter alone) instead
+of computing them with the float64 target; --dump-taps writes the taps used.
 """
 
 import argparse
@@ -193,13 +196,17 @@ class Drafter:
                  c.activation_situ_beta, c.activation_situ_linear_beta)
         return h + m @ w[p + "mlp.down_proj.weight"].T
 
-    def block(self, seq):
-        """(B logit rows [B, V], B greedy ids) drafted after seq (len >= 2)."""
+    def block(self, seq, taps=None):
+        """(B logit rows [B, V], B greedy ids, taps) drafted after seq (len >= 2); taps
+        [len(seq)-1, ntaps*H]: given, or the float64 target's."""
         c, w = self.c, self.w
         n = len(seq)
         if n < 2:
             raise K3Error("the drafter needs a context: at least 2 ids")
-        taps = self.target_taps(seq[:n - 1])
+        if taps is None:
+            taps = self.target_taps(seq[:n - 1])
+        elif taps.shape != (n - 1, len(c.target_layer_ids) * c.hidden_size):
+            raise K3Error(f"taps: shape {taps.shape} is not that of {n - 1} positions")
         f = rms(taps @ w["fc.weight"].T, w["hidden_norm.weight"], c.rms_norm_eps)
         B = c.block_size
         h = self.t._embed([seq[n - 1]] + [c.mask_token_id] * (B - 1))
@@ -214,7 +221,7 @@ class Drafter:
             rows.append(row)
             prev = int(np.argmax(row))
             ids.append(prev)
-        return np.array(rows), ids
+        return np.array(rows), ids, taps
 
 
 def main(argv=None):
@@ -223,10 +230,20 @@ def main(argv=None):
     ap.add_argument("draft")
     ap.add_argument("--ids", required=True, help="comma-separated sequence (>= 2 ids)")
     ap.add_argument("--dump", help="write the block's logit rows (float32) here")
+    ap.add_argument("--taps", help="the context's taps (float32 rows) instead of the target's")
+    ap.add_argument("--dump-taps", help="write the taps used (float32 rows) here")
     args = ap.parse_args(argv)
     try:
         d = Drafter(k3ref.Model(args.target), args.draft)
-        rows, ids = d.block([int(x) for x in args.ids.split(",")])
+        seq = [int(x) for x in args.ids.split(",")]
+        taps = None
+        if args.taps:
+            taps = np.fromfile(args.taps, dtype="<f4").astype(np.float64)
+            taps = taps.reshape(len(seq) - 1, -1) if taps.size % max(len(seq) - 1, 1) == 0 \
+                else taps
+        rows, ids, taps = d.block(seq, taps)
+        if args.dump_taps:
+            taps.astype("<f4").tofile(args.dump_taps)
     except (K3Error, OSError, ValueError) as e:
         print(f"dspark_ref: {e}", file=sys.stderr)
         return 2

@@ -1,13 +1,16 @@
 /* dspark_check - the DSpark drafter's block (model/dspark.h) on a target.
  *
- *   dspark_check TARGET_DIR DRAFT_DIR IDS DUMP
+ *   dspark_check TARGET_DIR DRAFT_DIR IDS DUMP [TAPS]
  *
  * IDS: comma-separated, at least 4. Feeds IDS minus the last to the target
  * with the drafter's taps kept (taken by the target's own forward), drafts
  * the block after IDS (greedy picks: argmax of each row with its Markov
  * bias, ties to the lower id), prints the picked ids on one line and writes
  * the rows (block x vocab float32, bias included) to DUMP, for
- * tools/dspark_ref.py to check (tests/gates/68-dspark.sh). And checks,
+ * tools/dspark_ref.py to check (tests/gates/68-dspark.sh); TAPS gets the
+ * taps the block read (context positions x taps x hidden float32: the
+ * target's layer outputs, so the reference can take the drafter's input
+ * as the engine computed it). And checks,
  * bit for bit against that block:
  *  - a drafter cache filled by an earlier, shorter pass (context rows
  *    reused, the rest computed from the new taps);
@@ -60,8 +63,8 @@ static int draft(k3_model *m, k3_state *s, k3_dspark *d, k3_dspark_seq *q, const
 
 int main(int argc, char **argv)
 {
-    if (argc != 5) {
-        fprintf(stderr, "usage: dspark_check TARGET_DIR DRAFT_DIR IDS DUMP\n");
+    if (argc != 5 && argc != 6) {
+        fprintf(stderr, "usage: dspark_check TARGET_DIR DRAFT_DIR IDS DUMP [TAPS]\n");
         return 2;
     }
     uint32_t seq[MAXN], other[MAXN];
@@ -79,21 +82,22 @@ int main(int argc, char **argv)
     k3_model *m = NULL;
     k3_state *s = NULL;
     k3_dspark *d = NULL;
-    k3_dspark_seq *q = NULL, *q2 = NULL;
+    k3_dspark_seq *q = NULL, *q2 = NULL, *q3 = NULL;
     k3_model_opts o;
     k3_model_opts_default(&o);
     const int *taps;
     if (k3_model_open(&m, argv[1], &o, &e) || k3_state_new(&s, m, &e) ||
         k3_dspark_open(&d, argv[2], m, &e) || k3_dspark_seq_new(&q, d, &e) ||
-        k3_dspark_seq_new(&q2, d, &e)) {
+        k3_dspark_seq_new(&q2, d, &e) || k3_dspark_seq_new(&q3, d, &e)) {
         fprintf(stderr, "dspark_check: %s\n", e.msg);
         return 1;
     }
     int ntaps = k3_dspark_taps(d, &taps);
     size_t V = k3_model_vocab(m), B = k3_dspark_block(d);
     float *rows = malloc(B * V * sizeof *rows), *again = malloc(B * V * sizeof *again);
+    float *fresh = malloc(B * V * sizeof *fresh);
     uint32_t ids[64], ids2[64];
-    int rc = !rows || !again || B > 64 || k3_state_set_taps(s, taps, ntaps, &e) ||
+    int rc = !rows || !again || !fresh || B > 64 || k3_state_set_taps(s, taps, ntaps, &e) ||
              draft(m, s, d, q, seq, n, rows, ids, &e);
     if (!rc) {
         for (size_t k = 0; k < B; k++)
@@ -102,16 +106,26 @@ int main(int argc, char **argv)
         FILE *f = fopen(argv[4], "wb");
         check(f && fwrite(rows, sizeof *rows, B * V, f) == B * V && fclose(f) == 0,
               "the dump was written");
+        size_t nt = (n - 1) * (size_t)ntaps * (size_t)m->cfg.hidden_size;
+        FILE *t = argc == 6 ? fopen(argv[5], "wb") : NULL;
+        check(argc == 5 || (t && fwrite(s->taps, sizeof(float), nt, t) == nt && fclose(t) == 0),
+              "the taps were written");
         /* a cache filled by a shorter pass */
         rc = draft(m, s, d, q2, seq, n - 3, again, ids2, &e) ||
              draft(m, s, d, q2, seq, n, again, ids2, &e);
         check(!rc && !memcmp(rows, again, B * V * sizeof *rows),
               "a cache extended from a shorter pass gives the same bits");
-        /* a cache that saw other ids at position 1 */
+        /* a cache that saw other ids at position 1: the same bits as a
+         * fresh cache on those ids, and back */
         memcpy(other, seq, n * sizeof *seq);
         other[1] = (seq[1] + 1) % (uint32_t)V;
         rc = rc || draft(m, s, d, q2, other, n, again, ids2, &e) ||
-             draft(m, s, d, q2, seq, n, again, ids2, &e);
+             draft(m, s, d, q3, other, n, fresh, ids2, &e);
+        check(!rc && !memcmp(fresh, again, B * V * sizeof *rows),
+              "a cache that saw other ids is recomputed (as a fresh one)");
+        check(!rc && memcmp(rows, again, B * V * sizeof *rows) != 0,
+              "another id at position 1 changes the block");
+        rc = rc || draft(m, s, d, q2, seq, n, again, ids2, &e);
         check(!rc && !memcmp(rows, again, B * V * sizeof *rows),
               "a cache that saw other ids is recomputed to the same bits");
     }
@@ -119,7 +133,9 @@ int main(int argc, char **argv)
         fprintf(stderr, "dspark_check: %s\n", e.msg);
     free(rows);
     free(again);
+    free(fresh);
     k3_dspark_seq_free(q);
+    k3_dspark_seq_free(q3);
     k3_dspark_seq_free(q2);
     k3_dspark_close(d);
     k3_state_free(s);

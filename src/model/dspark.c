@@ -115,6 +115,17 @@ int k3_dspark_taps(const k3_dspark *d, const int **layers)
     return d->ntaps;
 }
 
+int k3_dspark_attach(const k3_dspark *d, k3_state *s, k3_err *e)
+{
+    if (s->m != d->m)
+        return k3_fail(e, K3_EINPUT, "the drafter is for another model's states");
+    if (s->pos)
+        return k3_fail(e, K3_EINPUT, "the dspark drafter reads the hidden states of every "
+                       "position fed: attach it to an empty state (not one loaded or fed "
+                       "already)");
+    return k3_state_set_taps(s, d->taps, d->ntaps, e);
+}
+
 size_t k3_dspark_block(const k3_dspark *d) { return (size_t)d->block; }
 
 uint64_t k3_dspark_bytes(const k3_dspark *d) { return d->bytes; }

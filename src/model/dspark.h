@@ -35,6 +35,10 @@ void k3_dspark_close(k3_dspark *d);
 
 /* The target layers it reads (0-based), for k3_state_set_taps; returns n. */
 int k3_dspark_taps(const k3_dspark *d, const int **layers);
+/* Makes the target state s (empty: pos 0) keep the drafter's taps
+ * (k3_state_set_taps); K3_EINPUT for a state that is not empty or of
+ * another model. */
+int k3_dspark_attach(const k3_dspark *d, k3_state *s, k3_err *e);
 /* Ids drafted per pass (config block_size). */
 size_t k3_dspark_block(const k3_dspark *d);
 /* Bytes of the drafter's weights held in memory (plan and reports). */

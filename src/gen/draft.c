@@ -81,6 +81,29 @@ int k3_drafter_make(k3_drafter *d, const char *name, k3_model *m, int route_k, s
     return k3_drafter_self(d, m, route_k, max, e);
 }
 
+uint32_t k3_draft_greedy(const float *row, size_t V)
+{
+    size_t best = 0;
+    for (size_t i = 1; i < V; i++)
+        if (row[i] > row[best])
+            best = i;
+    return (uint32_t)best;
+}
+
+int k3_draft_view(uint32_t **ids, size_t *cap, const uint32_t *seq, size_t n, size_t extra,
+                  k3_err *e)
+{
+    if (n + extra > *cap) {
+        uint32_t *grown = realloc(*ids, 2 * (n + extra) * sizeof *grown);
+        if (!grown)
+            return k3_fail(e, K3_ERUNTIME, "out of memory for the drafter's sequence");
+        *ids = grown;
+        *cap = 2 * (n + extra);
+    }
+    memcpy(*ids, seq, n * sizeof *seq);
+    return K3_OK;
+}
+
 int k3_drafter_attach(k3_drafter *d, k3_state *s, k3_err *e)
 {
     return d->attach ? d->attach(d->ctx, s, e) : K3_OK;

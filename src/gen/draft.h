@@ -49,6 +49,14 @@ typedef struct k3_drafter {
     void (*free)(void *ctx);
 } k3_drafter;
 
+/* Pieces a drafter that computes logits shares (draft.c): the greedy id
+ * of a row of V logits (ties to the lower id), and the pick's view of a
+ * proposal, *ids (grown to hold n + extra, *cap its room) holding seq[0..n)
+ * for the drafts to be appended after. */
+uint32_t k3_draft_greedy(const float *row, size_t V);
+int k3_draft_view(uint32_t **ids, size_t *cap, const uint32_t *seq, size_t n, size_t extra,
+                  k3_err *e);
+
 /* The context-lookup ("prompt lookup", n-gram) drafter: finds the latest
  * earlier occurrence of the sequence's last k ids, for k from max_n down
  * to min_n (longest match first; 1 <= min_n <= max_n <= 16), and proposes

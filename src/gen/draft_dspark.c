@@ -28,15 +28,6 @@ typedef struct {
     size_t ids_cap;
 } dspark_drafter;
 
-static uint32_t greedy(const float *row, size_t V)
-{
-    size_t best = 0;
-    for (size_t i = 1; i < V; i++)
-        if (row[i] > row[best])
-            best = i;
-    return (uint32_t)best;
-}
-
 static size_t dspark_propose(void *ctx, const uint32_t *seq, size_t n, uint32_t *out,
                              size_t max, const k3_draft_pick *pick, k3_err *e)
 {
@@ -44,23 +35,14 @@ static size_t dspark_propose(void *ctx, const uint32_t *seq, size_t n, uint32_t 
     size_t k = max < g->B ? max : g->B;
     if (!g->s || n < 2 || k == 0)
         return 0;
-    if (n + k > g->ids_cap) {
-        uint32_t *grown = realloc(g->ids, 2 * (n + k) * sizeof *grown);
-        if (!grown) {
-            k3_fail(e, K3_ERUNTIME, "out of memory for the drafter's sequence");
-            return 0;
-        }
-        g->ids = grown;
-        g->ids_cap = 2 * (n + k);
-    }
-    if (k3_dspark_forward(g->d, g->q, g->s, seq, n, g->rows, e) != K3_OK)
+    if (k3_draft_view(&g->ids, &g->ids_cap, seq, n, k, e) ||
+        k3_dspark_forward(g->d, g->q, g->s, seq, n, g->rows, e) != K3_OK)
         return 0;
-    memcpy(g->ids, seq, n * sizeof *seq);
     uint32_t prev = seq[n - 1];
     for (size_t i = 0; i < k; i++) {
         float *row = g->rows + i * g->V;
         k3_dspark_markov(g->d, prev, row);
-        prev = pick && pick->fn ? pick->fn(pick->ctx, g->ids, n + i, row) : greedy(row, g->V);
+        prev = pick && pick->fn ? pick->fn(pick->ctx, g->ids, n + i, row) : k3_draft_greedy(row, g->V);
         out[i] = g->ids[n + i] = prev;
     }
     return k;

@@ -8,7 +8,6 @@
 #include "io/safetensors.h"
 #include "model/dspark_impl.h"
 #include "util/error.h"
-#include "util/file.h"
 #include "util/json.h"
 
 /* Every field a drafter's config.json must have: positive integers, then
@@ -33,15 +32,9 @@ static int read_config(k3_dspark *d, const char *dir, k3_err *e)
 {
     char path[4096];
     snprintf(path, sizeof path, "%s/config.json", dir);
-    size_t len;
-    char *text = k3_read_small_file(e, path, 1u << 20, &len);
-    if (!text)
-        return e->code;
-    char jerr[160];
-    k3_json_doc *doc = k3_json_parse(text, len, jerr, sizeof jerr);
-    free(text);
+    k3_json_doc *doc = k3_json_load(path, 1u << 20, e);
     if (!doc)
-        return k3_fail(e, K3_EINPUT, "%s: %s", path, jerr);
+        return e->code;
     const k3_json *top = k3_json_root(doc), *v;
     int64_t iv[N_INT];
     double nv[N_NUM];

@@ -20,22 +20,6 @@ mkdir -p "$out"
 check="$K3_BUILD/progs/dspark_check"
 [ -x "$check" ] || die "$check is not built (make)"
 
-# drafter NAME TARGET_DIR [maker args...]: a random drafter, made unless an
-# identical one (same maker, same arguments) is there. Prints the directory.
-drafter() {
-    name=$1
-    target=$2
-    shift 2
-    dir="$K3_MODELS/$name"
-    stamp=$(cat tools/make_dspark.py tools/dspark_ref.py | cksum | cut -d' ' -f1)-$target-$*
-    if [ ! -f "$dir/.stamp" ] || [ "$(cat "$dir/.stamp")" != "$stamp" ]; then
-        rm -rf "$dir"
-        "$PYTHON" tools/make_dspark.py "$dir" --target "$target" "$@" >&2
-        echo "$stamp" >"$dir/.stamp"
-    fi
-    echo "$dir"
-}
-
 ta=$(model tiny-a tiny-a)
 tb=$(model tiny-b tiny-b)
 da=$(drafter dspark-a "$ta")

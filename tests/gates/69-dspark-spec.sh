@@ -15,20 +15,6 @@ work="$K3_BUILD/dspark-spec"
 rm -rf "$work"
 mkdir -p "$work"
 
-# The drafters of gate 68 (same maker arguments), made here when absent.
-drafter() {
-    name=$1
-    target=$2
-    shift 2
-    dir="$K3_MODELS/$name"
-    stamp=$(cat tools/make_dspark.py tools/dspark_ref.py | cksum | cut -d' ' -f1)-$target-$*
-    if [ ! -f "$dir/.stamp" ] || [ "$(cat "$dir/.stamp")" != "$stamp" ]; then
-        rm -rf "$dir"
-        "$PYTHON" tools/make_dspark.py "$dir" --target "$target" "$@" >&2
-        echo "$stamp" >"$dir/.stamp"
-    fi
-    echo "$dir"
-}
 ta=$(model tiny-a tiny-a)
 tb=$(model tiny-b tiny-b)
 da=$(drafter dspark-a "$ta")

@@ -42,7 +42,8 @@ static size_t dspark_propose(void *ctx, const uint32_t *seq, size_t n, uint32_t 
     for (size_t i = 0; i < k; i++) {
         float *row = g->rows + i * g->V;
         k3_dspark_markov(g->d, prev, row);
-        prev = pick && pick->fn ? pick->fn(pick->ctx, g->ids, n + i, row) : k3_draft_greedy(row, g->V);
+        prev = pick && pick->fn ? pick->fn(pick->ctx, g->ids, n + i, row)
+                                : k3_draft_greedy(row, g->V);
         out[i] = g->ids[n + i] = prev;
     }
     return k;

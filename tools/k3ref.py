@@ -634,6 +634,9 @@ class Model:
         self.cfg = load_config(model_dir)
         self.w = load_weights(model_dir, self.cfg)
         self.trace = trace
+        #: Called as on_hidden(i, h) with layer i's output rows h [T, H] (the next
+        #: layer's input), when set.
+        self.on_hidden = None
 
     # --- shared pieces -------------------------------------------------------
 
@@ -690,6 +693,8 @@ class Model:
                               p + "mlp_res_proj.weight")
             m = self._mlp(i, rms(h, self._lw(i, "post_attention_layernorm.weight"), eps))
             h = prefix + m
+            if self.on_hidden:  # layer i's output rows (a drafter's taps, dspark_ref.py)
+                self.on_hidden(i, h)
         return self._attnres(bank + [h], "model.output_attn_res_norm.weight",
                              "model.output_attn_res_proj.weight")
 

@@ -536,7 +536,7 @@ static int run_batch(k3_model *m, const k3_options *o, batch *b, const k3_tokeni
         q->tp.nstop = o->nstop;
         q->tp.constraint = q->cons ? k3_constrain_get(q->cons) : NULL;
         if (o->spec > 0) { /* ngram: options.c refuses the self drafter here */
-            if (k3_drafter_make(&q->drafter, NULL, m, -1, (size_t)o->spec, e) != K3_OK)
+            if (k3_drafter_make(&q->drafter, NULL, m, -1, (size_t)o->spec, NULL, e) != K3_OK)
                 return e->code;
             q->have_drafter = 1;
             q->tp.spec = (size_t)o->spec;

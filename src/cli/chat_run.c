@@ -625,7 +625,8 @@ int k3_run_chat(k3_model *m, const k3_options *o, const k3_tokenizer *tok, k3_ou
         goto done;
     have_sampler = 1;
     if (o->spec &&
-        k3_drafter_make(&c.drafter, o->draft, m, (int)o->draft_topk, (size_t)o->spec, e))
+        k3_drafter_make(&c.drafter, o->draft, m, (int)o->draft_topk, (size_t)o->spec, NULL,
+                        e))
         goto done;
     if (sync_context(&c, "start", 0, &thinking, NULL, e) ||
         (!o->conv.no_reuse && k3_state_mark_take(c.st, &c.start, e)) || loop(&c, e))

@@ -332,6 +332,12 @@ int k3_run_generate_embeds(k3_model *m, const k3_options *o, const uint32_t *pro
         k3_fail(e, K3_EINPUT, "%s holds an empty sequence: give a prompt", o->load_state);
         goto done;
     }
+    /* The drafter before the prompt: one that reads the model's hidden
+     * states (dspark) makes the state keep them from its first position. */
+    if (o->spec && (k3_drafter_make(&drafter, o->draft, m, (int)o->draft_topk, (size_t)o->spec,
+                                    o->draft_model, e) ||
+                    k3_drafter_attach(&drafter, st, e)))
+        goto done;
     r.dump = out->logits.f;
     r.dump_prompt = out->prompt_logits.f;
     r.t_prev = wall0;
@@ -350,9 +356,7 @@ int k3_run_generate_embeds(k3_model *m, const k3_options *o, const uint32_t *pro
     tp.constraint = cons ? k3_constrain_get(cons) : NULL;
     tp.open_ended = o->save_state != NULL; /* to be continued: need not close */
     k3_turn_sink sink = { &r, on_text, NULL, on_token, on_forward };
-    if ((o->spec &&
-         k3_drafter_make(&drafter, o->draft, m, (int)o->draft_topk, (size_t)o->spec, e)) ||
-        k3_turn_generate(m, st, &smp, &tp, &sink, &res, e) != K3_OK)
+    if (k3_turn_generate(m, st, &smp, &tp, &sink, &res, e) != K3_OK)
         goto done;
     if (!tok)
         k3_cli_write_ids(stdout, r.gen, r.ngen);

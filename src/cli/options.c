@@ -103,8 +103,12 @@ static const k3_opt main_table[] = {
                     "forward pass, as many as the measured cost says pay; the\n"
                     "same tokens as without. 0: off; default auto (up to 8)"),
     K3_OPT_STR_("--draft", "NAME", O, draft,
-                "the drafter for --spec: ngram (earlier text, default) or\n"
-                "self (the model itself with fewer experts, on its own state)"),
+                "the drafter for --spec: ngram (earlier text, default),\n"
+                "self (the model itself with fewer experts, on its own state)\n"
+                "or dspark (a DSpark drafter model: --draft-model)"),
+    K3_OPT_STR_("--draft-model", "DIR", O, draft_model,
+                "with --draft dspark: the drafter's directory (config.json,\n"
+                "model.safetensors; docs/MODEL.md section 10), generation runs only"),
     K3_OPT_INT_("--draft-topk", "K", O, draft_topk, 1, 1024,
                 "routed experts per token of --draft self (default: a\n"
                 "quarter of the model's, at least 1)"),
@@ -312,8 +316,20 @@ static int check_mode(const k3_options *o, const k3_opt *const *seen, size_t nse
 static int check_combinations(const k3_options *o, k3_err *e)
 {
     const k3_conv_opts *c = &o->conv;
-    if (o->draft && strcmp(o->draft, "ngram") != 0 && strcmp(o->draft, "self") != 0)
-        return k3_fail(e, K3_EINPUT, "--draft %s: the drafters are ngram and self", o->draft);
+    int dspark = o->draft && !strcmp(o->draft, "dspark");
+    if (o->draft && strcmp(o->draft, "ngram") != 0 && strcmp(o->draft, "self") != 0 && !dspark)
+        return k3_fail(e, K3_EINPUT, "--draft %s: the drafters are ngram, self and dspark",
+                       o->draft);
+    if (dspark != (o->draft_model != NULL))
+        return k3_fail(e, K3_EINPUT, dspark ? "--draft dspark needs --draft-model DIR"
+                                            : "--draft-model goes with --draft dspark");
+    /* gen/draft_dspark.c: the drafter reads the hidden states the model's
+     * forwards keep from a state's first position; --chat and --batch-file
+     * do not attach it yet, and a loaded state kept none. */
+    if (dspark && (o->chat || o->batch_file || o->load_state || o->tf_check))
+        return k3_fail(e, K3_EINPUT, "--draft dspark drafts for a generation run only (not "
+                                     "yet with --chat, --batch-file, --load-state or "
+                                     "--tf-check)");
     if (o->draft_topk >= 0 && !(o->draft && !strcmp(o->draft, "self")))
         return k3_fail(e, K3_EINPUT, "--draft-topk goes with --draft self");
     if (o->memory.draft_trunk && !(o->draft && !strcmp(o->draft, "self")))

@@ -85,7 +85,9 @@ typedef struct k3_options {
     int show_special;             /* --show-special: special ids print their text */
     long spec;                    /* --spec N: drafts verified per step at most (0: off) */
     int spec_auto;                /* --spec auto (the default): spec is K3_SPEC_AUTO */
-    const char *draft;            /* --draft NAME: the drafter ("ngram", "self"; NULL: ngram) */
+    const char *draft;            /* --draft NAME: the drafter ("ngram", "self", "dspark";
+                                   * NULL: ngram) */
+    const char *draft_model;      /* --draft-model DIR: the dspark drafter's directory */
     long draft_topk;              /* --draft-topk K: the self drafter's experts (-1: default) */
     int tf_check;                 /* --tf-check: the drafter on the given ids (ngram: no model) */
     const char *grammar_file;     /* --grammar FILE: a GBNF grammar (chat/constrain.h) */

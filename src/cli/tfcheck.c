@@ -24,7 +24,7 @@ int k3_run_tf_check(const k3_options *o, k3_model *m, const uint32_t *ids, size_
     k3_drafter dr;
     if (n < 2)
         return k3_fail(e, K3_EINPUT, "--tf-check needs a sequence of at least 2 ids");
-    if (k3_drafter_make(&dr, o->draft, m, (int)o->draft_topk, max, e))
+    if (k3_drafter_make(&dr, o->draft, m, (int)o->draft_topk, max, NULL, e))
         return e->code;
     for (size_t i = 1; i < n && !e->code; i++) {
         size_t nd = dr.propose(dr.ctx, ids, i, d, max, NULL, e);

@@ -61,13 +61,17 @@ int k3_drafter_ngram(k3_drafter *d, size_t min_n, size_t max_n, k3_err *e)
 }
 
 int k3_drafter_make(k3_drafter *d, const char *name, k3_model *m, int route_k, size_t max,
-                    k3_err *e)
+                    const char *model_dir, k3_err *e)
 {
     memset(d, 0, sizeof *d);
     if (!name || !strcmp(name, "ngram"))
         return k3_drafter_ngram(d, 1, K3_NGRAM_MAX, e);
+    if (!strcmp(name, "dspark"))
+        return m ? k3_drafter_dspark(d, m, model_dir, max, e)
+                 : k3_fail(e, K3_EINPUT, "the dspark drafter needs the model");
     if (strcmp(name, "self") != 0)
-        return k3_fail(e, K3_EINPUT, "drafter \"%s\": the drafters are ngram and self", name);
+        return k3_fail(e, K3_EINPUT, "drafter \"%s\": the drafters are ngram, self and dspark",
+                       name);
     if (!m)
         return k3_fail(e, K3_EINPUT, "the self drafter needs the model");
     if (route_k < 0) {
@@ -75,6 +79,34 @@ int k3_drafter_make(k3_drafter *d, const char *name, k3_model *m, int route_k, s
         route_k = route_k > 0 ? route_k : 1;
     }
     return k3_drafter_self(d, m, route_k, max, e);
+}
+
+uint32_t k3_draft_greedy(const float *row, size_t V)
+{
+    size_t best = 0;
+    for (size_t i = 1; i < V; i++)
+        if (row[i] > row[best])
+            best = i;
+    return (uint32_t)best;
+}
+
+int k3_draft_view(uint32_t **ids, size_t *cap, const uint32_t *seq, size_t n, size_t extra,
+                  k3_err *e)
+{
+    if (n + extra > *cap) {
+        uint32_t *grown = realloc(*ids, 2 * (n + extra) * sizeof *grown);
+        if (!grown)
+            return k3_fail(e, K3_ERUNTIME, "out of memory for the drafter's sequence");
+        *ids = grown;
+        *cap = 2 * (n + extra);
+    }
+    memcpy(*ids, seq, n * sizeof *seq);
+    return K3_OK;
+}
+
+int k3_drafter_attach(k3_drafter *d, k3_state *s, k3_err *e)
+{
+    return d->attach ? d->attach(d->ctx, s, e) : K3_OK;
 }
 
 void k3_drafter_free(k3_drafter *d)

@@ -40,8 +40,22 @@ typedef struct k3_drafter {
     /* After verification: of `proposed` guesses the first `accepted`
      * matched (NULL when the drafter keeps no state). */
     void (*observe)(void *ctx, size_t proposed, size_t accepted);
+    /* Binds the drafter to the verifier's state s, empty (pos 0), before
+     * anything is fed to it: a drafter that reads what the verifier's
+     * forwards compute (dspark: its hidden states at a few layers) makes s
+     * keep it. Proposals are then for s's sequence. NULL: nothing to bind
+     * (k3_drafter_attach succeeds). */
+    int (*attach)(void *ctx, k3_state *s, k3_err *e);
     void (*free)(void *ctx);
 } k3_drafter;
+
+/* Pieces a drafter that computes logits shares (draft.c): the greedy id
+ * of a row of V logits (ties to the lower id), and the pick's view of a
+ * proposal, *ids (grown to hold n + extra, *cap its room) holding seq[0..n)
+ * for the drafts to be appended after. */
+uint32_t k3_draft_greedy(const float *row, size_t V);
+int k3_draft_view(uint32_t **ids, size_t *cap, const uint32_t *seq, size_t n, size_t extra,
+                  k3_err *e);
 
 /* The context-lookup ("prompt lookup", n-gram) drafter: finds the latest
  * earlier occurrence of the sequence's last k ids, for k from max_n down
@@ -58,11 +72,21 @@ int k3_drafter_ngram(k3_drafter *d, size_t min_n, size_t max_n, k3_err *e);
  * the quantized matrices in memory), where the exact trunk streams. */
 int k3_drafter_self(k3_drafter *d, k3_model *m, int route_k, size_t max, k3_err *e);
 
-/* The drafter called name: "ngram" (or NULL) or "self" (on m, with
+/* The DSpark drafter (draft_dspark.c): the drafter model in dir
+ * (docs/MODEL.md §10) for target m, proposing up to min(max, its block)
+ * ids a step (max 1..16) from one pass over the verifier's hidden states;
+ * it must be attached (k3_drafter_attach) to the verifier's empty state. */
+int k3_drafter_dspark(k3_drafter *d, k3_model *m, const char *dir, size_t max, k3_err *e);
+
+/* The drafter called name: "ngram" (or NULL), "self" (on m, with
  * route_k experts per token, < 0 for the default: a quarter of the
- * checkpoint's, at least 1; max drafts a step). K3_EINPUT for another. */
+ * checkpoint's, at least 1; max drafts a step) or "dspark" (the drafter
+ * model in model_dir). K3_EINPUT for another. */
 int k3_drafter_make(k3_drafter *d, const char *name, k3_model *m, int route_k, size_t max,
-                    k3_err *e);
+                    const char *model_dir, k3_err *e);
+
+/* d->attach on s, when d has one (see k3_drafter). */
+int k3_drafter_attach(k3_drafter *d, k3_state *s, k3_err *e);
 
 /* The most drafts a step verifies under `--spec auto` (the default): the
  * cost gate (k3_spec_choose) picks 0..K3_SPEC_AUTO per step from what it

@@ -42,15 +42,6 @@ typedef struct {
     int open;        /* a speculative step is open in s */
 } self_drafter;
 
-static uint32_t greedy(const float *row, size_t V)
-{
-    size_t best = 0;
-    for (size_t i = 1; i < V; i++)
-        if (row[i] > row[best])
-            best = i;
-    return (uint32_t)best;
-}
-
 /* Ends an open step keeping `keep` of the fed drafts. */
 static int close_step(self_drafter *d, size_t keep, k3_err *e)
 {
@@ -66,7 +57,7 @@ static int close_step(self_drafter *d, size_t keep, k3_err *e)
 static uint32_t pick_id(const self_drafter *d, const k3_draft_pick *pick, size_t pos,
                         const float *row)
 {
-    return pick && pick->fn ? pick->fn(pick->ctx, d->ids, pos, row) : greedy(row, d->V);
+    return pick && pick->fn ? pick->fn(pick->ctx, d->ids, pos, row) : k3_draft_greedy(row, d->V);
 }
 
 static size_t self_propose(void *ctx, const uint32_t *seq, size_t n, uint32_t *out, size_t max,
@@ -80,16 +71,8 @@ static size_t self_propose(void *ctx, const uint32_t *seq, size_t n, uint32_t *o
     if (close_step(d, 0, e) || max == 0 || n == 0 ||
         k3_state_sync(d->m, d->s, NULL, seq, n, &reused, e))
         return 0;
-    if (n + max > d->ids_cap) {
-        uint32_t *grown = realloc(d->ids, 2 * (n + max) * sizeof *grown);
-        if (!grown) {
-            k3_fail(e, K3_ERUNTIME, "out of memory for the drafter's sequence");
-            return 0;
-        }
-        d->ids = grown;
-        d->ids_cap = 2 * (n + max);
-    }
-    memcpy(d->ids, seq, n * sizeof *seq);
+    if (k3_draft_view(&d->ids, &d->ids_cap, seq, n, max, e))
+        return 0;
     memcpy(d->rows, k3_state_logits(d->s), d->V * sizeof *d->rows);
     out[0] = d->ids[n] = pick_id(d, pick, n, d->rows);
     if (max == 1)

@@ -330,6 +330,25 @@ static int head_and_commit(k3_model *m, const piece *p, work *w, size_t nbank,
     return rc;
 }
 
+/* The taps of the states that keep them (k3_state_set_taps): layer li's
+ * output rows, each at its sequence position (the state's pos + i: the
+ * commit comes after the head), so a drafter reads them with no pass of
+ * its own. */
+static void keep_taps(const piece *p, const work *w, size_t li, size_t H)
+{
+    for (size_t g = 0; g < p->nseg; g++) {
+        const k3_state *s = p->seg[g].s;
+        for (int q = 0; q < s->ntaps; q++) {
+            if ((size_t)s->tap_layer[q] != li)
+                continue;
+            for (size_t i = 0; i < p->seg[g].n; i++) {
+                size_t at = ((size_t)s->pos + i) * (size_t)s->ntaps + (size_t)q;
+                memcpy(s->taps + at * H, w->hin + (p->seg[g].t0 + i) * H, H * sizeof(float));
+            }
+        }
+    }
+}
+
 /* The decoder stack over a piece's rows, layer-major: row t's arithmetic is
  * that of its token in a call of its sequence alone. */
 static int forward_piece(k3_model *m, const piece *p, k3_err *e)
@@ -424,6 +443,7 @@ static int forward_piece(k3_model *m, const piece *p, k3_err *e)
         /* §4.3 step 7: the next layer's input. */
         for (size_t i = 0; i < T * H; i++)
             w.hin[i] = w.prefix[i] + w.a[i];
+        keep_taps(p, &w, li, H);
     }
     if (m->on_layer)
         m->on_layer(m->on_layer_ctx, L, L);

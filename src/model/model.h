@@ -79,6 +79,9 @@ typedef struct k3_expert_source {
  * and v (oldest first) and the recurrent state S [heads][key d][value d];
  * MLA layers keep, per position, the normed KV latent followed by the
  * shared (unrotated) rope key: kv_lora_rank + qk_rope_head_dim floats. */
+/* Most layers a state keeps the outputs of for a drafter (k3_state_set_taps). */
+#define K3_MAX_TAPS 16
+
 struct k3_state {
     const k3_model *m;
     int64_t pos;
@@ -97,7 +100,22 @@ struct k3_state {
                          * with start < pos count (kept lazily: a reset or rewind
                          * just lowers pos), see k3_state_images */
     size_t nimg, img_cap;
+    /* A drafter's taps (k3_state_set_taps): the outputs of layers
+     * tap_layer[0..ntaps) (0-based; a layer's output is the next layer's
+     * h_in, MODEL.md §4.3 step 7) of every position fed, written by the
+     * forward pass itself: [kv_cap][ntaps][hidden], rows [0, pos) valid
+     * (a rewind lowers pos, the rows are rewritten as the ids are fed
+     * again). NULL, ntaps 0: not kept. */
+    float *taps;
+    int ntaps;
+    int tap_layer[K3_MAX_TAPS];
 };
+
+/* Keeps the outputs of the n layers `layers` (0-based, each < the bound
+ * layers; n <= K3_MAX_TAPS; n == 0 stops keeping them) of every position
+ * fed from now on, in s->taps; the state must be empty (pos 0). K3_EINPUT
+ * for a layer outside the model or a state that is not empty. */
+int k3_state_set_taps(k3_state *s, const int *layers, int n, k3_err *e);
 
 
 /* A speculative step (verifying drafts, include/k3/k3.h k3_state_spec_*):

@@ -80,6 +80,14 @@ int k3_state_resize(k3_state *s, int64_t cap, k3_err *e)
                            (long long)cap);
         s->kv[i] = n;
     }
+    if (s->ntaps) {
+        size_t row = (size_t)s->ntaps * (size_t)s->m->cfg.hidden_size;
+        float *n = realloc(s->taps, (size_t)cap * row * sizeof *n);
+        if (!n)
+            return k3_fail(e, K3_ERUNTIME, "out of memory growing the drafter's taps to %lld "
+                           "positions", (long long)cap);
+        s->taps = n;
+    }
     uint32_t *ids = realloc(s->ids, (size_t)cap * sizeof *ids);
     if (!ids)
         return k3_fail(e, K3_ERUNTIME, "out of memory growing the token history to %lld ids",
@@ -224,7 +232,35 @@ void k3_state_free(k3_state *s)
     free(s->ids);
     free(s->img);
     free(s->last);
+    free(s->taps);
     free(s);
+}
+
+int k3_state_set_taps(k3_state *s, const int *layers, int n, k3_err *e)
+{
+    if (n < 0 || n > K3_MAX_TAPS)
+        return k3_fail(e, K3_EINPUT, "a drafter taps %d layers: at most %d", n, K3_MAX_TAPS);
+    if (s->pos)
+        return k3_fail(e, K3_EINPUT, "taps are set on an empty state, not at position %lld",
+                       (long long)s->pos);
+    for (int i = 0; i < n; i++)
+        if (layers[i] < 0 || layers[i] >= s->m->w.n_layers)
+            return k3_fail(e, K3_EINPUT, "a drafter taps layer %d: the model has layers "
+                           "0..%d", layers[i], s->m->w.n_layers - 1);
+    free(s->taps);
+    s->taps = NULL;
+    s->ntaps = n;
+    for (int i = 0; i < n; i++)
+        s->tap_layer[i] = layers[i];
+    if (n && s->kv_cap) {
+        size_t row = (size_t)n * (size_t)s->m->cfg.hidden_size;
+        s->taps = k3_malloc(e, (size_t)s->kv_cap * row * sizeof *s->taps, "drafter taps");
+        if (!s->taps) {
+            s->ntaps = 0;
+            return e->code;
+        }
+    }
+    return K3_OK;
 }
 
 size_t k3_spec_record_floats(const k3_config *c)

@@ -18,6 +18,11 @@ int k3_state_copy(k3_state *dst, const k3_state *src, k3_err *e)
         return k3_fail(e, K3_EINPUT, "state copy: the states are of different models");
     if (dst == src)
         return K3_OK;
+    /* A drafter reads dst's taps: they must be src's, of the same layers. */
+    if (dst->ntaps && (dst->ntaps != src->ntaps ||
+                       memcmp(dst->tap_layer, src->tap_layer, (size_t)dst->ntaps * sizeof(int))))
+        return k3_fail(e, K3_EINPUT, "state copy: the source keeps other taps than the "
+                                     "destination's drafter needs");
     k3_state_reset(dst); /* ends a speculative step; older marks go stale */
     const k3_image_span *img;
     size_t nimg = k3_state_images(src, &img);
@@ -37,6 +42,9 @@ int k3_state_copy(k3_state *dst, const k3_state *src, k3_err *e)
     }
     if (src->pos)
         memcpy(dst->ids, src->ids, (size_t)src->pos * sizeof *dst->ids);
+    if (src->pos && dst->ntaps)
+        memcpy(dst->taps, src->taps,
+               (size_t)src->pos * (size_t)dst->ntaps * (size_t)c->hidden_size * sizeof(float));
     memcpy(dst->last, src->last, (size_t)c->vocab_size * sizeof *dst->last);
     dst->pos = src->pos;
     return K3_OK;
@@ -52,5 +60,6 @@ uint64_t k3_state_bytes(const k3_state *s)
         else if (s->kv[i])
             per_pos += k3_state_kv_width(c) * 4;
     }
+    per_pos += (uint64_t)s->ntaps * (uint64_t)c->hidden_size * 4;
     return fixed + per_pos * (uint64_t)s->kv_cap + s->img_cap * sizeof *s->img;
 }

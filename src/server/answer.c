@@ -42,7 +42,7 @@ int k3_answerer_init(k3_answerer *a, k3_model *m, const k3_tokenizer *tok, int64
     if (k3_sampler_init(&a->sampler, k3_model_vocab(m), e) ||
         k3_engine_state_new(&a->state, m, e) ||
         k3_drafter_make(&a->drafter, spec ? draft : NULL, m, draft_topk,
-                        spec > 0 ? (size_t)spec : 1, e))
+                        spec > 0 ? (size_t)spec : 1, NULL, e))
         k3_answerer_free(a);
     return e->code;
 }

@@ -6,6 +6,7 @@
 #include "util/json.h"
 
 #include "util/error.h"
+#include "util/file.h"
 
 #include <math.h>
 #include <stdarg.h>
@@ -558,4 +559,18 @@ const k3_json *k3_json_get(const k3_json *obj, const char *key)
         if (obj->key_lens[i] == kl && !memcmp(obj->keys[i], key, kl))
             return &obj->items[i];
     return NULL;
+}
+
+k3_json_doc *k3_json_load(const char *path, size_t max_bytes, k3_err *e)
+{
+    size_t len = 0;
+    char *text = k3_read_small_file(e, path, max_bytes, &len);
+    if (!text)
+        return NULL;
+    char jerr[256];
+    k3_json_doc *doc = k3_json_parse(text, len, jerr, sizeof jerr);
+    free(text);
+    if (!doc)
+        k3_fail(e, K3_EINPUT, "%s: %s", path, jerr);
+    return doc;
 }

@@ -15,6 +15,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "k3/error.h"
+
 typedef enum {
     K3J_NULL,
     K3J_BOOL,
@@ -46,6 +48,9 @@ typedef struct k3_json_doc k3_json_doc;
 k3_json_doc *k3_json_parse(const char *text, size_t len, char *err, size_t errlen);
 const k3_json *k3_json_root(const k3_json_doc *doc);
 void k3_json_free(k3_json_doc *doc);
+/* The file at path (at most max_bytes) parsed; NULL with K3_EINPUT naming
+ * the file and the place (or the read's error). */
+k3_json_doc *k3_json_load(const char *path, size_t max_bytes, k3_err *e);
 
 /* Member of an object by key, or NULL (also NULL when obj is not an object). */
 const k3_json *k3_json_get(const k3_json *obj, const char *key);

@@ -134,5 +134,14 @@ for o in --system --history --no-thinking --effort --show-thinking --no-reuse; d
     case $o in --system | --history | --effort) v=1 ;; *) v= ;; esac
     wide "$o" "$model_dir" --ids 5,9,17 $o $v
 done
+# --draft dspark reads hidden states kept from a state's first position:
+# a generation run only, for now (src/cli/options.c check_combinations).
+for mode in --chat "--batch-file $work/batch.jsonl" "--load-state $work/none.bin"; do
+    # shellcheck disable=SC2086 # $mode is an option and its value
+    wide "--draft dspark drafts for a generation run only" "$model_dir" $mode --spec 2 \
+        --draft dspark --draft-model "$work"
+done
+wide "--draft-model goes with --draft dspark" "$model_dir" --ids 5,9,17 --draft-model "$work"
+wide "--draft dspark needs --draft-model" "$model_dir" --ids 5,9,17 --draft dspark
 echo "wide modes: the other modes' options refused naming them"
 echo "PASS"

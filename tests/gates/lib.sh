@@ -28,6 +28,23 @@ model() {
     echo "$dir"
 }
 
+# drafter NAME TARGET_DIR [make_dspark args...]: a random DSpark drafter for
+# the target (tools/make_dspark.py), made unless an identical one (same
+# maker and reference, same arguments) is already there. Prints the directory.
+drafter() {
+    name=$1
+    target=$2
+    shift 2
+    dir="$K3_MODELS/$name"
+    stamp=$(cat tools/make_dspark.py tools/dspark_ref.py | cksum | cut -d' ' -f1)-$target-$*
+    if [ ! -f "$dir/.stamp" ] || [ "$(cat "$dir/.stamp")" != "$stamp" ]; then
+        rm -rf "$dir"
+        "$PYTHON" tools/make_dspark.py "$dir" --target "$target" "$@" >&2
+        echo "$stamp" >"$dir/.stamp"
+    fi
+    echo "$dir"
+}
+
 # vocab_of DIR: the model's vocab_size.
 vocab_of() {
     "$PYTHON" -c 'import json,sys; c=json.load(open(sys.argv[1]+"/config.json")); print(c.get("text_config",c)["vocab_size"])' "$1"

@@ -137,7 +137,7 @@ static int run(k3_model *m, const uint32_t *prompt, size_t np, const k3_sampler 
         p.drafter = &dr;
     }
     if (k3_state_new(&st, m, e) == K3_OK &&
-        (!spec || k3_drafter_make(&dr, NULL, m, -1, spec, e) == K3_OK) &&
+        (!spec || k3_drafter_make(&dr, NULL, m, -1, spec, NULL, e) == K3_OK) &&
         k3_forward(m, st, prompt, np, NULL, 0, e) == K3_OK)
         k3_turn_generate(m, st, &smp, &p, &sink, res, e);
     k3_drafter_free(&dr);

@@ -1,0 +1,218 @@
+"""keep_alive_check.py PORT - gate 58's checks of HTTP keep-alive against a
+k3 serve on 127.0.0.1:PORT started with --keep-alive-s 1,
+--keep-alive-requests 4, --max-queue 2, --max-per-client 16. Prints one line
+per check; exits 1 when any failed."""
+import json
+import socket
+import sys
+import time
+
+PORT = int(sys.argv[1])
+IDLE = 1.0
+CAP = 4
+failed = []
+
+
+def check(ok, what):
+    print(("ok   " if ok else "FAIL ") + what)
+    if not ok:
+        failed.append(what)
+
+
+def connect(src="127.0.0.1"):
+    s = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    s.bind((src, 0))
+    s.settimeout(20)
+    s.connect(("127.0.0.1", PORT))
+    return s
+
+
+class Reader:
+    """Reads responses off one socket, framed as their heads say."""
+
+    def __init__(self, s):
+        self.s, self.buf = s, b""
+
+    def more(self):
+        d = self.s.recv(65536)
+        if not d:
+            raise EOFError
+        self.buf += d
+
+    def take(self, n):
+        while len(self.buf) < n:
+            self.more()
+        out, self.buf = self.buf[:n], self.buf[n:]
+        return out
+
+    def line(self):
+        while b"\r\n" not in self.buf:
+            self.more()
+        out, _, self.buf = self.buf.partition(b"\r\n")
+        return out
+
+    def response(self):
+        """(status, {lower-case header: value}, body, framing)."""
+        while b"\r\n\r\n" not in self.buf:
+            self.more()
+        head, _, self.buf = self.buf.partition(b"\r\n\r\n")
+        lines = head.decode().split("\r\n")
+        status = int(lines[0].split()[1])
+        h = {}
+        for ln in lines[1:]:
+            k, _, v = ln.partition(":")
+            h[k.strip().lower()] = v.strip()
+        if "content-length" in h:
+            return status, h, self.take(int(h["content-length"])), "length"
+        if h.get("transfer-encoding") == "chunked":
+            body = b""
+            while True:
+                n = int(self.line(), 16)
+                if n == 0:
+                    self.line()  # the blank line after the last chunk
+                    return status, h, body, "chunked"
+                body += self.take(n)
+                self.line()
+        body = self.buf  # to the close
+        try:
+            while True:
+                self.more()
+        except EOFError:
+            pass
+        body, self.buf = self.buf, b""
+        return status, h, body, "close"
+
+    def closed(self, within):
+        """Whether the server closes (EOF, no bytes) within `within` seconds,
+        and after how long."""
+        t0 = time.time()
+        self.s.settimeout(within)
+        try:
+            d = self.s.recv(1)
+            return d == b"" and not self.buf, time.time() - t0
+        except (socket.timeout, ConnectionResetError) as e:
+            return isinstance(e, ConnectionResetError), time.time() - t0
+
+
+def req(method, path, body=None, version="1.1", extra=""):
+    data = json.dumps(body).encode() if body is not None else b""
+    head = "%s %s HTTP/%s\r\nHost: x\r\n%s" % (method, path, version, extra)
+    if body is not None:
+        head += "Content-Type: application/json\r\nContent-Length: %d\r\n" % len(data)
+    return head.encode() + b"\r\n" + data
+
+
+COMPLETION = {"prompt": "Hi", "max_tokens": 2, "temperature": 0}
+TOKENIZE = {"content": "hello"}
+
+# 1. Sequential requests on one socket up to the cap.
+s = connect()
+r = Reader(s)
+seen = []
+for i, (m, p, b) in enumerate([("GET", "/v1/models", None), ("POST", "/tokenize", TOKENIZE),
+                               ("POST", "/v1/completions", COMPLETION),
+                               ("GET", "/v1/models", None)]):
+    s.sendall(req(m, p, b))
+    st, h, body, _ = r.response()
+    seen.append((st, h.get("connection"), h.get("keep-alive")))
+check(all(x[0] == 200 for x in seen) and [x[1] for x in seen] == ["keep-alive"] * 3 + ["close"],
+      "4 requests on one socket: %s" % seen)
+check(seen[0][2] == "timeout=1, max=3" and seen[2][2] == "timeout=1, max=1",
+      "the Keep-Alive hint counts down the requests left: %s" % [x[2] for x in seen])
+gone, took = r.closed(3)
+check(gone and took < 1.5, "after the %d-th answer the server closes (%.2f s)" % (CAP, took))
+s.close()
+
+# 2. Pipelined: two requests in one write.
+s = connect()
+r = Reader(s)
+s.sendall(req("POST", "/tokenize", {"content": "one"}) + req("POST", "/v1/completions", COMPLETION))
+a, b = r.response(), r.response()
+check(a[0] == 200 and "tokens" in json.loads(a[2]) and b[0] == 200 and
+      "choices" in json.loads(b[2]) and b[1].get("connection") == "keep-alive",
+      "two pipelined requests answered in order: %d %d" % (a[0], b[0]))
+
+# 3. Idle: the server closes a kept connection after --keep-alive-s, silently.
+gone, took = r.closed(IDLE + 3)
+check(gone and IDLE - 0.3 < took < IDLE + 1.5,
+      "an idle kept connection is closed after %.2f s (--keep-alive-s %g)" % (took, IDLE))
+s.close()
+
+# 4. Connection: close; HTTP/1.0 with and without keep-alive.
+for version, extra, keep in (("1.1", "Connection: close\r\n", False), ("1.0", "", False),
+                             ("1.0", "Connection: keep-alive\r\n", True)):
+    s = connect()
+    r = Reader(s)
+    s.sendall(req("POST", "/tokenize", TOKENIZE, version, extra))
+    st, h, _, _ = r.response()
+    ok = st == 200 and h.get("connection") == ("keep-alive" if keep else "close")
+    if keep:
+        s.sendall(req("POST", "/tokenize", TOKENIZE, version, extra))
+        st2, h2, _, _ = r.response()
+        ok = ok and st2 == 200
+    else:
+        gone, _ = r.closed(2)
+        ok = ok and gone
+    check(ok, "HTTP/%s %s: %s" % (version, extra.strip() or "(no Connection)",
+                                  "kept, a second request answered" if keep else "closed"))
+    s.close()
+
+# 5. Streams: chunked and kept on HTTP/1.1, to the close on HTTP/1.0.
+stream = dict(COMPLETION, stream=True)
+s = connect()
+r = Reader(s)
+s.sendall(req("POST", "/v1/completions", stream))
+st, h, body, framing = r.response()
+s.sendall(req("POST", "/tokenize", TOKENIZE))
+st2, _, _, _ = r.response()
+check(st == 200 and framing == "chunked" and body.rstrip().endswith(b"data: [DONE]") and st2 == 200,
+      "an HTTP/1.1 stream is chunked (%s) and the connection takes the next request (%d)"
+      % (framing, st2))
+s.close()
+s = connect()
+r = Reader(s)
+s.sendall(req("POST", "/v1/completions", stream, "1.0", "Connection: keep-alive\r\n"))
+st, h, body, framing = r.response()
+check(st == 200 and framing == "close" and h.get("connection") == "close" and
+      body.rstrip().endswith(b"data: [DONE]"),
+      "an HTTP/1.0 stream runs to the close (%s, Connection: %s)" % (framing, h.get("connection")))
+s.close()
+
+# 6. Idle kept connections hold no thread: 30 of them (more than the 11
+# connection threads --max-queue 2 allows) from 127.0.0.1 and .2, then a
+# new client from 127.0.0.3 is answered at once.
+idle = []
+for src in ("127.0.0.1", "127.0.0.2"):
+    for _ in range(15):
+        s = connect(src)
+        s.sendall(req("POST", "/tokenize", TOKENIZE))
+        st, h, _, _ = Reader(s).response()
+        if st == 200 and h.get("connection") == "keep-alive":
+            idle.append(s)
+t0 = time.time()
+s = connect("127.0.0.3")
+s.sendall(req("POST", "/v1/completions", COMPLETION, extra="Connection: close\r\n"))
+st, _, _, _ = Reader(s).response()
+took = time.time() - t0
+check(len(idle) == 30 and st == 200 and took < 5,
+      "%d idle kept connections, a new client answered %d in %.2f s" % (len(idle), st, took))
+s.close()
+# 127.0.0.1 holds 15 idle connections; one more fills its --max-per-client
+# 16, and the 17th is still served: its oldest idle connection is closed.
+extra = connect("127.0.0.1")
+extra.sendall(req("POST", "/tokenize", TOKENIZE))
+st1, _, _, _ = Reader(extra).response()
+s = connect("127.0.0.1")
+s.sendall(req("POST", "/tokenize", TOKENIZE))
+st, h, _, _ = Reader(s).response()
+gone, _ = Reader(idle[0]).closed(2)
+check(st1 == 200 and st == 200 and gone,
+      "at --max-per-client the client's oldest idle connection makes room (%d, %d, oldest closed %s)"
+      % (st1, st, gone))
+for x in idle + [extra, s]:
+    x.close()
+
+if failed:
+    print("%d check(s) failed" % len(failed))
+    sys.exit(1)
+print("ok: keep-alive")

@@ -19,19 +19,18 @@ def check(ok, what):
         failed.append(what)
 
 
-def connect(src="127.0.0.1"):
-    s = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-    s.bind((src, 0))
-    s.settimeout(20)
-    s.connect(("127.0.0.1", PORT))
-    return s
+class Conn:
+    """One connection from the loopback address src: sends requests, reads
+    responses framed as their heads say."""
 
+    def __init__(self, src="127.0.0.1"):
+        self.s, self.buf = socket.create_connection(("127.0.0.1", PORT), 20, (src, 0)), b""
 
-class Reader:
-    """Reads responses off one socket, framed as their heads say."""
+    def send(self, data):
+        self.s.sendall(data)
 
-    def __init__(self, s):
-        self.s, self.buf = s, b""
+    def close(self):
+        self.s.close()
 
     def more(self):
         d = self.s.recv(65536)
@@ -106,13 +105,12 @@ COMPLETION = {"prompt": "Hi", "max_tokens": 2, "temperature": 0}
 TOKENIZE = {"content": "hello"}
 
 # 1. Sequential requests on one socket up to the cap.
-s = connect()
-r = Reader(s)
+r = Conn()
 seen = []
 for i, (m, p, b) in enumerate([("GET", "/v1/models", None), ("POST", "/tokenize", TOKENIZE),
                                ("POST", "/v1/completions", COMPLETION),
                                ("GET", "/v1/models", None)]):
-    s.sendall(req(m, p, b))
+    r.send(req(m, p, b))
     st, h, body, _ = r.response()
     seen.append((st, h.get("connection"), h.get("keep-alive")))
 check(all(x[0] == 200 for x in seen) and [x[1] for x in seen] == ["keep-alive"] * 3 + ["close"],
@@ -121,12 +119,11 @@ check(seen[0][2] == "timeout=1, max=3" and seen[2][2] == "timeout=1, max=1",
       "the Keep-Alive hint counts down the requests left: %s" % [x[2] for x in seen])
 gone, took = r.closed(3)
 check(gone and took < 1.5, "after the %d-th answer the server closes (%.2f s)" % (CAP, took))
-s.close()
+r.close()
 
 # 2. Pipelined: two requests in one write.
-s = connect()
-r = Reader(s)
-s.sendall(req("POST", "/tokenize", {"content": "one"}) + req("POST", "/v1/completions", COMPLETION))
+r = Conn()
+r.send(req("POST", "/tokenize", {"content": "one"}) + req("POST", "/v1/completions", COMPLETION))
 a, b = r.response(), r.response()
 check(a[0] == 200 and "tokens" in json.loads(a[2]) and b[0] == 200 and
       "choices" in json.loads(b[2]) and b[1].get("connection") == "keep-alive",
@@ -136,18 +133,17 @@ check(a[0] == 200 and "tokens" in json.loads(a[2]) and b[0] == 200 and
 gone, took = r.closed(IDLE + 3)
 check(gone and IDLE - 0.3 < took < IDLE + 1.5,
       "an idle kept connection is closed after %.2f s (--keep-alive-s %g)" % (took, IDLE))
-s.close()
+r.close()
 
 # 4. Connection: close; HTTP/1.0 with and without keep-alive.
 for version, extra, keep in (("1.1", "Connection: close\r\n", False), ("1.0", "", False),
                              ("1.0", "Connection: keep-alive\r\n", True)):
-    s = connect()
-    r = Reader(s)
-    s.sendall(req("POST", "/tokenize", TOKENIZE, version, extra))
+    r = Conn()
+    r.send(req("POST", "/tokenize", TOKENIZE, version, extra))
     st, h, _, _ = r.response()
     ok = st == 200 and h.get("connection") == ("keep-alive" if keep else "close")
     if keep:
-        s.sendall(req("POST", "/tokenize", TOKENIZE, version, extra))
+        r.send(req("POST", "/tokenize", TOKENIZE, version, extra))
         st2, h2, _, _ = r.response()
         ok = ok and st2 == 200
     else:
@@ -155,28 +151,26 @@ for version, extra, keep in (("1.1", "Connection: close\r\n", False), ("1.0", ""
         ok = ok and gone
     check(ok, "HTTP/%s %s: %s" % (version, extra.strip() or "(no Connection)",
                                   "kept, a second request answered" if keep else "closed"))
-    s.close()
+    r.close()
 
 # 5. Streams: chunked and kept on HTTP/1.1, to the close on HTTP/1.0.
 stream = dict(COMPLETION, stream=True)
-s = connect()
-r = Reader(s)
-s.sendall(req("POST", "/v1/completions", stream))
+r = Conn()
+r.send(req("POST", "/v1/completions", stream))
 st, h, body, framing = r.response()
-s.sendall(req("POST", "/tokenize", TOKENIZE))
+r.send(req("POST", "/tokenize", TOKENIZE))
 st2, _, _, _ = r.response()
 check(st == 200 and framing == "chunked" and body.rstrip().endswith(b"data: [DONE]") and st2 == 200,
       "an HTTP/1.1 stream is chunked (%s) and the connection takes the next request (%d)"
       % (framing, st2))
-s.close()
-s = connect()
-r = Reader(s)
-s.sendall(req("POST", "/v1/completions", stream, "1.0", "Connection: keep-alive\r\n"))
+r.close()
+r = Conn()
+r.send(req("POST", "/v1/completions", stream, "1.0", "Connection: keep-alive\r\n"))
 st, h, body, framing = r.response()
 check(st == 200 and framing == "close" and h.get("connection") == "close" and
       body.rstrip().endswith(b"data: [DONE]"),
       "an HTTP/1.0 stream runs to the close (%s, Connection: %s)" % (framing, h.get("connection")))
-s.close()
+r.close()
 
 # 6. Idle kept connections hold no thread: 30 of them (more than the 11
 # connection threads --max-queue 2 allows) from 127.0.0.1 and .2, then a
@@ -184,32 +178,32 @@ s.close()
 idle = []
 for src in ("127.0.0.1", "127.0.0.2"):
     for _ in range(15):
-        s = connect(src)
-        s.sendall(req("POST", "/tokenize", TOKENIZE))
-        st, h, _, _ = Reader(s).response()
+        c = Conn(src)
+        c.send(req("POST", "/tokenize", TOKENIZE))
+        st, h, _, _ = c.response()
         if st == 200 and h.get("connection") == "keep-alive":
-            idle.append(s)
+            idle.append(c)
 t0 = time.time()
-s = connect("127.0.0.3")
-s.sendall(req("POST", "/v1/completions", COMPLETION, extra="Connection: close\r\n"))
-st, _, _, _ = Reader(s).response()
+r = Conn("127.0.0.3")
+r.send(req("POST", "/v1/completions", COMPLETION, extra="Connection: close\r\n"))
+st, _, _, _ = r.response()
 took = time.time() - t0
 check(len(idle) == 30 and st == 200 and took < 5,
       "%d idle kept connections, a new client answered %d in %.2f s" % (len(idle), st, took))
-s.close()
+r.close()
 # 127.0.0.1 holds 15 idle connections; one more fills its --max-per-client
 # 16, and the 17th is still served: its oldest idle connection is closed.
-extra = connect("127.0.0.1")
-extra.sendall(req("POST", "/tokenize", TOKENIZE))
-st1, _, _, _ = Reader(extra).response()
-s = connect("127.0.0.1")
-s.sendall(req("POST", "/tokenize", TOKENIZE))
-st, h, _, _ = Reader(s).response()
-gone, _ = Reader(idle[0]).closed(2)
+extra = Conn("127.0.0.1")
+extra.send(req("POST", "/tokenize", TOKENIZE))
+st1, _, _, _ = extra.response()
+r = Conn("127.0.0.1")
+r.send(req("POST", "/tokenize", TOKENIZE))
+st, h, _, _ = r.response()
+gone, _ = idle[0].closed(2)
 check(st1 == 200 and st == 200 and gone,
       "at --max-per-client the client's oldest idle connection makes room (%d, %d, oldest closed %s)"
       % (st1, st, gone))
-for x in idle + [extra, s]:
+for x in idle + [extra, r]:
     x.close()
 
 if failed:

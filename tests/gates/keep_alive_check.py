@@ -191,18 +191,25 @@ took = time.time() - t0
 check(len(idle) == 30 and st == 200 and took < 5,
       "%d idle kept connections, a new client answered %d in %.2f s" % (len(idle), st, took))
 r.close()
-# 127.0.0.1 holds 15 idle connections; one more fills its --max-per-client
-# 16, and the 17th is still served: its oldest idle connection is closed.
+# 127.0.0.1 holds 15 idle connections: each takes one more request (in order,
+# so idle[0] is the one idle longest, all far from the 1 s idle limit); one
+# more connection fills its --max-per-client 16, and the 17th is still
+# served: idle[0] is closed for it, idle[1] stays.
+mine = idle[:15]
+for c in mine:
+    c.send(req("POST", "/tokenize", TOKENIZE))
+    c.response()
 extra = Conn("127.0.0.1")
 extra.send(req("POST", "/tokenize", TOKENIZE))
 st1, _, _, _ = extra.response()
 r = Conn("127.0.0.1")
 r.send(req("POST", "/tokenize", TOKENIZE))
 st, h, _, _ = r.response()
-gone, _ = idle[0].closed(2)
-check(st1 == 200 and st == 200 and gone,
-      "at --max-per-client the client's oldest idle connection makes room (%d, %d, oldest closed %s)"
-      % (st1, st, gone))
+gone, _ = mine[0].closed(0.3)
+kept, _ = mine[1].closed(0.05)
+check(st1 == 200 and st == 200 and gone and not kept,
+      "at --max-per-client the client's oldest idle connection makes room (%d, %d, oldest "
+      "closed %s, the next kept %s)" % (st1, st, gone, not kept))
 for x in idle + [extra, r]:
     x.close()
 

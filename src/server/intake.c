@@ -203,6 +203,7 @@ static void take_back(intake *in)
         struct k3_kept *next = k->next;
         k->p.t0 = k3_seconds();
         k->p.idle = k->p.len == 0;
+        k3_sock_set_nonblock(k->p.fd, 1); /* this thread never blocks */
         if (in->n < K3_INTAKE_MAX_PENDING || evict_idle(in, NULL)) {
             in->p[in->n++] = k->p;
         } else {

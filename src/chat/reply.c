@@ -163,6 +163,14 @@ int k3_reply_markup(k3_reply *r, int which, k3_err *e)
     return K3_OK; /* a stray <|sep|> */
 }
 
+int k3_reply_thinking(const k3_reply *r)
+{
+    for (int i = 0; i < r->depth; i++)
+        if (r->kind[i] == EL_THINK)
+            return 1;
+    return 0;
+}
+
 int k3_reply_text(k3_reply *r, const char *s, size_t n, k3_err *e)
 {
     if (r->mode != BODY) {

@@ -72,6 +72,10 @@ int k3_reply_markup(k3_reply *r, int which, k3_err *e);
 /* The bytes of one ordinary id. */
 int k3_reply_text(k3_reply *r, const char *s, size_t n, k3_err *e);
 
+/* Whether a think element is open (the reasoning, its closing tag until
+ * the tag's <|sep|> included). */
+int k3_reply_thinking(const k3_reply *r);
+
 void k3_reply_free(k3_reply *r);
 
 #endif

@@ -170,6 +170,8 @@ int k3_turn_step_at(k3_turn *t, uint32_t id, const float *logits, int64_t pos, i
                            id);
     }
     t->res.generated++;
+    if (!is_end && p->chat && k3_reply_thinking(&t->reply))
+        t->res.reasoning++;
     if (!is_end && p->tok) {
         int k = 0, hidden = 0;
         while (k < 3 && t->markup[k] != (int64_t)id)
@@ -191,9 +193,10 @@ int k3_turn_step_at(k3_turn *t, uint32_t id, const float *logits, int64_t pos, i
     if (t->sink->token && t->sink->token(t->sink->ctx, id, logits, is_end, &stop, e))
         return e->code;
     int ends = k3_gen_ends_after(t->m, &t->gen, id, t->res.generated, pos);
-    if (t->stopped)
+    if (t->stopped) {
         t->res.end = K3_TURN_STOP_STRING;
-    else if (stop)
+        t->res.stop_index = t->stop.matched;
+    } else if (stop)
         t->res.end = K3_TURN_CALLER;
     else if (ends)
         t->res.end = ends == K3_GEN_EOS      ? K3_TURN_END_ID
@@ -246,6 +249,7 @@ int k3_turn_begin(k3_turn *t, const k3_model *m, const k3_state *s, const k3_tur
     t->s = s;
     t->last_channel = -1;
     t->res.end = K3_TURN_LENGTH;
+    t->res.stop_index = -1;
     t->gen = p->gen;
     k3_turn_end_ids(p->tok, p->chat, t->end_ids, &t->gen.n_end_ids);
     t->gen.end_ids = t->end_ids;

@@ -116,7 +116,12 @@ typedef struct k3_turn_params {
 
 typedef struct k3_turn_result {
     k3_turn_end end;
+    int stop_index;           /* K3_TURN_STOP_STRING: the index in the params' stop[] of
+                               * the string that ended the turn; -1 otherwise */
     size_t generated;         /* ids reported, an end id included */
+    size_t reasoning;         /* of them, ids read while the think element was open
+                               * (chat; its closing tag included): the answer's
+                               * reasoning tokens */
     size_t ncalls;            /* tool calls reported */
     size_t forwards;          /* forward calls of the decode (speculative or not) */
     size_t drafted, accepted; /* drafts verified; of them, kept */

@@ -73,7 +73,7 @@ typedef struct {
     size_t naliases;
     /* Whole numbers too are read as numbers (strtod): "1e6" is a size. */
     double port, max_body, max_tokens, max_queue, timeout, header_timeout, max_per_client;
-    double exit_after;
+    double exit_after, keep_alive_s, keep_alive_requests;
     double prefix_gb, prefix_disk_gb; /* < 0: the default */
     const char *prefix_dir;
     int port_given, threads, quiet, help, list_options, spec, draft_topk, parallel;
@@ -92,7 +92,7 @@ static const k3_opt serve_table[] = {
                  "POST /v1/completions (both with \"stream\": true as server-sent events),\n"
                  "GET /v1/models, POST /tokenize, POST /detokenize, GET /metrics, GET /health.\n"
                  "Up to --parallel answers are generated together; the others wait in a\n"
-                 "queue. Every response closes its connection.\n"
+                 "queue. Connections are kept alive (HTTP/1.1) between requests.\n"
                  "\n"),
     { .kind = K3_OPT_REAL, .name = "--port", .metavar = "N", .off = offsetof(S, port), .lo = 0,
       .hi = 65535, .flags = K3_OPTF_WHOLE | K3_OPTF_GIVEN, .off2 = offsetof(S, port_given),
@@ -130,6 +130,12 @@ static const k3_opt serve_table[] = {
     WHOLE("--max-per-client", "N", max_per_client, 1, 4096,
           "connections one client address may hold at once\n"
           "(default 16; IPv6: per /64; more are answered 503)"),
+    K3_OPT_REAL_("--keep-alive-s", "SECONDS", S, keep_alive_s, 0, 3600, 0,
+                 "time a connection may wait idle for its next request\n"
+                 "(HTTP keep-alive; default 5; 0: every answer closes\n"
+                 "its connection)"),
+    WHOLE("--keep-alive-requests", "N", keep_alive_requests, 1, 1000000,
+          "requests one connection may carry (default 100)"),
     K3_OPT_REAL_("--exit-after", "SECONDS", S, exit_after, 0.01, 1e7, 0,
                  "stop by itself after this long (for tests)"),
     K3_OPT_INT_GIVEN("--max-context", "N", S, memory.max_context, memory.max_context_given, 1,
@@ -194,6 +200,8 @@ static int parse(serve_args *a, int argc, char **argv, k3_err *e)
     a->timeout = 30;
     a->header_timeout = 5;
     a->max_per_client = 16;
+    a->keep_alive_s = 5;
+    a->keep_alive_requests = 100;
     a->host = "127.0.0.1";
     a->port = 8080;
     k3_memory_opts_default(&a->memory);
@@ -321,6 +329,8 @@ static int serve(const serve_args *a, k3_err *e)
     cfg.timeout = a->timeout;
     cfg.header_timeout = a->header_timeout < a->timeout ? a->header_timeout : a->timeout;
     cfg.max_per_client = (int)a->max_per_client;
+    cfg.keep_alive_s = a->keep_alive_s;
+    cfg.keep_alive_requests = (int)a->keep_alive_requests;
     cfg.exit_after = a->exit_after;
     cfg.context = a->memory.max_context;
     cfg.threads = a->threads;

@@ -8,12 +8,14 @@ void k3_stop_init(k3_stop *s, const char *const *strs, size_t n)
     memset(s, 0, sizeof *s);
     s->strs = strs;
     s->n = n;
+    s->matched = -1;
 }
 
 void k3_stop_free(k3_stop *s) { k3_buf_free(&s->held); }
 
-/* First occurrence of any stop string in h[0..n): its offset, or n. */
-static size_t first_match(const k3_stop *s, const char *h, size_t n)
+/* First occurrence of any stop string in h[0..n): its offset, or n;
+ * *which: that string's index. */
+static size_t first_match(const k3_stop *s, const char *h, size_t n, int *which)
 {
     size_t best = n;
     for (size_t i = 0; i < s->n; i++) {
@@ -21,6 +23,7 @@ static size_t first_match(const k3_stop *s, const char *h, size_t n)
         for (size_t at = 0; len && at + len <= n && at < best; at++)
             if (!memcmp(h + at, s->strs[i], len)) {
                 best = at;
+                *which = (int)i;
                 break;
             }
     }
@@ -48,7 +51,10 @@ int k3_stop_push(k3_stop *s, const char *text, size_t n, k3_buf *out, int *stopp
     if (k3_buf_put(&s->held, text, n, e))
         return e->code;
     char *h = s->held.data;
-    size_t len = s->held.len, cut = first_match(s, h, len);
+    int which = -1;
+    size_t len = s->held.len, cut = first_match(s, h, len, &which);
+    if (cut < len)
+        s->matched = which;
     *stopped = cut < len;
     size_t release = *stopped ? cut : len - partial_tail(s, h, len);
     if (k3_buf_put(out, h, release, e))

@@ -20,6 +20,9 @@ typedef struct k3_stop {
     const char *const *strs; /* the stop strings (not copied; empty ones ignored) */
     size_t n;
     k3_buf held;             /* text not released yet */
+    int matched;             /* after a push that stopped: the index in strs of the
+                              * string found (the earliest in the text; of two ending
+                              * there, the first listed); -1 before */
 } k3_stop;
 
 /* strs[0..n) must outlive the matcher. */

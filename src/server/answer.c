@@ -539,7 +539,8 @@ int k3_answer_finish(k3_answer *x)
     st->generated = w->res.generated;
     st->drafted = w->res.drafted;
     st->accepted = w->res.accepted;
-    k3_usage u = { job->n, w->res.generated, st->reused, st->prompt_seconds, st->gen_seconds };
+    k3_usage u = { job->n, w->res.generated, w->res.reasoning, st->reused, st->prompt_seconds,
+                   st->gen_seconds };
     int status = 200;
     if (w->cancelled && !w->failed) {
         st->finish = "cancelled";
@@ -555,7 +556,9 @@ int k3_answer_finish(k3_answer *x)
         status = 500;
     } else {
         st->finish = k3_turn_finish_reason(w->res.end, w->res.ncalls);
-        w->em.stop_string = w->res.end == K3_TURN_STOP_STRING;
+        w->em.stop_string = w->res.end == K3_TURN_STOP_STRING && w->res.stop_index >= 0
+                                ? r->stop[w->res.stop_index]
+                                : NULL;
         const k3_emit_ids ids = { job->ids, job->n, w->ids, w->nids };
         if (k3_emit_finish(&w->em, st->finish, &u, r->return_token_ids ? &ids : NULL, &w->out,
                            &e) ||

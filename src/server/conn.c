@@ -78,66 +78,102 @@ static int wait_input(int fd, int ms)
 }
 
 /* Whether the client closed or reset its connection. Bytes it sends after
- * its request are read and dropped (the answer closes the connection). */
-static int client_gone(int fd)
+ * its request are the next request's (pipelined): kept in c's buffer
+ * while the answer keeps the connection and there is room (the buffer is
+ * never moved: the request being answered points into it), else read and
+ * dropped, and then the answer closes the connection. */
+static int client_gone(k3_conn *c)
 {
     char sink[4096];
     for (int i = 0; i < 16; i++) {
-        int rc = wait_input(fd, 0);
+        int rc = wait_input(c->fd, 0);
         if (rc <= 0)
             return rc < 0;
-        int64_t r = k3_sock_recv(fd, sink, sizeof sink, 0);
+        int store = c->keep && c->len < c->cap;
+        int64_t r = store ? k3_sock_recv(c->fd, c->buf + c->len, c->cap - c->len, 0)
+                          : k3_sock_recv(c->fd, sink, sizeof sink, 0);
         if (r == 0)
             return 1;
         if (r < 0)
             return errno != EINTR && errno != EAGAIN && errno != EWOULDBLOCK;
+        if (store)
+            c->len += (size_t)r;
+        else
+            c->keep = 0; /* bytes of a next request were lost: no next request */
     }
     return 0;
 }
 
-/* The extra head lines of s's answers: the CORS line, then extra. */
-static const char *head_extra(const k3_server *s, const char *extra, char *buf, size_t cap)
+/* The extra head lines of s's answers on c (NULL: an answer that closes):
+ * the CORS line, the Keep-Alive hint, then extra. */
+static const char *head_extra(const k3_server *s, const k3_conn *c, const char *extra,
+                              char *buf, size_t cap)
 {
-    snprintf(buf, cap, "%s%s", s ? s->cors : "", extra ? extra : "");
+    char hint[80] = "";
+    if (c && c->keep)
+        snprintf(hint, sizeof hint, "Keep-Alive: timeout=%d, max=%d\r\n",
+                 (int)s->cfg->keep_alive_s, s->cfg->keep_alive_requests - c->requests - 1);
+    snprintf(buf, cap, "%s%s%s", s ? s->cors : "", hint, extra ? extra : "");
     return buf;
 }
 
-static int respond(k3_server *s, int fd, int status, const char *type, const char *body,
+/* Writes n bytes of an answer's body (or head) on c; -1 (and c broken)
+ * when the client is gone or stalled. */
+static int conn_send(k3_conn *c, const char *buf, size_t n)
+{
+    if (!c->broken && send_all(c->fd, buf, n))
+        c->broken = 1;
+    return c->broken ? -1 : 0;
+}
+
+/* One chunk of a chunked body (k3_http_chunk): its line, data, CRLF. */
+static int send_chunk(k3_conn *c, const char *data, size_t n)
+{
+    char line[32];
+    size_t ln = k3_http_chunk(line, sizeof line, n);
+    if (conn_send(c, line, ln))
+        return -1;
+    return n ? conn_send(c, data, n) || conn_send(c, K3_HTTP_CHUNK_END, 2) : 0;
+}
+
+static int respond(k3_server *s, k3_conn *c, int status, const char *type, const char *body,
                    size_t n, const char *extra)
 {
     char head[1024], more[640];
     size_t hn = k3_http_head(head, sizeof head, status, type, (long long)n,
-                             head_extra(s, extra, more, sizeof more));
-    return hn && !send_all(fd, head, hn) && !send_all(fd, body, n) ? 0 : -1;
+                             head_extra(s, c, extra, more, sizeof more), c->keep);
+    if (!hn)
+        c->broken = 1;
+    return hn && !conn_send(c, head, hn) && !conn_send(c, body, n) ? 0 : -1;
 }
 
-int k3_conn_respond(k3_server *s, int fd, int status, const char *type, const char *body,
+int k3_conn_respond(k3_server *s, k3_conn *c, int status, const char *type, const char *body,
                     size_t n, const char *extra)
 {
-    return respond(s, fd, status, type, body, n, extra);
+    return respond(s, c, status, type, body, n, extra);
 }
 
 /* err in the shape of api's errors. */
-static void respond_error_as(k3_server *s, int fd, k3_api_kind api, const k3_api_error *err,
+static void respond_error_as(k3_server *s, k3_conn *c, k3_api_kind api, const k3_api_error *err,
                              const char *extra)
 {
     k3_buf b = { 0 };
     k3_err e = { 0, "" };
     if (k3_emit_error_as(api, err, 0, &b, &e) == K3_OK)
-        respond(s, fd, err->status, "application/json", b.data, b.len, extra);
+        respond(s, c, err->status, "application/json", b.data, b.len, extra);
     k3_buf_free(&b);
 }
 
-static void respond_error(k3_server *s, int fd, const k3_api_error *err, const char *extra)
+static void respond_error(k3_server *s, k3_conn *c, const k3_api_error *err, const char *extra)
 {
-    respond_error_as(s, fd, K3_API_CHAT, err, extra);
+    respond_error_as(s, c, K3_API_CHAT, err, extra);
 }
 
-static void http_error(k3_server *s, int fd, int status, const char *why, const char *extra)
+static void http_error(k3_server *s, k3_conn *c, int status, const char *why, const char *extra)
 {
     k3_api_error err;
     k3_api_fail(&err, status, NULL, NULL, "%s", why);
-    respond_error(s, fd, &err, extra);
+    respond_error(s, c, &err, extra);
 }
 
 /* Ends the connection: no more output, then input dropped until the
@@ -163,37 +199,44 @@ void k3_conn_limits(const k3_server *s, k3_http_limits *lim)
     lim->max_body = s->cfg->max_body;
 }
 
-/* Reads the rest of a request into *buf (malloc'd, cap bytes, *len read
- * so far; reallocated as needed, also on failure). t0: the accept.
- * Returns K3_HTTP_OK, the status of an error response to send, or -1 when
- * the client left (or the server stops) before finishing it. */
-static int read_request(k3_server *s, int fd, char **buf, size_t *len, size_t cap, double t0,
-                        k3_http_request *req)
+/* Reads the rest of a request into c->buf (c->len read so far;
+ * reallocated as needed, also on failure, always with K3_CONN_MAX_HEAD
+ * bytes of room past the body for the start of a next request). t0: the
+ * accept, or the request's first byte. Returns K3_HTTP_OK (c->used set),
+ * the status of an error response to send, or -1 when the client left (or
+ * the server stops) before finishing it. */
+static int read_request(k3_server *s, k3_conn *c, double t0, k3_http_request *req)
 {
+    char **buf = &c->buf;
+    size_t *len = &c->len;
+    int fd = c->fd;
     k3_http_limits lim;
     double deadline = t0 + s->cfg->timeout, body_t0 = k3_seconds();
     int continued = 0;
     k3_conn_limits(s, &lim);
     for (;;) {
         int rc = k3_http_parse_request(*buf ? *buf : "", *len, req, &lim);
+        if (rc == K3_HTTP_OK)
+            c->used = req->head_len + req->content_length;
         if (rc == K3_HTTP_OK || rc >= 400)
             return rc;
         if (rc == K3_HTTP_NEED_BODY && req->expect_continue && !continued) {
             static const char go_on[] = "HTTP/1.1 100 Continue\r\n\r\n";
             continued = 1;
-            if (send_all(fd, go_on, sizeof go_on - 1))
+            if (send_all(c->fd, go_on, sizeof go_on - 1))
                 return -1;
         }
         size_t want = rc == K3_HTTP_NEED_BODY ? req->head_len + req->content_length
                                               : K3_CONN_MAX_HEAD;
-        if (cap < want) {
+        want += K3_CONN_MAX_HEAD; /* room for a pipelined request's start */
+        if (c->cap < want) {
             char *grown = realloc(*buf, want);
             if (!grown) {
                 req->error = "out of memory for the request";
                 return 500;
             }
             *buf = grown;
-            cap = want;
+            c->cap = want;
         }
         double now = k3_seconds(), left = deadline - now;
         double late = now - body_t0 - s->cfg->header_timeout;
@@ -214,7 +257,7 @@ static int read_request(k3_server *s, int fd, char **buf, size_t *len, size_t ca
             return -1;
         if (ready == 0)
             continue;
-        int64_t r = k3_sock_recv(fd, *buf + *len, cap - *len, 0);
+        int64_t r = k3_sock_recv(fd, *buf + *len, c->cap - *len, 0);
         if (r < 0 && errno == EINTR)
             continue;
         if (r <= 0)
@@ -285,30 +328,41 @@ static int server_failed(k3_server *s)
     return v;
 }
 
+/* Sends bytes of a stream's body: as a chunk when chunked. */
+static int stream_send(k3_conn *c, int chunked, const char *data, size_t n)
+{
+    if (!n)
+        return 0; /* an empty chunk would end the body */
+    return chunked ? send_chunk(c, data, n) : conn_send(c, data, n);
+}
+
 /* Streams or collects what the worker publishes for job until it is done
  * or the client is gone (which cancels it). Returns the response's
  * status, or 499 when the client left. */
-static int pump(k3_server *s, int fd, k3_job *job, int stream, k3_api_kind api)
+static int pump(k3_server *s, k3_conn *c, k3_job *job, int stream, k3_api_kind api)
 {
     k3_buf chunk = { 0 }, body = { 0 };
     k3_err e = { 0, "" };
     int alive = 1;
+    if (stream && c->http10)
+        c->keep = 0; /* no chunked bodies in HTTP/1.0: the stream ends at the close */
+    int chunked = stream && c->keep;
     if (stream) {
         char head[1024], more[640];
         size_t hn = k3_http_head(head, sizeof head, 200, "text/event-stream", -1,
-                                 head_extra(s, NULL, more, sizeof more));
-        alive = send_all(fd, head, hn) == 0;
+                                 head_extra(s, c, NULL, more, sizeof more), c->keep);
+        alive = hn && conn_send(c, head, hn) == 0;
     }
     for (;;) {
         if (!alive && k3_queue_cancel(&s->queue, job))
             break;
         int done = k3_queue_wait(&s->queue, job, POLL_SLICE_MS, &chunk);
         if (alive && chunk.len)
-            alive = stream ? send_all(fd, chunk.data, chunk.len) == 0
+            alive = stream ? stream_send(c, chunked, chunk.data, chunk.len) == 0
                            : k3_buf_put(&body, chunk.data, chunk.len, &e) == K3_OK;
         if (done)
             break;
-        if (alive && client_gone(fd))
+        if (alive && client_gone(c))
             alive = 0;
     }
     /* Cut short by the server (stopping, or a failed run refusing what
@@ -321,19 +375,23 @@ static int pump(k3_server *s, int fd, k3_job *job, int stream, k3_api_kind api)
         k3_buf b = { 0 };
         refusal(s, &err);
         if (!stream)
-            respond_error_as(s, fd, api, &err, NULL);
+            respond_error_as(s, c, api, &err, NULL);
         else if (k3_emit_error_as(api, &err, 1, &b, &e) == K3_OK)
-            send_all(fd, b.data, b.len);
+            stream_send(c, chunked, b.data, b.len);
         k3_buf_free(&b);
     } else if (alive && !stream) {
-        respond(s, fd, job->status, "application/json", body.data ? body.data : "", body.len,
+        respond(s, c, job->status, "application/json", body.data ? body.data : "", body.len,
                 NULL);
     }
     /* A stream that ends in an error event ends with [DONE] as well. */
     if (stream && alive && (cut || job->status != 200) && k3_emit_has_done(api)) {
         static const char done_event[] = "data: [DONE]\n\n";
-        send_all(fd, done_event, sizeof done_event - 1);
+        stream_send(c, chunked, done_event, sizeof done_event - 1);
     }
+    if (chunked && alive)
+        send_chunk(c, NULL, 0); /* the last chunk: the stream ends, the connection stays */
+    if (!alive)
+        c->broken = 1;
     k3_buf_free(&chunk);
     k3_buf_free(&body);
     return status;
@@ -356,7 +414,7 @@ static int parse_body(k3_server *s, const k3_http_request *hreq, const char *bod
 
 /* POST /v1/messages/count_tokens: the prompt's ids, rendered as
  * /v1/messages would render it: {"input_tokens": N}. */
-static int count_tokens(k3_server *s, int fd, const k3_http_request *hreq, const char *body)
+static int count_tokens(k3_server *s, k3_conn *c, const k3_http_request *hreq, const char *body)
 {
     k3_api_request req;
     k3_api_error err;
@@ -372,10 +430,10 @@ static int count_tokens(k3_server *s, int fd, const k3_http_request *hreq, const
         status = k3_answer_prompt(s->tok, &s->vision, &req, s->cfg->context,
                                   s->cfg->default_tokens, &job, &err);
     if (status) {
-        respond_error_as(s, fd, K3_API_MESSAGES, &err, NULL);
+        respond_error_as(s, c, K3_API_MESSAGES, &err, NULL);
     } else {
         snprintf(out, sizeof out, "{\"input_tokens\":%zu}", job.n);
-        respond(s, fd, 200, "application/json", out, strlen(out), NULL);
+        respond(s, c, 200, "application/json", out, strlen(out), NULL);
         status = 200;
     }
     k3_server_images_free(&job);
@@ -385,7 +443,7 @@ static int count_tokens(k3_server *s, int fd, const k3_http_request *hreq, const
 }
 
 /* POST /v1/chat/completions, /v1/completions, /v1/messages and /v1/responses. */
-static void generate(k3_server *s, int fd, const k3_http_request *hreq, const char *body,
+static void generate(k3_server *s, k3_conn *c, const k3_http_request *hreq, const char *body,
                      k3_api_kind kind, double t0)
 {
     static const char *const prefix[] = { "chatcmpl-", "cmpl-", "msg_", "resp_" };
@@ -432,10 +490,10 @@ static void generate(k3_server *s, int fd, const k3_http_request *hreq, const ch
             answered = 1;
         }
         if (answered)
-            status = pump(s, fd, job, req.stream, kind);
+            status = pump(s, c, job, req.stream, kind);
     }
     if (!answered)
-        respond_error_as(s, fd, kind, &err, NULL);
+        respond_error_as(s, c, kind, &err, NULL);
     log_line(s, hreq, status, job, t0);
     if (job) {
         k3_job_free(job);
@@ -464,7 +522,7 @@ static int send_once(const k3_server *s, int fd, int status, const char *body, s
 {
     char msg[2048], more[640];
     size_t hn = k3_http_head(msg, sizeof msg, status, "application/json", (long long)n,
-                             head_extra(s, NULL, more, sizeof more));
+                             head_extra(s, NULL, NULL, more, sizeof more), 0);
     if (!hn || n > sizeof msg - hn)
         return -1;
     memcpy(msg + hn, body, n);
@@ -472,8 +530,10 @@ static int send_once(const k3_server *s, int fd, int status, const char *body, s
 }
 
 /* GET /health: 200 {"status":"ok",...}, or 503 {"status":"error","reason":...}
- * once a run was invalid, so that a load balancer stops sending work. */
-static void health(k3_server *s, int fd, const k3_http_request *req, double t0)
+ * once a run was invalid, so that a load balancer stops sending work.
+ * Sent on c, or (c NULL: the accept thread) in one write on fd that never
+ * blocks. */
+static void health(k3_server *s, k3_conn *c, int fd, const k3_http_request *req, double t0)
 {
     size_t waiting;
     int running;
@@ -489,7 +549,9 @@ static void health(k3_server *s, int fd, const k3_http_request *req, double t0)
     snprintf(tail, sizeof tail, "%s\"running\":%d,\"waiting\":%zu}",
              failed ? "," : "{\"status\":\"ok\",", running, waiting);
     k3_buf_puts(&b, tail, &e);
-    if (!e.code)
+    if (!e.code && c)
+        respond(s, c, failed ? 503 : 200, "application/json", b.data, b.len, NULL);
+    else if (!e.code)
         send_once(s, fd, failed ? 503 : 200, b.data, b.len);
     k3_buf_free(&b);
     log_line(s, req, failed ? 503 : 200, NULL, t0);
@@ -506,14 +568,14 @@ static void drain(int fd)
 
 void k3_conn_health(k3_server *s, int fd, const k3_http_request *req, double t0)
 {
-    health(s, fd, req, t0);
+    health(s, NULL, fd, req, t0);
     k3_sock_shutdown_write(fd);
     drain(fd);
     k3_sock_close(fd);
 }
 
 /* GET /v1/models, or /v1/models/{id} (the served model, else 404). */
-static int models(k3_server *s, int fd, const k3_http_request *req)
+static int models(k3_server *s, k3_conn *c, const k3_http_request *req)
 {
     k3_buf b = { 0 };
     k3_err e = { 0, "" };
@@ -524,7 +586,7 @@ static int models(k3_server *s, int fd, const k3_http_request *req)
         k3_api_fail(&err, 404, "model_not_found", "model",
                     "The model '%.*s' does not exist: this server serves '%s'.",
                     (int)(req->path_len - base - 1), req->path + base + 1, s->cfg->model_name);
-        respond_error(s, fd, &err, NULL);
+        respond_error(s, c, &err, NULL);
         return 404;
     }
     char id[256];
@@ -533,16 +595,16 @@ static int models(k3_server *s, int fd, const k3_http_request *req)
     if ((one ? k3_emit_model(id, s->started, &b, &e)
              : k3_emit_models_list(s->cfg->model_name, (const char *const *)s->cfg->aliases,
                                    s->cfg->naliases, s->started, &b, &e)) == K3_OK)
-        respond(s, fd, 200, "application/json", b.data, b.len, NULL);
+        respond(s, c, 200, "application/json", b.data, b.len, NULL);
     else
-        http_error(s, fd, status = 500, e.msg, NULL);
+        http_error(s, c, status = 500, e.msg, NULL);
     k3_buf_free(&b);
     return status;
 }
 
 /* POST /tokenize and /detokenize: answered on the connection's thread (the
  * tokenizer is read-only and shared). */
-static int tokenize(k3_server *s, int fd, const k3_http_request *req, const char *body,
+static int tokenize(k3_server *s, k3_conn *c, const k3_http_request *req, const char *body,
                     int detokenize)
 {
     k3_buf b = { 0 };
@@ -551,15 +613,15 @@ static int tokenize(k3_server *s, int fd, const k3_http_request *req, const char
                      ? k3_detokenize_answer(s->tok, body, req->content_length, &b, &err)
                      : k3_tokenize_answer(s->tok, body, req->content_length, &b, &err);
     if (status)
-        respond_error(s, fd, &err, NULL);
+        respond_error(s, c, &err, NULL);
     else
-        respond(s, fd, 200, "application/json", b.data, b.len, NULL);
+        respond(s, c, 200, "application/json", b.data, b.len, NULL);
     k3_buf_free(&b);
     return status ? status : 200;
 }
 
 /* GET /metrics. */
-static int metrics(k3_server *s, int fd)
+static int metrics(k3_server *s, k3_conn *c)
 {
     k3_buf b = { 0 };
     k3_err e = { 0, "" };
@@ -567,15 +629,15 @@ static int metrics(k3_server *s, int fd)
     int running, status = 200;
     k3_queue_load(&s->queue, &waiting, &running);
     if (k3_metrics_text(&s->metrics, waiting, running, &b, &e) == K3_OK)
-        respond(s, fd, 200, "text/plain; version=0.0.4", b.data, b.len, NULL);
+        respond(s, c, 200, "text/plain; version=0.0.4", b.data, b.len, NULL);
     else
-        http_error(s, fd, status = 500, e.msg, NULL);
+        http_error(s, c, status = 500, e.msg, NULL);
     k3_buf_free(&b);
     return status;
 }
 
 /* OPTIONS: a CORS preflight, answered for every path a route knows. */
-static void preflight(k3_server *s, int fd, const char *methods)
+static void preflight(k3_server *s, k3_conn *c, const char *methods)
 {
     char extra[256];
     snprintf(extra, sizeof extra,
@@ -584,7 +646,7 @@ static void preflight(k3_server *s, int fd, const char *methods)
              "Anthropic-Version, Anthropic-Beta\r\n"
              "Access-Control-Max-Age: 86400\r\n",
              methods);
-    respond(s, fd, 204, "text/plain", "", 0, s->cors[0] ? extra : NULL);
+    respond(s, c, 204, "text/plain", "", 0, s->cors[0] ? extra : NULL);
 }
 
 enum {
@@ -620,7 +682,7 @@ static int authorized(const k3_server *s, const k3_http_request *req)
 }
 
 /* Answers a complete request. */
-static void route(k3_server *s, int fd, const k3_http_request *req, const char *body, double t0)
+static void route(k3_server *s, k3_conn *c, const k3_http_request *req, const char *body, double t0)
 {
     static const struct {
         const char *path, *method;
@@ -646,7 +708,7 @@ static void route(k3_server *s, int fd, const k3_http_request *req, const char *
         int status = 200, open = routes[i].endpoint == R_HEALTH ||
                                  routes[i].endpoint == R_MODELS || is_method(req, "OPTIONS");
         if (is_method(req, "OPTIONS")) {
-            preflight(s, fd, routes[i].method);
+            preflight(s, c, routes[i].method);
             status = 204;
         } else if (!open && !authorized(s, req)) {
             k3_api_error err;
@@ -655,37 +717,37 @@ static void route(k3_server *s, int fd, const k3_http_request *req, const char *
                         "Invalid API key: send \"Authorization: Bearer KEY\" (or \"X-Api-Key: "
                         "KEY\") with the server's --api-key.");
             err.type = "authentication_error";
-            respond_error_as(s, fd, anthropic ? K3_API_MESSAGES : K3_API_CHAT, &err,
+            respond_error_as(s, c, anthropic ? K3_API_MESSAGES : K3_API_CHAT, &err,
                              "WWW-Authenticate: Bearer\r\n");
             status = 401;
         } else if (!is_method(req, routes[i].method)) {
             char allow[40];
             snprintf(allow, sizeof allow, "Allow: %s, OPTIONS\r\n", routes[i].method);
-            http_error(s, fd, 405, "method not allowed on this path", allow);
+            http_error(s, c, 405, "method not allowed on this path", allow);
             status = 405;
         } else {
             switch (routes[i].endpoint) {
-            case R_CHAT: generate(s, fd, req, body, K3_API_CHAT, t0); return;
-            case R_COMPLETIONS: generate(s, fd, req, body, K3_API_COMPLETION, t0); return;
-            case R_MESSAGES: generate(s, fd, req, body, K3_API_MESSAGES, t0); return;
-            case R_RESPONSES: generate(s, fd, req, body, K3_API_RESPONSES, t0); return;
-            case R_COUNT: status = count_tokens(s, fd, req, body); break;
-            case R_HEALTH: health(s, fd, req, t0); return;
-            case R_MODELS: case R_MODEL: status = models(s, fd, req); break;
-            case R_TOKENIZE: status = tokenize(s, fd, req, body, 0); break;
-            case R_DETOKENIZE: status = tokenize(s, fd, req, body, 1); break;
-            default: status = metrics(s, fd); break;
+            case R_CHAT: generate(s, c, req, body, K3_API_CHAT, t0); return;
+            case R_COMPLETIONS: generate(s, c, req, body, K3_API_COMPLETION, t0); return;
+            case R_MESSAGES: generate(s, c, req, body, K3_API_MESSAGES, t0); return;
+            case R_RESPONSES: generate(s, c, req, body, K3_API_RESPONSES, t0); return;
+            case R_COUNT: status = count_tokens(s, c, req, body); break;
+            case R_HEALTH: health(s, c, c->fd, req, t0); return;
+            case R_MODELS: case R_MODEL: status = models(s, c, req); break;
+            case R_TOKENIZE: status = tokenize(s, c, req, body, 0); break;
+            case R_DETOKENIZE: status = tokenize(s, c, req, body, 1); break;
+            default: status = metrics(s, c); break;
             }
         }
         log_line(s, req, status, NULL, t0);
         return;
     }
-    int page = k3_webui_route(s, fd, req); /* GET / and /chat (webui.h) */
+    int page = k3_webui_route(s, c, req); /* GET / and /chat (webui.h) */
     if (page) {
         log_line(s, req, page, NULL, t0);
         return;
     }
-    http_error(s, fd, 404, "no such endpoint (POST /v1/chat/completions, POST /v1/completions, "
+    http_error(s, c, 404, "no such endpoint (POST /v1/chat/completions, POST /v1/completions, "
                            "POST /v1/messages, POST /v1/messages/count_tokens, "
                            "POST /v1/responses, GET /v1/models, POST /tokenize, "
                            "POST /detokenize, GET /metrics, "
@@ -693,18 +755,64 @@ static void route(k3_server *s, int fd, const k3_http_request *req, const char *
     log_line(s, req, 404, NULL, t0);
 }
 
-void k3_conn_serve(k3_server *s, int fd, char *buf, size_t len, size_t cap, double t0)
+/* Whether the answer to req may keep c open (conn.h), decided before it is
+ * written (its head says so); a stream on HTTP/1.0 or a failed write
+ * still closes. */
+static int may_keep(k3_server *s, const k3_conn *c, const k3_http_request *req)
 {
+    return s->cfg->keep_alive_s > 0 && c->requests + 1 < s->cfg->keep_alive_requests &&
+           !req->conn_close && (req->minor == 1 || req->conn_keep_alive) && !server_stopping(s);
+}
+
+int k3_conn_serve(k3_server *s, int fd, char **buf, size_t *len, double t0, int *requests)
+{
+    k3_conn c;
+    memset(&c, 0, sizeof c);
+    c.fd = fd;
+    c.buf = *buf;
+    c.len = *len;
+    c.cap = K3_CONN_MAX_HEAD;
+    c.requests = *requests;
     k3_sock_set_nonblock(fd, 0); /* the accept thread's reads */
     k3_sock_set_send_timeout(fd, s->cfg->timeout);
-    k3_http_request req;
-    int rc = read_request(s, fd, &buf, &len, cap, t0, &req);
-    if (rc == K3_HTTP_OK)
-        route(s, fd, &req, buf + req.head_len, t0);
-    else if (rc > 0)
-        http_error(s, fd, rc, req.error, NULL);
-    free(buf);
+    for (;;) {
+        k3_http_request req;
+        k3_http_limits lim;
+        int rc = read_request(s, &c, t0, &req);
+        c.keep = 0;
+        if (rc == K3_HTTP_OK) {
+            c.keep = may_keep(s, &c, &req);
+            c.http10 = req.minor == 0;
+            route(s, &c, &req, c.buf + req.head_len, t0);
+        } else if (rc > 0) {
+            http_error(s, &c, rc, req.error, NULL); /* the body, if any, is unread: close */
+        }
+        if (!c.keep || c.broken || server_stopping(s))
+            break;
+        /* Kept: what follows the request is the next one's start. */
+        c.requests++;
+        c.len -= c.used;
+        memmove(c.buf, c.buf + c.used, c.len);
+        c.used = 0;
+        k3_conn_limits(s, &lim);
+        t0 = k3_seconds();
+        if (c.len && k3_http_parse_request(c.buf, c.len, &req, &lim) != K3_HTTP_NEED_HEAD)
+            continue; /* pipelined: its head is here (or is bad): answer it now */
+        /* Idle: back to the accept thread, with a head-sized buffer or none. */
+        char *small = c.len ? realloc(c.buf, K3_CONN_MAX_HEAD) : NULL;
+        if (c.len && !small)
+            break;
+        if (!c.len)
+            free(c.buf);
+        *buf = small;
+        *len = c.len;
+        *requests = c.requests;
+        return 1;
+    }
+    free(c.buf);
+    *buf = NULL;
     linger_close(fd);
+    return 0;
 }
 
 void k3_conn_refuse(int fd, int status, const char *code, const char *why)

@@ -149,8 +149,10 @@ static int usage(const k3_usage *u, k3_buf *b, k3_err *e)
         k3_buf_printf(b, e, ",\"completion_tokens\":%lld", (long long)u->completion) ||
         k3_buf_printf(b, e, ",\"total_tokens\":%lld", (long long)(u->prompt + u->completion)))
         return e->code;
-    return k3_buf_printf(b, e, ",\"prompt_tokens_details\":{\"cached_tokens\":%lld}}",
-                         (long long)u->cached);
+    return k3_buf_printf(b, e,
+                         ",\"prompt_tokens_details\":{\"cached_tokens\":%lld},"
+                         "\"completion_tokens_details\":{\"reasoning_tokens\":%lld}}",
+                         (long long)u->cached, (long long)u->reasoning);
 }
 
 /* ,"finish_reason":REASON or null */

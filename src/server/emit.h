@@ -23,6 +23,7 @@
 
 typedef struct k3_usage {
     size_t prompt, completion; /* tokens */
+    size_t reasoning;          /* of completion, the thinking's (k3_turn_result.reasoning) */
     size_t cached;             /* prompt tokens reused from the previous request's state */
     double prompt_seconds;     /* feeding the prompt ids the state did not hold */
     double gen_seconds;        /* generating, from the end of the prompt to the last id */
@@ -56,7 +57,8 @@ typedef struct k3_emit {
     k3_buf blocks;             /* the closed blocks as JSON array items */
     size_t seq;                /* Responses: the next event's sequence_number */
     int begun;                 /* streaming: the opening events went out */
-    int stop_string;           /* the answer ended at a stop string (answer.c) */
+    const char *stop_string;   /* the stop string the answer ended at (the request's,
+                                * borrowed; answer.c), or NULL */
 } k3_emit;
 
 /* One id and its log-probability (a piece of the tokenizer: bytes[0..len)). */

@@ -188,6 +188,15 @@ static const char *stop_reason(const k3_emit *em, const char *reason)
     return em->stop_string ? "stop_sequence" : "end_turn";
 }
 
+/* "stop_sequence": the string matched when why is "stop_sequence", else null. */
+static int stop_sequence(const k3_emit *em, const char *why, k3_buf *out, k3_err *e)
+{
+    const char *s = strcmp(why, "stop_sequence") ? NULL : em->stop_string;
+    if (k3_buf_puts(out, "\"stop_sequence\":", e))
+        return e->code;
+    return s ? k3_jtext_put(out, s, strlen(s), e) : k3_buf_puts(out, "null", e);
+}
+
 int k3_emit_msg_finish(k3_emit *em, const char *reason, const k3_usage *u, const k3_emit_ids *ids,
                        k3_buf *out, k3_err *e)
 {
@@ -198,15 +207,17 @@ int k3_emit_msg_finish(k3_emit *em, const char *reason, const k3_usage *u, const
         if (event("message_delta", out, e) ||
             k3_buf_printf(out, e,
                           "{\"type\":\"message_delta\",\"delta\":{\"stop_reason\":"
-                          "\"%s\",\"stop_sequence\":null},\"usage\":",
+                          "\"%s\",",
                           why) ||
+            stop_sequence(em, why, out, e) || k3_buf_puts(out, "},\"usage\":", e) ||
             usage(em, u->completion, out, e) || put_ids(ids, out, e) ||
             k3_buf_puts(out, "}\n\n", e))
             return e->code;
         return k3_buf_puts(out, "event: message_stop\ndata: {\"type\":\"message_stop\"}\n\n", e);
     }
     if (message_head(em, out, e) || k3_buf_put(out, em->blocks.data, em->blocks.len, e) ||
-        k3_buf_printf(out, e, "],\"stop_reason\":\"%s\",\"stop_sequence\":null,\"usage\":", why) ||
+        k3_buf_printf(out, e, "],\"stop_reason\":\"%s\",", why) ||
+        stop_sequence(em, why, out, e) || k3_buf_puts(out, ",\"usage\":", e) ||
         usage(em, u->completion, out, e) || put_ids(ids, out, e))
         return e->code;
     return k3_buf_puts(out, "}", e);

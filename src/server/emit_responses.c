@@ -55,8 +55,10 @@ static int response(const k3_emit *em, const char *status, const k3_usage *u,
         return k3_buf_puts(out, "null}", e);
     return k3_buf_printf(out, e,
                          "{\"input_tokens\":%zu,\"input_tokens_details\":{\"cached_tokens\":%zu},"
-                         "\"output_tokens\":%zu,\"total_tokens\":%zu}}",
-                         u->prompt, u->cached, u->completion, u->prompt + u->completion);
+                         "\"output_tokens\":%zu,\"output_tokens_details\":{"
+                         "\"reasoning_tokens\":%zu},\"total_tokens\":%zu}}",
+                         u->prompt, u->cached, u->completion, u->reasoning,
+                         u->prompt + u->completion);
 }
 
 /* Streaming: response.created and response.in_progress, once. */

@@ -1,8 +1,8 @@
 /* http.c - see http.h.
  *
  * Why a hand-written parser and not a library: k3 serve needs a dozen
- * lines' worth of HTTP (one request per connection, Content-Length bodies,
- * no TLS, no keep-alive), and what matters is that every byte a client
+ * lines' worth of HTTP (Content-Length request bodies, keep-alive decided
+ * by the caller from the Connection header, no TLS), and what matters is that every byte a client
  * sends is either understood exactly or refused. A general-purpose server
  * library would bring a large surface of leniency (folded headers, bare
  * LF, chunked bodies, pipelining) that k3 does not need, and a dependency
@@ -148,6 +148,25 @@ static int content_length(const char *v, size_t n, k3_http_request *out, head_fa
     return 0;
 }
 
+/* The Connection header's comma-separated options v[0..n) (RFC 9110
+ * 7.6.1, case-insensitive): "close" and "keep-alive" are noted, others
+ * (e.g. "Upgrade") are ignored. Several Connection headers add up. */
+static void connection_tokens(const char *v, size_t n, k3_http_request *out)
+{
+    size_t i = 0;
+    while (i < n) {
+        while (i < n && (v[i] == ',' || v[i] == ' ' || v[i] == '\t'))
+            i++;
+        size_t b = i;
+        while (i < n && v[i] != ',' && v[i] != ' ' && v[i] != '\t')
+            i++;
+        if (ieq(v + b, i - b, "close"))
+            out->conn_close = 1;
+        else if (ieq(v + b, i - b, "keep-alive"))
+            out->conn_keep_alive = 1;
+    }
+}
+
 /* One header line p[0..n) (CRLF excluded). */
 static int header(const char *p, size_t n, k3_http_request *out, head_facts *f)
 {
@@ -191,6 +210,8 @@ static int header(const char *p, size_t n, k3_http_request *out, head_facts *f)
             return fail(out, 400, "two X-Api-Key headers");
         out->api_key = v;
         out->api_key_len = vn;
+    } else if (ieq(name, name_len, "connection")) {
+        connection_tokens(v, vn, out);
     } else if (ieq(name, name_len, "expect")) {
         if (ieq(v, vn, "100-continue"))
             out->expect_continue = 1;
@@ -275,14 +296,23 @@ const char *k3_http_reason(int status)
 }
 
 size_t k3_http_head(char *out, size_t cap, int status, const char *content_type,
-                    long long content_length, const char *extra)
+                    long long content_length, const char *extra, int keep)
 {
     char length[48] = "";
     if (content_length >= 0)
         snprintf(length, sizeof length, "Content-Length: %lld\r\n", content_length);
+    else if (keep)
+        snprintf(length, sizeof length, "Transfer-Encoding: chunked\r\n");
     int n = snprintf(out, cap,
                      "HTTP/1.1 %d %s\r\nContent-Type: %s\r\n%s%sCache-Control: no-cache\r\n"
-                     "Connection: close\r\n\r\n",
-                     status, k3_http_reason(status), content_type, length, extra ? extra : "");
+                     "Connection: %s\r\n\r\n",
+                     status, k3_http_reason(status), content_type, length, extra ? extra : "",
+                     keep ? "keep-alive" : "close");
     return n > 0 && (size_t)n < cap ? (size_t)n : 0;
+}
+
+size_t k3_http_chunk(char *out, size_t cap, size_t n)
+{
+    int w = snprintf(out, cap, n ? "%zx\r\n" : "0\r\n\r\n", n);
+    return w > 0 && (size_t)w < cap ? (size_t)w : 0;
 }

@@ -2,7 +2,9 @@
  * functions over buffers: a strict request parser and the response head.
  *
  * Requests: a request line, headers, and a body framed by Content-Length
- * (or none). Every response closes the connection. */
+ * (or none). Whether the connection stays open after the response is the
+ * caller's decision (conn.h: keep-alive); the parser reports what the
+ * client asked (its version and Connection header). */
 #ifndef K3_SERVER_HTTP_H
 #define K3_SERVER_HTTP_H
 
@@ -34,6 +36,8 @@ typedef struct k3_http_request {
     size_t content_length; /* body bytes (0 without Content-Length) */
     int has_length;        /* a Content-Length header was present */
     int expect_continue;   /* "Expect: 100-continue" */
+    int conn_close;        /* a Connection header lists "close" */
+    int conn_keep_alive;   /* a Connection header lists "keep-alive" */
     const char *authorization; /* the Authorization header's value, or NULL */
     size_t authorization_len;
     const char *api_key;   /* the X-Api-Key header's value (Anthropic's), or NULL */
@@ -50,7 +54,8 @@ typedef struct k3_http_request {
  * bytes always give the same answer, and a prefix of a valid request asks
  * for more rather than failing. A line ending that is not CRLF is 400 as
  * soon as it is in buf (NEED_HEAD never hides one), so a client sending
- * bare LF is answered at once. Bytes after the body are ignored. */
+ * bare LF is answered at once. Bytes after the body (a pipelined next
+ * request) are not looked at: the caller parses them as the next request. */
 int k3_http_parse_request(const char *buf, size_t len, k3_http_request *out,
                           const k3_http_limits *lim);
 
@@ -58,11 +63,20 @@ int k3_http_parse_request(const char *buf, size_t len, k3_http_request *out,
 const char *k3_http_reason(int status);
 
 /* Writes the response head "HTTP/1.1 STATUS REASON" + Content-Type,
- * Content-Length (when content_length >= 0; a body then runs to the close),
- * extra (pre-formatted "Name: value\r\n" lines, or NULL), Connection: close
- * and the blank line into out[0..cap). Returns its length, or 0 if it does
- * not fit. */
+ * the body's framing, extra (pre-formatted "Name: value\r\n" lines, or
+ * NULL), the Connection line and the blank line into out[0..cap).
+ * Framing: Content-Length when content_length >= 0; otherwise, with keep,
+ * "Transfer-Encoding: chunked" (the caller sends the body as chunks,
+ * k3_http_chunk), and without keep none (the body runs to the close).
+ * keep: "Connection: keep-alive" (the connection takes another request),
+ * else "Connection: close". Returns its length, or 0 if it does not fit. */
 size_t k3_http_head(char *out, size_t cap, int status, const char *content_type,
-                    long long content_length, const char *extra);
+                    long long content_length, const char *extra, int keep);
+
+/* The line that opens a chunk of n bytes ("%zx\r\n") into out[0..cap);
+ * n = 0 gives the last chunk with its trailer ("0\r\n\r\n"). The chunk's
+ * data follows, then "\r\n" (K3_HTTP_CHUNK_END). Returns its length. */
+size_t k3_http_chunk(char *out, size_t cap, size_t n);
+#define K3_HTTP_CHUNK_END "\r\n"
 
 #endif

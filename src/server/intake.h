@@ -10,6 +10,14 @@
  *   - GET /health is answered right here, whatever the load;
  *   - every other request gets a connection thread (conn.h) when one of
  *     the max_queue + 1 + K3_INTAKE_SLACK allowed is free, else 503.
+ * Kept-alive connections (conn.h) come back here after their answer and
+ * wait without a thread: --keep-alive-s for the first byte of their next
+ * request (then closed without an answer), and from that byte
+ * --header-timeout for its head, as a new connection. They count among the
+ * K3_INTAKE_MAX_PENDING and the client's --max-per-client, but never keep
+ * a new connection out: at either bound the idle one that waited longest
+ * is closed to make room (nginx does the same with its keep-alive
+ * connections when it runs out).
  * Limits: K3_INTAKE_MAX_PENDING heads at once, and --max-per-client
  * connections per client address (clients.h), heads and threads together;
  * a connection beyond either is answered 503 at once and closed. */

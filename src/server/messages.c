@@ -20,30 +20,24 @@ static const char *block_type(k3_xl *x, const k3_json *b, const char *path)
     return NULL;
 }
 
+/* One text block of a text-only content (system, tool_result). */
+static int text_block(k3_xl *x, k3_xl_msg *m, const k3_json *b, const char *p)
+{
+    int fail = 0;
+    const char *type = block_type(x, b, p);
+    if (!type)
+        return x->err->status;
+    if (strcmp(type, "text"))
+        return k3_xl_fail(x, p, "%s: only text blocks are supported here, got \"%s\"", p, type);
+    const k3_json *t = k3_xl_string(x, b, "text", p, &fail);
+    return fail || (t && k3_xl_text(x, m, t->str, t->len)) ? x->err->status : 0;
+}
+
 /* Text of a string or of text blocks (tool_result content), as one
  * message's text parts. */
 static int text_blocks(k3_xl *x, k3_xl_msg *m, const k3_json *v, const char *path)
 {
-    char p[160];
-    if (!v || v->type == K3J_NULL)
-        return 0;
-    if (v->type == K3J_STRING)
-        return k3_xl_text(x, m, v->str, v->len);
-    if (v->type != K3J_ARRAY)
-        return k3_xl_type(x, path, "a string or an array of text blocks", v);
-    for (size_t j = 0; j < v->count; j++) {
-        int fail = 0;
-        snprintf(p, sizeof p, "%s[%zu]", path, j);
-        const char *type = block_type(x, &v->items[j], p);
-        if (!type)
-            return x->err->status;
-        if (strcmp(type, "text"))
-            return k3_xl_fail(x, p, "%s: only text blocks are supported here, got \"%s\"", p, type);
-        const k3_json *t = k3_xl_string(x, &v->items[j], "text", p, &fail);
-        if (fail || (t && k3_xl_text(x, m, t->str, t->len)))
-            return x->err->status;
-    }
-    return 0;
+    return k3_xl_content(x, m, v, path, "text blocks", text_block);
 }
 
 /* An image block's source: base64 data with its media type, or a URL. */
@@ -157,39 +151,30 @@ static int message(k3_xl *x, k3_xl_msg *m, const k3_json *v, size_t i)
     return k3_xl_flush(x, m);
 }
 
+/* One of Anthropic's custom tools as a chat completions function tool. */
+static int tool(k3_xl *x, const k3_json *t, const char *p, k3_buf *b, size_t *n)
+{
+    int fail = 0;
+    if (t->type != K3J_OBJECT)
+        return k3_xl_type(x, p, "an object", t);
+    const k3_json *type = k3_xl_string(x, t, "type", p, &fail);
+    const k3_json *name = k3_xl_string(x, t, "name", p, &fail);
+    const k3_json *desc = k3_xl_string(x, t, "description", p, &fail);
+    const k3_json *schema = k3_json_get(t, "input_schema");
+    if (fail)
+        return x->err->status;
+    if (type && strcmp(type->str, "custom"))
+        return k3_xl_fail(x, p, "%s: server tools (type \"%s\") are not supported by k3 serve",
+                          p, type->str);
+    if (!name || !schema || schema->type != K3J_OBJECT)
+        return k3_xl_fail(x, p, "%s: a tool needs \"name\" and an \"input_schema\" object", p);
+    return k3_xl_tool(x, b, (*n)++, name, desc, schema);
+}
+
 /* tools: Anthropic's custom tools as chat completions' function tools. */
 static int tools(k3_xl *x, const k3_json *v)
 {
-    k3_buf b = { 0 };
-    int rc = 0;
-    if (v->type != K3J_ARRAY)
-        return k3_xl_type(x, "tools", "an array", v);
-    rc = k3_buf_puts(&b, "[", &x->e) ? k3_xl_oom(x) : 0;
-    for (size_t i = 0; i < v->count && !rc; i++) {
-        const k3_json *t = &v->items[i];
-        char p[48];
-        int fail = 0;
-        snprintf(p, sizeof p, "tools[%zu]", i);
-        if (t->type != K3J_OBJECT) {
-            rc = k3_xl_type(x, p, "an object", t);
-            break;
-        }
-        const k3_json *type = k3_xl_string(x, t, "type", p, &fail);
-        const k3_json *name = k3_xl_string(x, t, "name", p, &fail);
-        const k3_json *desc = k3_xl_string(x, t, "description", p, &fail);
-        const k3_json *schema = k3_json_get(t, "input_schema");
-        if (fail) {
-            rc = x->err->status;
-        } else if (type && strcmp(type->str, "custom")) {
-            rc = k3_xl_fail(x, p, "%s: server tools (type \"%s\") are not supported by k3 serve", p,
-                            type->str);
-        } else if (!name || !schema || schema->type != K3J_OBJECT) {
-            rc = k3_xl_fail(x, p, "%s: a tool needs \"name\" and an \"input_schema\" object", p);
-        } else {
-            rc = k3_xl_tool(x, &b, i, name, desc, schema);
-        }
-    }
-    return k3_xl_tools_end(x, &b, rc);
+    return k3_xl_tools(x, v, tool);
 }
 
 /* tool_choice: Anthropic's types as chat completions' values. */
@@ -311,8 +296,10 @@ static const struct {
     { "return_token_ids", "return_token_ids" },
 };
 
-static int fields(k3_xl *x, const k3_json *root, int count, k3_xl_msg *m)
+/* The body's top level (ctx: the int count, count_tokens' body). */
+static int fields(k3_xl *x, const k3_json *root, k3_xl_msg *m, void *ctx)
 {
+    int count = *(const int *)ctx;
     const k3_json *msgs = k3_json_get(root, "messages"), *sys = k3_json_get(root, "system");
     if (root->type != K3J_OBJECT)
         return k3_xl_fail(x, NULL, "The request body must be a JSON object.");
@@ -355,20 +342,5 @@ static int fields(k3_xl *x, const k3_json *root, int count, k3_xl_msg *m)
 int k3_messages_parse(const char *body, size_t len, const k3_api_limits *lim, int count,
                       k3_api_request *out, k3_api_error *err)
 {
-    char jerr[256];
-    k3_xl x;
-    k3_xl_msg m;
-    memset(&m, 0, sizeof m);
-    memset(out, 0, sizeof *out);
-    k3_xl_init(&x, err);
-    k3_json_doc *doc = k3_json_parse(body, len, jerr, sizeof jerr);
-    if (!doc)
-        k3_api_fail(err, 400, "invalid_json", NULL, "The request body is not valid JSON (%s).",
-                    jerr);
-    else if (!fields(&x, k3_json_root(doc), count, &m))
-        k3_xl_finish(&x, lim, K3_API_MESSAGES, out);
-    k3_json_free(doc);
-    k3_xl_msg_free(&m);
-    k3_xl_free(&x);
-    return err->status;
+    return k3_xl_parse(body, len, lim, K3_API_MESSAGES, fields, &count, out, err);
 }

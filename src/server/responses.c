@@ -7,43 +7,31 @@
 #include "server/translate.h"
 #include "util/json.h"
 
-/* Parts of a message's content (or a call output): text parts of any text
- * type, input_image with an image_url. */
+/* One content part: text of any text type, input_image with an image_url. */
+static int part(k3_xl *x, k3_xl_msg *m, const k3_json *v, const char *p)
+{
+    int fail = 0;
+    const k3_json *type = k3_xl_string(x, v, "type", p, &fail);
+    const k3_json *text = k3_xl_string(x, v, "text", p, &fail);
+    const k3_json *url = k3_xl_string(x, v, "image_url", p, &fail);
+    if (fail)
+        return x->err->status;
+    if (!type)
+        return k3_xl_fail(x, p, "%s: a content part needs a \"type\"", p);
+    if ((!strcmp(type->str, "input_text") || !strcmp(type->str, "output_text") ||
+         !strcmp(type->str, "text") || !strcmp(type->str, "summary_text") ||
+         !strcmp(type->str, "reasoning_text")) &&
+        text)
+        return k3_xl_text(x, m, text->str, text->len) ? x->err->status : 0;
+    if (!strcmp(type->str, "input_image") && url)
+        return k3_xl_image(x, m, url->str, url->len, NULL) ? x->err->status : 0;
+    return k3_xl_fail(x, p, "%s: content parts of type \"%s\" are not supported", p, type->str);
+}
+
+/* Parts of a message's content (or a call output). */
 static int parts(k3_xl *x, k3_xl_msg *m, const k3_json *v, const char *path)
 {
-    char p[176];
-    if (!v || v->type == K3J_NULL)
-        return 0;
-    if (v->type == K3J_STRING)
-        return k3_xl_text(x, m, v->str, v->len);
-    if (v->type != K3J_ARRAY)
-        return k3_xl_type(x, path, "a string or an array of content parts", v);
-    for (size_t j = 0; j < v->count; j++) {
-        const k3_json *part = &v->items[j];
-        int fail = 0;
-        snprintf(p, sizeof p, "%s[%zu]", path, j);
-        const k3_json *type = k3_xl_string(x, part, "type", p, &fail);
-        const k3_json *text = k3_xl_string(x, part, "text", p, &fail);
-        const k3_json *url = k3_xl_string(x, part, "image_url", p, &fail);
-        if (fail)
-            return x->err->status;
-        if (!type)
-            return k3_xl_fail(x, p, "%s: a content part needs a \"type\"", p);
-        if ((!strcmp(type->str, "input_text") || !strcmp(type->str, "output_text") ||
-             !strcmp(type->str, "text") || !strcmp(type->str, "summary_text") ||
-             !strcmp(type->str, "reasoning_text")) &&
-            text) {
-            if (k3_xl_text(x, m, text->str, text->len))
-                return x->err->status;
-        } else if (!strcmp(type->str, "input_image") && url) {
-            if (k3_xl_image(x, m, url->str, url->len, NULL))
-                return x->err->status;
-        } else {
-            return k3_xl_fail(x, p, "%s: content parts of type \"%s\" are not supported", p,
-                              type->str);
-        }
-    }
-    return 0;
+    return k3_xl_content(x, m, v, path, "content parts", part);
 }
 
 /* Ends the pending message unless it is an assistant turn (which
@@ -157,39 +145,32 @@ static int input(k3_xl *x, k3_xl_msg *m, const k3_json *v)
     return k3_xl_flush(x, m);
 }
 
-/* Function tools as chat tools; the other types are dropped (logged). */
+/* A function tool as a chat tool; the other types are dropped (logged). */
+static int tool(k3_xl *x, const k3_json *t, const char *p, k3_buf *b, size_t *n)
+{
+    int fail = 0;
+    const k3_json *type = t->type == K3J_OBJECT ? k3_xl_string(x, t, "type", p, &fail) : NULL;
+    const k3_json *name = type ? k3_xl_string(x, t, "name", p, &fail) : NULL;
+    const k3_json *desc = type ? k3_xl_string(x, t, "description", p, &fail) : NULL;
+    if (fail)
+        return x->err->status;
+    if (!type)
+        return k3_xl_fail(x, p, "%s: a tool needs a \"type\"", p);
+    if (strcmp(type->str, "function")) {
+        char note[80];
+        snprintf(note, sizeof note, "%s (type %.40s)", p, type->str);
+        k3_xl_ignore(x, note);
+        return 0;
+    }
+    if (!name)
+        return k3_xl_fail(x, p, "%s: a function tool needs a \"name\"", p);
+    return k3_xl_tool(x, b, (*n)++, name, desc, k3_json_get(t, "parameters"));
+}
+
+/* Function tools as chat tools. */
 static int tools(k3_xl *x, const k3_json *v)
 {
-    k3_buf b = { 0 };
-    size_t n = 0;
-    int rc = 0;
-    if (v->type != K3J_ARRAY)
-        return k3_xl_type(x, "tools", "an array", v);
-    rc = k3_buf_puts(&b, "[", &x->e) ? k3_xl_oom(x) : 0;
-    for (size_t i = 0; i < v->count && !rc; i++) {
-        const k3_json *t = &v->items[i];
-        char p[48];
-        int fail = 0;
-        snprintf(p, sizeof p, "tools[%zu]", i);
-        const k3_json *type = t->type == K3J_OBJECT ? k3_xl_string(x, t, "type", p, &fail) : NULL;
-        const k3_json *name = type ? k3_xl_string(x, t, "name", p, &fail) : NULL;
-        const k3_json *desc = type ? k3_xl_string(x, t, "description", p, &fail) : NULL;
-        const k3_json *params = k3_json_get(t, "parameters");
-        if (fail) {
-            rc = x->err->status;
-        } else if (!type) {
-            rc = k3_xl_fail(x, p, "%s: a tool needs a \"type\"", p);
-        } else if (strcmp(type->str, "function")) {
-            char note[80];
-            snprintf(note, sizeof note, "tools[%zu] (type %.40s)", i, type->str);
-            k3_xl_ignore(x, note);
-        } else if (!name) {
-            rc = k3_xl_fail(x, p, "%s: a function tool needs a \"name\"", p);
-        } else {
-            rc = k3_xl_tool(x, &b, n++, name, desc, params);
-        }
-    }
-    return k3_xl_tools_end(x, &b, rc);
+    return k3_xl_tools(x, v, tool);
 }
 
 /* tool_choice: the strings as they are, {type: "function", name} as
@@ -263,8 +244,9 @@ static int text_field(k3_xl *x, const k3_json *v)
     return rc;
 }
 
-static int fields(k3_xl *x, const k3_json *root, k3_xl_msg *m)
+static int fields(k3_xl *x, const k3_json *root, k3_xl_msg *m, void *ctx)
 {
+    (void)ctx;
     static const char *const dropped[] = { "store",
                                            "metadata",
                                            "user",
@@ -333,20 +315,5 @@ static int fields(k3_xl *x, const k3_json *root, k3_xl_msg *m)
 int k3_responses_parse(const char *body, size_t len, const k3_api_limits *lim, k3_api_request *out,
                        k3_api_error *err)
 {
-    char jerr[256];
-    k3_xl x;
-    k3_xl_msg m;
-    memset(&m, 0, sizeof m);
-    memset(out, 0, sizeof *out);
-    k3_xl_init(&x, err);
-    k3_json_doc *doc = k3_json_parse(body, len, jerr, sizeof jerr);
-    if (!doc)
-        k3_api_fail(err, 400, "invalid_json", NULL, "The request body is not valid JSON (%s).",
-                    jerr);
-    else if (!fields(&x, k3_json_root(doc), &m))
-        k3_xl_finish(&x, lim, K3_API_RESPONSES, out);
-    k3_json_free(doc);
-    k3_xl_msg_free(&m);
-    k3_xl_free(&x);
-    return err->status;
+    return k3_xl_parse(body, len, lim, K3_API_RESPONSES, fields, NULL, out, err);
 }

@@ -169,6 +169,7 @@ int k3_server_run(const k3_server_config *cfg, int lfd, int port, k3_model *m,
     s.cfg = cfg;
     s.tok = tok;
     s.started = (long long)time(NULL);
+    s.wake = -1;
     /* Built once (a trie of the vocabulary), read by every connection thread. */
     if (k3_constrain_vocab_new(tok, k3_model_vocab(m), &s.gvocab, e))
         return e->code;

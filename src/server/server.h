@@ -12,8 +12,9 @@
  * and checks its body, renders and tokenizes the prompt, queues the job
  * (queue.h) and writes what the worker publishes; one worker thread owns
  * the model and runs up to `parallel` jobs at once, one forward call over
- * all of them per step (slots.h, answer.h). Every response
- * closes its connection. */
+ * all of them per step (slots.h, answer.h). After an answer a connection
+ * is kept alive (conn.h) and goes back to the accepting thread, which
+ * holds it idle without a thread until its next request. */
 #ifndef K3_SERVER_SERVER_H
 #define K3_SERVER_SERVER_H
 
@@ -42,6 +43,10 @@ typedef struct k3_server_config {
                              * (<= timeout); also the grace before the body's rate is
                              * checked */
     int max_per_client;     /* connections one client address may hold (clients.h) */
+    double keep_alive_s;    /* seconds a kept-alive connection may wait idle for its next
+                             * request (0: every answer closes its connection; conn.h) */
+    int keep_alive_requests; /* requests one connection may carry (>= 1); the last
+                              * answer closes it */
     double exit_after;      /* > 0: stop by itself after this many seconds (tests) */
     int64_t context;        /* prompt + answer tokens */
     int threads;            /* worker threads for the model (0 = OpenMP's default) */

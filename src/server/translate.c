@@ -198,13 +198,23 @@ int k3_xl_tool(k3_xl *x, k3_buf *b, size_t n, const k3_json *name, const k3_json
     return 0;
 }
 
-int k3_xl_tools_end(k3_xl *x, k3_buf *b, int rc)
+int k3_xl_tools(k3_xl *x, const k3_json *v, k3_xl_tool_fn one)
 {
-    if (!rc && k3_buf_puts(b, "]", &x->e))
+    k3_buf b = { 0 };
+    size_t n = 0;
+    char p[48];
+    if (v->type != K3J_ARRAY)
+        return k3_xl_type(x, "tools", "an array", v);
+    int rc = k3_buf_puts(&b, "[", &x->e) ? k3_xl_oom(x) : 0;
+    for (size_t i = 0; i < v->count && !rc; i++) {
+        snprintf(p, sizeof p, "tools[%zu]", i);
+        rc = one(x, &v->items[i], p, &b, &n);
+    }
+    if (!rc && k3_buf_puts(&b, "]", &x->e))
         rc = k3_xl_oom(x);
     if (!rc)
-        rc = k3_xl_member_raw(x, "tools", b->data);
-    k3_buf_free(b);
+        rc = k3_xl_member_raw(x, "tools", b.data);
+    k3_buf_free(&b);
     return rc;
 }
 
@@ -235,4 +245,45 @@ int k3_xl_finish(k3_xl *x, const k3_api_limits *lim, k3_api_kind kind, k3_api_re
     if (x->ignored[0])
         k3_api_note_ignored(out, x->ignored);
     return 0;
+}
+
+int k3_xl_content(k3_xl *x, k3_xl_msg *m, const k3_json *v, const char *path, const char *what,
+                  k3_xl_part_fn part)
+{
+    char p[176], want[96];
+    if (!v || v->type == K3J_NULL)
+        return 0;
+    if (v->type == K3J_STRING)
+        return k3_xl_text(x, m, v->str, v->len);
+    if (v->type != K3J_ARRAY) {
+        snprintf(want, sizeof want, "a string or an array of %s", what);
+        return k3_xl_type(x, path, want, v);
+    }
+    for (size_t j = 0; j < v->count; j++) {
+        snprintf(p, sizeof p, "%s[%zu]", path, j);
+        if (part(x, m, &v->items[j], p))
+            return x->err->status;
+    }
+    return 0;
+}
+
+int k3_xl_parse(const char *body, size_t len, const k3_api_limits *lim, k3_api_kind kind,
+                k3_xl_fields_fn fields, void *ctx, k3_api_request *out, k3_api_error *err)
+{
+    char jerr[256];
+    k3_xl x;
+    k3_xl_msg m;
+    memset(&m, 0, sizeof m);
+    memset(out, 0, sizeof *out);
+    k3_xl_init(&x, err);
+    k3_json_doc *doc = k3_json_parse(body, len, jerr, sizeof jerr);
+    if (!doc)
+        k3_api_fail(err, 400, "invalid_json", NULL, "The request body is not valid JSON (%s).",
+                    jerr);
+    else if (!fields(&x, k3_json_root(doc), &m, ctx))
+        k3_xl_finish(&x, lim, kind, out);
+    k3_json_free(doc);
+    k3_xl_msg_free(&m);
+    k3_xl_free(&x);
+    return err->status;
 }

@@ -77,6 +77,15 @@ int k3_xl_reasoning(k3_xl *x, k3_xl_msg *m, const char *s, size_t n);
 int k3_xl_call(k3_xl *x, k3_xl_msg *m, const char *id, size_t idn, const char *name, size_t nn,
                const k3_json *arguments);
 int k3_xl_flush(k3_xl *x, k3_xl_msg *m);
+
+/* One item of a content array (path: "content[3]"), added to m by the
+ * front end's own rules: 0 or the error's status. */
+typedef int (*k3_xl_part_fn)(k3_xl *x, k3_xl_msg *m, const k3_json *item, const char *path);
+/* A content value v at path, as both front ends take it: absent or null
+ * adds nothing, a string is one text part, an array gives each item to
+ * part; anything else is a 400 "expected a string or an array of WHAT". */
+int k3_xl_content(k3_xl *x, k3_xl_msg *m, const k3_json *v, const char *path, const char *what,
+                  k3_xl_part_fn part);
 void k3_xl_msg_free(k3_xl_msg *m);
 
 /* Appends to b (a tools array's items, n written so far) one chat
@@ -84,14 +93,28 @@ void k3_xl_msg_free(k3_xl_msg *m);
  * parameters}} (desc and params may be NULL or null). */
 int k3_xl_tool(k3_xl *x, k3_buf *b, size_t n, const k3_json *name, const k3_json *desc,
                const k3_json *params);
-/* Ends a tools list begun with "[" in b (unless rc, a failure), makes it the
- * body's "tools" and frees b; returns rc or the new failure. */
-int k3_xl_tools_end(k3_xl *x, k3_buf *b, int rc);
+/* One item t of a front end's tools array (path "tools[3]"): appends its
+ * chat tool to b (k3_xl_tool with *n, then ++*n), or drops it (noted with
+ * k3_xl_ignore), or fails: 0 or the error's status. */
+typedef int (*k3_xl_tool_fn)(k3_xl *x, const k3_json *t, const char *path, k3_buf *b,
+                             size_t *n);
+/* The front end's "tools" v (an array, else 400) as the body's chat
+ * "tools", each item through one. */
+int k3_xl_tools(k3_xl *x, const k3_json *v, k3_xl_tool_fn one);
 /* "tool_choice": chat's named form {"type": "function", "function": {name}}. */
 int k3_xl_named_choice(k3_xl *x, const k3_json *name);
 
 /* Closes the body (messages last) and parses it as a chat request into
  * *out with kind; returns 0 or the error's status. */
 int k3_xl_finish(k3_xl *x, const k3_api_limits *lim, k3_api_kind kind, k3_api_request *out);
+
+/* A front end's reader of its request's top level (root), messages built
+ * in m; ctx its own. 0 or the error's status. */
+typedef int (*k3_xl_fields_fn)(k3_xl *x, const k3_json *root, k3_xl_msg *m, void *ctx);
+/* A front end's whole parse: body[0..len) as JSON (else 400 invalid_json),
+ * read by fields, then k3_xl_finish with kind into *out (zeroed first).
+ * Returns 0 or err's status. */
+int k3_xl_parse(const char *body, size_t len, const k3_api_limits *lim, k3_api_kind kind,
+                k3_xl_fields_fn fields, void *ctx, k3_api_request *out, k3_api_error *err);
 
 #endif

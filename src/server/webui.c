@@ -17,7 +17,7 @@ static int is(const k3_http_request *r, const char *path)
 }
 
 /* GET /chat/props: what the page shows and offers. */
-static int props(k3_server *s, int fd)
+static int props(k3_server *s, k3_conn *c)
 {
     k3_buf b = { 0 };
     k3_err e = { 0, "" };
@@ -29,24 +29,24 @@ static int props(k3_server *s, int fd)
                            (long long)s->cfg->context, s->cfg->max_tokens);
     int status = rc ? 500 : 200;
     if (rc)
-        k3_conn_respond(s, fd, 500, "text/plain", e.msg, strlen(e.msg), NULL);
+        k3_conn_respond(s, c, 500, "text/plain", e.msg, strlen(e.msg), NULL);
     else
-        k3_conn_respond(s, fd, 200, "application/json", b.data, b.len, NULL);
+        k3_conn_respond(s, c, 200, "application/json", b.data, b.len, NULL);
     k3_buf_free(&b);
     return status;
 }
 
-int k3_webui_route(k3_server *s, int fd, const k3_http_request *req)
+int k3_webui_route(k3_server *s, k3_conn *c, const k3_http_request *req)
 {
     if (s->cfg->no_webui || !(is(req, "/") || is(req, "/chat") || is(req, "/chat/props")))
         return 0;
     if (!(req->method_len == 3 && !memcmp(req->method, "GET", 3))) {
-        k3_conn_respond(s, fd, 405, "text/plain", "method not allowed\n", 19, "Allow: GET\r\n");
+        k3_conn_respond(s, c, 405, "text/plain", "method not allowed\n", 19, "Allow: GET\r\n");
         return 405;
     }
     if (is(req, "/chat/props"))
-        return props(s, fd);
-    k3_conn_respond(s, fd, 200, "text/html; charset=utf-8", (const char *)k3_webui_page,
+        return props(s, c);
+    k3_conn_respond(s, c, 200, "text/html; charset=utf-8", (const char *)k3_webui_page,
                     k3_webui_page_len, PAGE_HEADERS);
     return 200;
 }

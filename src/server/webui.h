@@ -21,6 +21,6 @@ extern const size_t k3_webui_page_len;
 /* Answers req when it is one of the page's routes and the page is on:
  * returns the HTTP status sent (the caller logs it), or 0 when req is not
  * the page's (nothing sent). */
-int k3_webui_route(k3_server *s, int fd, const k3_http_request *req);
+int k3_webui_route(k3_server *s, k3_conn *c, const k3_http_request *req);
 
 #endif

@@ -41,6 +41,11 @@ int k3_sock_close(int fd);
 /* shutdown(SHUT_WR): the peer reads end of file after what was sent. */
 int k3_sock_shutdown_write(int fd);
 int k3_sock_set_nonblock(int fd, int on);
+/* Two connected sockets (fds[0], fds[1]) for waking a thread that polls:
+ * a byte sent on fds[1] makes fds[0] readable. 0, or -1 with errno where
+ * the platform has none (Windows: ENOSYS; the poller then wakes on its
+ * own tick). */
+int k3_sock_pair(int fds[2]);
 /* SO_SNDTIMEO: a blocked send gives up after seconds (microsecond steps). */
 int k3_sock_set_send_timeout(int fd, double seconds);
 /* send() / recv(): bytes or -1 with errno. A peer gone is an error return,

@@ -381,6 +381,11 @@ int k3_sock_shutdown_write(int fd)
     return shutdown(fd, SHUT_WR);
 }
 
+int k3_sock_pair(int fds[2])
+{
+    return socketpair(AF_UNIX, SOCK_STREAM, 0, fds);
+}
+
 int k3_sock_set_nonblock(int fd, int on)
 {
     int fl = fcntl(fd, F_GETFL);

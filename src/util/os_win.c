@@ -583,6 +583,13 @@ int k3_sock_shutdown_write(int fd)
     return shutdown((SOCKET)fd, SD_SEND) == 0 ? 0 : sock_fail();
 }
 
+int k3_sock_pair(int fds[2])
+{
+    fds[0] = fds[1] = -1;
+    errno = ENOSYS;
+    return -1;
+}
+
 int k3_sock_set_nonblock(int fd, int on)
 {
     u_long v = on ? 1 : 0;

@@ -112,7 +112,10 @@ status, body, took = request("127.0.0.2", b"GET /health HTTP/1.1\r\nHost: x\r\n\
 check(status == 200 and json.loads(body)["status"] == "ok" and took < 1.5,
       "/health from 127.0.0.2 with 40 slow heads held: %s in %.2f s" % (status, took))
 body = json.dumps({"prompt": "Hi", "max_tokens": 2, "temperature": 0}).encode()
+# (Connection: close: request() reads to the close, and an HTTP/1.1 answer
+# otherwise keeps the connection for --keep-alive-s.)
 status, out, took = request("127.0.0.2", b"POST /v1/completions HTTP/1.1\r\nHost: x\r\n"
+                            b"Connection: close\r\n"
                             b"Content-Type: application/json\r\nContent-Length: %d\r\n\r\n%s"
                             % (len(body), body))
 check(status == 200 and json.loads(out)["choices"][0]["text"] is not None and took < 10,

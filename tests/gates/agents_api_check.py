@@ -149,6 +149,67 @@ if cm["prompt_token_ids"] != mx["prompt_token_ids"]:
     fail("budget_tokens 30000 does not render as effort max")
 print("ok: thinking blocks; budget_tokens -> effort (2000 low, 30000 max)")
 
+# stop_sequences: a string taken from the greedy text ends the answer just
+# before it, stop_reason "stop_sequence" and stop_sequence the string (the
+# message and the stream's message_delta); without a match it is null.
+long_nt = dict(msg_nt, max_tokens=24)
+full = ok("/v1/messages", long_nt, "messages, 24 tokens")
+ftext = "".join(b.get("text", "") for b in full["content"] if b["type"] == "text")
+if len(ftext) < 6:
+    fail("the greedy text is too short to take a stop sequence from: %r" % ftext)
+stop = ftext[len(ftext) // 2:len(ftext) // 2 + 2]
+want = ftext[:ftext.find(stop)]
+sbody = dict(long_nt, stop_sequences=["\u2603 never", stop])
+ms = ok("/v1/messages", sbody, "stop_sequences")
+stext = "".join(b.get("text", "") for b in ms["content"] if b["type"] == "text")
+if ms["stop_reason"] != "stop_sequence" or ms["stop_sequence"] != stop or stext != want:
+    fail("stop_sequences %r: stop_reason %s, stop_sequence %r, text %r (wanted %r)"
+         % (stop, ms["stop_reason"], ms["stop_sequence"], stext, want))
+delta = sse("/v1/messages", dict(sbody, stream=True))[-2][1]["delta"]
+if delta != {"stop_reason": "stop_sequence", "stop_sequence": stop}:
+    fail("streamed message_delta with a stop sequence: %s" % delta)
+if full["stop_sequence"] is not None or m["stop_sequence"] is not None:
+    fail("stop_sequence without a match: %r" % full["stop_sequence"])
+print("ok: stop_sequences %r ends the text there; stop_sequence names it (whole and streamed)"
+      % stop)
+
+# reasoning_tokens: the ids generated while the think element is open (its
+# closing tag included), in chat's completion_tokens_details and Responses'
+# output_tokens_details; 0 with thinking off. With tools declared the random
+# model closes its thinking after a few ids (the format's markup is
+# constrained), so the count is a part of the answer, not all of it.
+close_tag = ok("/tokenize", {"content": "<|close|>think<|sep|>"}, "tokenize")["tokens"]
+
+
+def thinking_ids(ids, ended):
+    """The ids up to the first <|sep|> after the first <|close|> (the think
+    element's closing tag, its name however the model spelled it), else all
+    (but an end id)."""
+    if close_tag[0] in ids and close_tag[-1] in ids[ids.index(close_tag[0]):]:
+        at = ids.index(close_tag[0])
+        return at + ids[at:].index(close_tag[-1]) + 1
+    return len(ids) - (1 if ended else 0)
+
+
+ct = ok("/v1/chat/completions", dict(chat_body, thinking=True, max_tokens=24), "chat thinking")
+rt = ok("/v1/responses", dict(resp_body, reasoning={"effort": "high"}, max_output_tokens=24),
+        "responses thinking")
+got = [ct["usage"]["completion_tokens_details"]["reasoning_tokens"],
+       rt["usage"]["output_tokens_details"]["reasoning_tokens"]]
+want = [thinking_ids(ct["choices"][0]["token_ids"], ct["choices"][0]["finish_reason"] == "stop"),
+        thinking_ids(rt["token_ids"], rt["status"] == "completed")]
+if got != want or not all(0 < x < 24 for x in got):
+    fail("reasoning_tokens %s, wanted %s (ids %s / %s)" % (got, want, ct["choices"][0]["token_ids"],
+                                                          rt["token_ids"]))
+off = [c["usage"]["completion_tokens_details"]["reasoning_tokens"],
+       r["usage"]["output_tokens_details"]["reasoning_tokens"]]
+if off != [0, 0]:
+    fail("reasoning_tokens with thinking off: %s" % off)
+if "cached_tokens" not in r["usage"]["input_tokens_details"]:
+    fail("responses usage without input_tokens_details.cached_tokens: %s" % r["usage"])
+print("ok: reasoning_tokens = the thinking's ids (%s of %d and %d), 0 with thinking off"
+      % (got, ct["usage"]["completion_tokens"], rt["usage"]["output_tokens"]))
+
 # a tool_use / tool_result round trip renders as chat's tool_calls / tool message
 rt_msg = dict(msg_body, messages=[
     {"role": "user", "content": USER},

@@ -102,12 +102,31 @@ static void test_http(void)
     CHECK(k3_http_parse_request(big, sizeof big, &r, &lim) == 431, "a head over the limit");
 
     char head[256];
-    size_t n = k3_http_head(head, sizeof head, 503, "application/json", 12, "Allow: GET\r\n");
+    size_t n = k3_http_head(head, sizeof head, 503, "application/json", 12, "Allow: GET\r\n", 0);
     CHECK(n > 0 && !strncmp(head, "HTTP/1.1 503 Service Unavailable\r\n", 34) &&
               strstr(head, "Content-Length: 12\r\n") && strstr(head, "Allow: GET\r\n") &&
-              !strcmp(head + n - 4, "\r\n\r\n"),
+              strstr(head, "Connection: close\r\n") && !strcmp(head + n - 4, "\r\n\r\n"),
           "response head: %s", head);
-    CHECK(k3_http_head(head, 16, 200, "text/plain", 1, NULL) == 0, "a head that does not fit");
+    CHECK(k3_http_head(head, 16, 200, "text/plain", 1, NULL, 0) == 0, "a head that does not fit");
+    n = k3_http_head(head, sizeof head, 200, "text/event-stream", -1, NULL, 1);
+    CHECK(n > 0 && strstr(head, "Transfer-Encoding: chunked\r\n") &&
+              strstr(head, "Connection: keep-alive\r\n") && !strstr(head, "Content-Length"),
+          "a kept stream is chunked: %s", head);
+    n = k3_http_head(head, sizeof head, 200, "text/event-stream", -1, NULL, 0);
+    CHECK(n > 0 && !strstr(head, "Transfer-Encoding") && strstr(head, "Connection: close\r\n"),
+          "a stream that closes is not chunked: %s", head);
+    CHECK(k3_http_chunk(head, sizeof head, 300) == 5 && !memcmp(head, "12c\r\n", 5) &&
+              k3_http_chunk(head, sizeof head, 0) == 5 && !memcmp(head, "0\r\n\r\n", 5),
+          "chunk lines");
+    CHECK(parse("GET / HTTP/1.1\r\nHost: x\r\nConnection: Upgrade, CLOSE\r\n\r\n", &r) ==
+                  K3_HTTP_OK && r.conn_close && !r.conn_keep_alive,
+          "Connection: close among other options");
+    CHECK(parse("GET / HTTP/1.0\r\nConnection: keep-alive\r\n\r\n", &r) == K3_HTTP_OK &&
+              r.conn_keep_alive && !r.conn_close && r.minor == 0,
+          "HTTP/1.0 keep-alive");
+    CHECK(parse("GET / HTTP/1.1\r\nHost: x\r\nConnection: closed\r\n\r\n", &r) ==
+                  K3_HTTP_OK && !r.conn_close,
+          "\"closed\" is not \"close\"");
 }
 
 static const k3_api_limits api_lim = { 100 };
@@ -404,7 +423,7 @@ static void test_emit(void)
     k3_err e = { 0, "" };
     k3_buf out = { 0 };
     k3_emit em;
-    k3_usage u = { 5, 3, 2, 0.5, 0.25 };
+    k3_usage u = { 5, 3, 1, 2, 0.5, 0.25 };
     k3_emit_init(&em, K3_API_CHAT, 0, 0, "chatcmpl-1", 7, "m");
     k3_emit_text(&em, K3_REPLY_REASONING, "think", 5, &out, &e);
     k3_emit_text(&em, K3_REPLY_CONTENT, "bad \xff\xc3 utf8 \xe2\x82\xac", 15, &out, &e);

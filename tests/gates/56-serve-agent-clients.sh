@@ -26,7 +26,9 @@ end_id=$("$K3_BIN" --tok "$tokdir" --prompt "<|end_of_msg|>" --prompt-special --
 dir="$work/agent-tiny"
 "$PYTHON" tests/gates/agent_model.py "$base" "$dir" "$end_id" 60 >/dev/null
 . tests/gates/serve_lib.sh
-start_server srv "$K3_BIN" --alias k3 --max-context 65536 --max-tokens 256 ||
+# --exit-after 3000: the agents' prompts (Claude Code's ~17,500 tokens) take minutes on a
+# loaded machine, and serve_lib's 600 s default stopped the server under Codex.
+start_server srv "$K3_BIN" --alias k3 --max-context 65536 --max-tokens 256 --exit-after 3000 ||
     die "k3 serve did not start: $(cat "$work/srv.log")"
 node tests/gates/agent_sdks.mjs "http://127.0.0.1:$port" k3 || die "SDK checks failed"
 

@@ -167,7 +167,9 @@ void k3_model_io(const k3_model *m, k3_io_counters *c)
         c->expert_bytes = es.bytes_read;
         c->expert_requests = es.requests;
         c->expert_hits = es.hits;
-        c->io_wait_seconds += es.read_seconds; /* expert reads block the fetch */
+        /* The expert reads' whole time: an upper bound on the wait, since a
+         * step computes its experts as they arrive (moe.c). */
+        c->io_wait_seconds += es.read_seconds;
     }
 }
 
@@ -208,12 +210,12 @@ void k3_model_print_io(const k3_model *m, FILE *f)
         k3_ec_stats_get(m->experts, &es);
         fprintf(f, "experts: %llu slots; %llu requests, %.1f%% hits, %llu evictions; read %.3f GB"
                    " in %.3f s (%.0f MB/s); %llu computed while their reads ran, %.3f s of "
-                   "fetch and compute\n",
+                   "fetch and compute of which %.3f s waiting\n",
                 (unsigned long long)k3_ec_capacity(m->experts), (unsigned long long)es.requests,
                 es.requests ? 100.0 * (double)es.hits / (double)es.requests : 0.0,
                 (unsigned long long)es.evictions, es.bytes_read / 1e9, es.read_seconds,
                 es.read_seconds > 0 ? es.bytes_read / 1e6 / es.read_seconds : 0.0,
-                (unsigned long long)es.early, es.wall_seconds);
+                (unsigned long long)es.early, es.wall_seconds, es.wait_seconds);
     }
 }
 
@@ -255,12 +257,12 @@ void k3_model_print_json(const k3_model *m, FILE *f, const char *in)
         fprintf(f, ",\n%s\"experts\": {\"slots\": %llu, \"requests\": %llu, \"hits\": %llu, "
                    "\"misses\": %llu, \"evictions\": %llu, \"bytes_read\": %llu, "
                    "\"read_seconds\": %.6f, \"fetches\": %llu, \"early\": %llu, "
-                   "\"wall_seconds\": %.6f}",
+                   "\"wall_seconds\": %.6f, \"wait_seconds\": %.6f}",
                 in, (unsigned long long)k3_ec_capacity(m->experts),
                 (unsigned long long)es.requests, (unsigned long long)es.hits,
                 (unsigned long long)es.misses, (unsigned long long)es.evictions,
                 (unsigned long long)es.bytes_read, es.read_seconds, (unsigned long long)es.noted,
-                (unsigned long long)es.early, es.wall_seconds);
+                (unsigned long long)es.early, es.wall_seconds, es.wait_seconds);
     }
 }
 

@@ -183,6 +183,10 @@ int k3_moe_block(const k3_config *c, const k3_moe_weights *w, const k3_expert_so
  * read (benchmarks: the same bits either way). K3_EINPUT for anything else.
  * Called by k3_model_open, before any forward pass. */
 int k3_moe_order_check(k3_err *e);
+/* The same choice in place of the environment (batch nonzero: "batch"),
+ * for a benchmark that compares both in one process. Not to be called
+ * while a forward pass runs. */
+void k3_moe_set_order(int batch);
 
 /* One sequence's rows in a call over several sequences (forward.c): rows
  * [t0, t0 + n) of the call's row-major buffers are the next n tokens of

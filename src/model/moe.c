@@ -13,6 +13,7 @@
  * expert index, whatever order they were chosen or arrived in, so the sum
  * does not depend on scores' ties, caches or I/O timing. */
 #include <limits.h>
+#include <omp.h>
 #include <pthread.h>
 #include <stddef.h>
 #include <stdlib.h>
@@ -184,14 +185,16 @@ static size_t expert_union(const k3_config *c, const int32_t *ids, size_t T, int
  * K3_EXPERT_ORDER=batch (k3_moe_order_check) makes the compute wait for
  * the whole chunk first, as k3 did before: for benchmarks (the same bits). */
 
-static int order_batch; /* K3_EXPERT_ORDER=batch */
+static int order_batch; /* K3_EXPERT_ORDER=batch (k3_moe_set_order) */
+
+void k3_moe_set_order(int batch) { order_batch = batch != 0; }
 
 int k3_moe_order_check(k3_err *e)
 {
     const char *v = getenv("K3_EXPERT_ORDER");
     if (v && strcmp(v, "ready") && strcmp(v, "batch"))
         return k3_fail(e, K3_EINPUT, "K3_EXPERT_ORDER=%s: expected ready or batch", v);
-    order_batch = v && !strcmp(v, "batch");
+    k3_moe_set_order(v && !strcmp(v, "batch"));
     return K3_OK;
 }
 
@@ -206,6 +209,7 @@ typedef struct {
     int threaded, sync;       /* an I/O thread to join; mu and cv exist */
     uint64_t early;           /* experts computed while reading */
     double t0;                /* when the fetch began */
+    double wait;              /* seconds the forward thread waited for an arrival */
     k3_ec_ticket *ticket;
     pthread_t th;
     pthread_mutex_t mu;
@@ -291,8 +295,13 @@ static int arrivals_next(arrivals *a, size_t *q)
         return got;
     }
     pthread_mutex_lock(&a->mu);
-    while (a->reading && (order_batch || a->taken == a->nq))
-        pthread_cond_wait(&a->cv, &a->mu);
+    if (a->reading && (order_batch || a->taken == a->nq)) {
+        double t0 = k3_seconds();
+        while (a->reading && (order_batch || a->taken == a->nq))
+            pthread_cond_wait(&a->cv, &a->mu);
+        if (omp_get_thread_num() == 0) /* the forward thread (wait is under mu) */
+            a->wait += k3_seconds() - t0;
+    }
     int got = a->taken < a->nq;
     if (got)
         *q = a->order[a->taken++];
@@ -328,7 +337,7 @@ static int arrivals_finish(arrivals *a, k3_err *e)
     int rc = k3_ec_end(a->src->cache, a->ticket, e);
     a->ticket = NULL;
     if (rc == K3_OK)
-        k3_ec_note(a->src->cache, a->early, k3_seconds() - a->t0);
+        k3_ec_note(a->src->cache, a->early, k3_seconds() - a->t0, a->wait);
     return rc;
 }
 

@@ -25,13 +25,15 @@
  * k3_ec_end); only the batch read (k3_ec_read, itself on any one thread)
  * uses helper threads (plain pthreads, started per batch), which touch
  * nothing but the ticket (its counters under its mutex) and INFLIGHT slot
- * buffers and views, and are joined before k3_ec_read returns. Not OpenMP tasks: the helpers sit blocked in read(), so their
- * number should follow what the device can queue, not OMP_NUM_THREADS, and
- * a team started inside a fetch would be sized by and nest with the
- * engine's compute teams. Starting a thread costs tens of microseconds, a
- * missed release expert (17.5 MB) milliseconds of reading. The cache is not
- * itself safe to call from two threads at once (the engine calls it
- * between its OpenMP compute loops, never from inside them). */
+ * buffers and views, and are joined before k3_ec_read returns. Not OpenMP
+ * tasks: the helpers sit blocked in read(), so their number should follow
+ * what the device can queue, not OMP_NUM_THREADS, and a team started
+ * inside a fetch would be sized by and nest with the engine's compute
+ * teams. Starting a thread costs tens of microseconds, a missed release
+ * expert (17.5 MB) milliseconds of reading. The cache is not itself safe
+ * to call from two threads at once: the engine begins and ends fetches on
+ * its forward thread, outside its OpenMP compute loops, and runs
+ * k3_ec_read on one I/O thread in between (model/moe.c). */
 #include "resid/expert_cache.h"
 
 #include <pthread.h>
@@ -339,11 +341,12 @@ void k3_ec_stats_get(const k3_expert_cache *ec, k3_ec_stats *s) { *s = ec->st; }
 
 void k3_ec_set_trace(k3_expert_cache *ec, FILE *trace) { ec->trace = trace; }
 
-void k3_ec_note(k3_expert_cache *ec, uint64_t early, double wall)
+void k3_ec_note(k3_expert_cache *ec, uint64_t early, double wall, double wait)
 {
     ec->st.noted++;
     ec->st.early += early;
     ec->st.wall_seconds += wall;
+    ec->st.wait_seconds += wait;
 }
 
 /* An empty slot, else the least recently released one (evicted). */

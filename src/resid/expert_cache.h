@@ -61,9 +61,10 @@ typedef struct k3_ec_stats {
     uint64_t bytes_read;
     double read_seconds;
     /* k3_ec_note's sums: fetches noted, experts computed before their
-     * fetch's reads had all ended, the caller's wall seconds. */
+     * fetch's reads had all ended, the caller's wall seconds and the
+     * seconds it waited for bytes within them. */
     uint64_t noted, early;
-    double wall_seconds;
+    double wall_seconds, wait_seconds;
 } k3_ec_stats;
 
 /* Bytes one slot holds for experts of these widths (packed + scales of w1,
@@ -119,8 +120,9 @@ int k3_ec_end(k3_expert_cache *ec, k3_ec_ticket *t, k3_err *e);
 
 /* The caller's note of one fetch's compute, for the counters: `early`
  * experts computed before the fetch's reads had all ended, `wall` seconds
- * from before k3_ec_begin to the end of its compute. */
-void k3_ec_note(k3_expert_cache *ec, uint64_t early, double wall);
+ * from before k3_ec_begin to the end of its compute, `wait` of them spent
+ * waiting for an expert's bytes (wall - wait: the compute). */
+void k3_ec_note(k3_expert_cache *ec, uint64_t early, double wall, double wait);
 
 void k3_ec_stats_get(const k3_expert_cache *ec, k3_ec_stats *s);
 void k3_ec_set_trace(k3_expert_cache *ec, FILE *trace);

@@ -11,7 +11,9 @@
  *
  * Summation order: the weighted expert outputs are added in ascending
  * expert index, whatever order they were chosen or arrived in, so the sum
- * does not depend on scores' ties, caches or I/O timing. */
+ * does not depend on scores' ties, caches or I/O timing. A token's experts
+ * are computed in the order their bytes arrive, each into its own output
+ * slot, and summed over the slots afterwards ("experts as they arrive"). */
 #include <limits.h>
 #include <omp.h>
 #include <pthread.h>

@@ -10,7 +10,7 @@
 # them to docs/plots/). Needs gnuplot (sh scripts/deps.sh plots); make test
 # never runs it.
 BENCH_BIN := $(BUILD)/bench/peak $(BUILD)/bench/kernels $(BUILD)/bench/codec_decode \
-	$(BUILD)/bench/io_depth $(BUILD)/bench/grammar_bench
+	$(BUILD)/bench/io_depth $(BUILD)/bench/grammar_bench $(BUILD)/bench/expert_order
 
 $(BUILD)/bench/%: benchmarks/%.c $(BUILD)/libk3.a
 	@mkdir -p $(dir $@)
@@ -31,6 +31,12 @@ bench-codec: $(K3_BIN) $(BUILD)/tests/test_codec $(BUILD)/bench/codec_decode
 .PHONY: bench-io
 bench-io: $(K3_BIN) $(BUILD)/bench/io_depth
 	K3_BIN=$(K3_BIN) K3_BUILD=$(BUILD) PYTHON=$(PYTHON) sh benchmarks/io_bench.sh
+
+# make bench-experts: benchmarks/expert_order_bench.sh (ready-order expert
+# compute against the batch order on the slice, experts streamed).
+.PHONY: bench-experts
+bench-experts: $(BUILD)/bench/expert_order
+	K3_BUILD=$(BUILD) PYTHON=$(PYTHON) sh benchmarks/expert_order_bench.sh
 
 .PHONY: plots
 plots: $(K3_BIN)

@@ -21,6 +21,7 @@ typedef struct {
     size_t ncopy;
     int niov;
     size_t req;              /* a request it covers, for messages */
+    size_t ord0, nord;       /* the requests it covers: order[ord0 .. ord0 + nord) */
 } plan_read;
 
 typedef struct {
@@ -29,6 +30,10 @@ typedef struct {
     k3_iov *iov;
     block_copy *copies;
     k3_read_req *q;          /* [nreads]: the reads as the queue runs them */
+    const k3_span_req *reqs; /* the caller's requests */
+    const k3_span_req **order; /* [n] by file and offset */
+    k3_span_arrived_fn arrived; /* NULL or told of each completed request */
+    void *arrived_ctx;
     pthread_mutex_t mu;      /* guards bytes, failed_read, err */
     uint64_t bytes;          /* covered by the reads that succeeded */
     size_t failed_read;      /* earliest failed read in disk order, nreads if none */
@@ -69,7 +74,9 @@ static void plan(batch *b, const k3_span_req *reqs, const k3_span_req **order, s
             rd->iov0 = niov;
             rd->copy0 = ncopy;
             rd->req = (size_t)(r - reqs);
+            rd->ord0 = i;
         }
+        rd->nord = i + 1 - rd->ord0;
         if (a < rd->end) {
             uint64_t stop = z < rd->end ? z : rd->end;
             block_copy c = { r->dst, last->dst + (a - k3_io_align_down(last->off)),
@@ -98,6 +105,9 @@ static int read_done(void *ctx, size_t i, int rc, const k3_err *err)
         const block_copy *bc = &b->copies[rd->copy0 + c];
         memcpy(bc->dst, bc->src, bc->len);
     }
+    for (size_t j = 0; rc == K3_OK && b->arrived && j < rd->nord; j++)
+        if (b->order[rd->ord0 + j]->len) /* empty ones arrived at the start */
+            b->arrived(b->arrived_ctx, (size_t)(b->order[rd->ord0 + j] - b->reqs));
     pthread_mutex_lock(&b->mu);
     if (rc == K3_OK) {
         b->bytes += rd->end - rd->off;
@@ -112,11 +122,20 @@ static int read_done(void *ctx, size_t i, int rc, const k3_err *err)
 int k3_read_batch(const k3_span_req *reqs, size_t n, int threads, k3_batch_info *info,
                   k3_err *e)
 {
+    return k3_read_batch_each(reqs, n, threads, NULL, NULL, info, e);
+}
+
+int k3_read_batch_each(const k3_span_req *reqs, size_t n, int threads, k3_span_arrived_fn arrived,
+                       void *ctx, k3_batch_info *info, k3_err *e)
+{
     memset(info, 0, sizeof *info);
     if (!n)
         return K3_OK;
     batch b;
     memset(&b, 0, sizeof b);
+    b.reqs = reqs;
+    b.arrived = arrived;
+    b.arrived_ctx = ctx;
     const k3_span_req **order = k3_malloc(e, n * sizeof *order, "read order");
     b.reads = k3_malloc(e, n * sizeof *b.reads, "read plan");
     b.iov = k3_malloc(e, n * sizeof *b.iov, "read plan");
@@ -130,6 +149,7 @@ int k3_read_batch(const k3_span_req *reqs, size_t n, int threads, k3_batch_info 
     for (size_t i = 0; i < n; i++)
         order[i] = &reqs[i];
     qsort(order, n, sizeof *order, by_file_offset);
+    b.order = order;
     plan(&b, reqs, order, n);
     b.failed_read = b.nreads;
     if (pthread_mutex_init(&b.mu, NULL) != 0) {
@@ -141,6 +161,9 @@ int k3_read_batch(const k3_span_req *reqs, size_t n, int threads, k3_batch_info 
         k3_read_req r = { rd->file, rd->off, b.iov + rd->iov0, rd->niov, rd->need };
         b.q[i] = r;
     }
+    for (size_t i = 0; arrived && i < n; i++)
+        if (!reqs[i].len) /* nothing to read: complete now */
+            arrived(ctx, i);
     k3_read_queue_run(b.q, b.nreads, threads, read_done, &b);
     pthread_mutex_destroy(&b.mu);
     info->reads = b.nreads;

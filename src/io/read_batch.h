@@ -19,8 +19,9 @@
  * one request it covered; destinations then hold unspecified bytes.
  *
  * Threads: the started threads touch only the requests' files and
- * destinations, and are joined before return, so the call is as safe as a
- * serial function for callers that run OpenMP regions before and after it. */
+ * destinations (and, through k3_read_batch_each's arrived, its ctx), and
+ * are joined before return, so the call is as safe as a serial function
+ * for callers that run OpenMP regions before and after it. */
 #ifndef K3_IO_READ_BATCH_H
 #define K3_IO_READ_BATCH_H
 
@@ -47,5 +48,17 @@ typedef struct k3_batch_info {
 
 int k3_read_batch(const k3_span_req *reqs, size_t n, int threads, k3_batch_info *info,
                   k3_err *e);
+
+/* Called for request reqs[i] once its destination holds all its bytes
+ * (its read succeeded and its shared block was copied); never for a
+ * request whose read failed. Under the threads reader several calls may
+ * run at once on different threads; under uring on the calling thread. */
+typedef void (*k3_span_arrived_fn)(void *ctx, size_t i);
+
+/* k3_read_batch, telling `arrived` (NULL: nobody) of each request as it
+ * completes, in completion order, so a caller may use a request's bytes
+ * before the whole batch ends (resid/expert_cache.h k3_ec_read). */
+int k3_read_batch_each(const k3_span_req *reqs, size_t n, int threads, k3_span_arrived_fn arrived,
+                       void *ctx, k3_batch_info *info, k3_err *e);
 
 #endif

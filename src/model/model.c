@@ -56,7 +56,7 @@ int k3_model_open(k3_model **out, const char *dir, const k3_model_opts *opts, k3
         k3_model_opts_default(&def);
         opts = &def;
     }
-    if (k3_read_queue_check(e) != K3_OK)
+    if (k3_read_queue_check(e) != K3_OK || k3_moe_order_check(e) != K3_OK)
         return e->code;
     k3_model *m = k3_calloc(e, 1, sizeof *m, "model");
     if (!m)
@@ -167,7 +167,9 @@ void k3_model_io(const k3_model *m, k3_io_counters *c)
         c->expert_bytes = es.bytes_read;
         c->expert_requests = es.requests;
         c->expert_hits = es.hits;
-        c->io_wait_seconds += es.read_seconds; /* expert reads block the fetch */
+        /* The expert reads' whole time: an upper bound on the wait, since a
+         * step computes its experts as they arrive (moe.c). */
+        c->io_wait_seconds += es.read_seconds;
     }
 }
 
@@ -207,11 +209,13 @@ void k3_model_print_io(const k3_model *m, FILE *f)
         k3_ec_stats es;
         k3_ec_stats_get(m->experts, &es);
         fprintf(f, "experts: %llu slots; %llu requests, %.1f%% hits, %llu evictions; read %.3f GB"
-                   " in %.3f s (%.0f MB/s)\n",
+                   " in %.3f s (%.0f MB/s); %llu computed while their reads ran, %.3f s of "
+                   "fetch and compute of which %.3f s waiting\n",
                 (unsigned long long)k3_ec_capacity(m->experts), (unsigned long long)es.requests,
                 es.requests ? 100.0 * (double)es.hits / (double)es.requests : 0.0,
                 (unsigned long long)es.evictions, es.bytes_read / 1e9, es.read_seconds,
-                es.read_seconds > 0 ? es.bytes_read / 1e6 / es.read_seconds : 0.0);
+                es.read_seconds > 0 ? es.bytes_read / 1e6 / es.read_seconds : 0.0,
+                (unsigned long long)es.early, es.wall_seconds, es.wait_seconds);
     }
 }
 
@@ -252,11 +256,13 @@ void k3_model_print_json(const k3_model *m, FILE *f, const char *in)
         k3_ec_stats_get(m->experts, &es);
         fprintf(f, ",\n%s\"experts\": {\"slots\": %llu, \"requests\": %llu, \"hits\": %llu, "
                    "\"misses\": %llu, \"evictions\": %llu, \"bytes_read\": %llu, "
-                   "\"read_seconds\": %.6f}",
+                   "\"read_seconds\": %.6f, \"fetches\": %llu, \"early\": %llu, "
+                   "\"wall_seconds\": %.6f, \"wait_seconds\": %.6f}",
                 in, (unsigned long long)k3_ec_capacity(m->experts),
                 (unsigned long long)es.requests, (unsigned long long)es.hits,
                 (unsigned long long)es.misses, (unsigned long long)es.evictions,
-                (unsigned long long)es.bytes_read, es.read_seconds);
+                (unsigned long long)es.bytes_read, es.read_seconds, (unsigned long long)es.noted,
+                (unsigned long long)es.early, es.wall_seconds, es.wait_seconds);
     }
 }
 

@@ -196,6 +196,16 @@ void k3_route(const k3_config *c, const float *logit, const float *bias, int32_t
 int k3_moe_block(const k3_config *c, const k3_moe_weights *w, const k3_expert_source *src,
                  const float *x, size_t T, float *out, const k3_work *wk, k3_err *e);
 
+/* Reads K3_EXPERT_ORDER (moe.c): unset or "ready", a token's routed experts
+ * are computed as their bytes arrive; "batch", after the whole chunk was
+ * read (benchmarks: the same bits either way). K3_EINPUT for anything else.
+ * Called by k3_model_open, before any forward pass. */
+int k3_moe_order_check(k3_err *e);
+/* The same choice in place of the environment (batch nonzero: "batch"),
+ * for a benchmark that compares both in one process. Not to be called
+ * while a forward pass runs. */
+void k3_moe_set_order(int batch);
+
 /* One sequence's rows in a call over several sequences (forward.c): rows
  * [t0, t0 + n) of the call's row-major buffers are the next n tokens of
  * state s, at its positions s->pos... . A call's segments are ordered by

@@ -11,16 +11,21 @@
  *
  * Summation order: the weighted expert outputs are added in ascending
  * expert index, whatever order they were chosen or arrived in, so the sum
- * does not depend on scores' ties, caches or I/O timing. */
+ * does not depend on scores' ties, caches or I/O timing. A token's experts
+ * are computed in the order their bytes arrive, each into its own output
+ * slot, and summed over the slots afterwards ("experts as they arrive"). */
 #include <limits.h>
+#include <omp.h>
 #include <pthread.h>
 #include <stddef.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "core/mathfn.h"
 #include "model/model.h"
 #include "model/moe_part.h"
 #include "model/scratch.h"
+#include "util/clock.h"
 #include "util/error.h"
 
 static const k3_moe_part *moe_part; /* k3_moe_set_part; NULL: every expert here */
@@ -149,45 +154,240 @@ static size_t expert_union(const k3_config *c, const int32_t *ids, size_t T, int
     return nu;
 }
 
-/* A fetch run on a helper thread, so that reading the first experts from
- * disk overlaps the shared experts' compute. Until it is joined, only that
- * thread touches the expert source. */
+/* ---- experts as they arrive ----
+ *
+ * One chunk of a layer's experts, ids[0..n), fetched so that each can be
+ * computed as soon as its bytes are usable: the cache's hits at once, its
+ * misses one by one as their reads complete (resid/expert_cache.h,
+ * k3_ec_begin / k3_ec_read / k3_ec_end), the latent projection and the
+ * shared experts running meanwhile.
+ *
+ * Threads and ownership:
+ *  - the forward thread begins the fetch (the cache's bookkeeping), then
+ *    starts one I/O thread (a plain pthread, not an OpenMP thread: it sits
+ *    blocked in reads) that runs k3_ec_read; the forward thread and its
+ *    OpenMP team compute meanwhile and never call the cache until
+ *    arrivals_finish has joined the I/O thread.
+ *  - A miss's slot belongs to the reader until its view is handed over
+ *    (arrived(), under mu: views[i] set, i appended to order, cv
+ *    broadcast); from then on it is read-only to the compute team. When
+ *    k3_ec_read returns, the I/O thread clears `reading` under mu and
+ *    broadcasts: an expert not handed over by then failed and is never
+ *    used (its bytes may be half-read).
+ *  - Compute threads take indices from order[taken..nq) under mu, waiting
+ *    on cv while none is there and the reads go on; each index is taken
+ *    once, so each expert's output slot and scratch have one writer.
+ *  - arrivals_finish (forward thread, after the compute's parallel region
+ *    ended) joins the I/O thread and ends the fetch: on failure the cache
+ *    unpins everything and every output computed is discarded (exit 4).
+ * The outputs go to a slot per expert and are summed afterwards in
+ * ascending expert id (the callers), so the arrival order, the reader and
+ * the thread count change no bit.
+ *
+ * K3_EXPERT_ORDER=batch (k3_moe_order_check) makes the compute wait for
+ * the whole chunk first, as k3 did before: for benchmarks (the same bits). */
+
+static int order_batch; /* K3_EXPERT_ORDER=batch (k3_moe_set_order) */
+
+void k3_moe_set_order(int batch) { order_batch = batch != 0; }
+
+int k3_moe_order_check(k3_err *e)
+{
+    const char *v = getenv("K3_EXPERT_ORDER");
+    if (v && strcmp(v, "ready") && strcmp(v, "batch"))
+        return k3_fail(e, K3_EINPUT, "K3_EXPERT_ORDER=%s: expected ready or batch", v);
+    k3_moe_set_order(v && !strcmp(v, "batch"));
+    return K3_OK;
+}
+
 typedef struct {
     const k3_expert_source *src;
     const int32_t *ids;
     size_t n;
-    const k3_expert **views;
-    k3_err err;
-    int rc;
-} fetch_job;
+    const k3_expert **views;  /* [n] set once usable (under mu while reading) */
+    size_t *order;            /* [n] indices in the order they became usable */
+    size_t nq, taken;         /* order[0..nq) usable, [0..taken) taken */
+    int reading;              /* the I/O thread has not finished */
+    int threaded, sync;       /* an I/O thread to join; mu and cv exist */
+    uint64_t early;           /* experts computed while reading */
+    double t0;                /* when the fetch began */
+    double wait;              /* seconds the forward thread waited for an arrival */
+    k3_ec_ticket *ticket;
+    pthread_t th;
+    pthread_mutex_t mu;
+    pthread_cond_t cv;
+} arrivals;
 
-static void *fetch_main(void *arg)
+static void arrived(void *ctx, size_t i, const k3_expert *x)
 {
-    fetch_job *j = arg;
-    j->rc = fetch(j->src, j->ids, j->n, j->views, &j->err);
+    arrivals *a = ctx;
+    pthread_mutex_lock(&a->mu);
+    a->views[i] = x;
+    a->order[a->nq++] = i;
+    pthread_cond_broadcast(&a->cv);
+    pthread_mutex_unlock(&a->mu);
+}
+
+static void *io_main(void *arg)
+{
+    arrivals *a = arg;
+    k3_ec_read(a->ticket, arrived, a);
+    pthread_mutex_lock(&a->mu);
+    a->reading = 0;
+    pthread_cond_broadcast(&a->cv);
+    pthread_mutex_unlock(&a->mu);
     return NULL;
 }
 
-/* One token's experts q = 0..n-1, each whole on one thread, into its own
- * output o + pos[q]*Z (pos NULL: o + q*Z; scratch hu: 2F floats per
- * expert).
- * Every dot is the kernels' own (a matvec inside this loop runs on its
- * thread), so which thread takes an expert changes no bit; one parallel
- * region per chunk instead of three per expert, which matters when
- * threads sleep between regions (OMP_WAIT_POLICY=passive). */
-static void one_token_experts(const k3_expert *const *views, size_t n, const float *z,
-                              size_t Z, size_t F, float b1, float b2, float *o,
-                              const size_t *pos, float *hu)
+/* Begins the fetch of ids[0..n) into views (order: n indices of scratch)
+ * and starts its reads; 0 experts is an empty chunk. */
+static int arrivals_start(arrivals *a, const k3_expert_source *src, const int32_t *ids, size_t n,
+                          const k3_expert **views, size_t *order, k3_err *e)
 {
-    ptrdiff_t m = (ptrdiff_t)n;
-#pragma omp parallel for schedule(dynamic, 1) if (m > 1)
-    for (ptrdiff_t q = 0; q < m; q++) {
-        float *h = hu + (size_t)q * 2 * F, *u = h + F;
-        k3_matvec(&views[q]->w1, z, h);
-        k3_matvec(&views[q]->w3, z, u);
-        k3_situ(h, u, F, b1, b2);
-        k3_matvec(&views[q]->w2, h, o + (pos ? pos[q] : (size_t)q) * Z);
+    memset(a, 0, sizeof *a);
+    a->src = src;
+    a->ids = ids;
+    a->n = n;
+    a->views = views;
+    a->order = order;
+    a->t0 = k3_seconds();
+    if (src->resident || n == 0) {
+        for (size_t i = 0; i < n; i++) {
+            views[i] = &src->resident[ids[i]];
+            order[i] = i;
+        }
+        a->nq = n;
+        return K3_OK;
     }
+    int rc = k3_ec_begin(src->cache, src->layer, ids, n, views, &a->ticket, e);
+    if (rc != K3_OK)
+        return rc;
+    for (size_t i = 0; i < n; i++) /* the hits, ascending */
+        if (views[i])
+            order[a->nq++] = i;
+    if (!a->ticket)
+        return K3_OK;
+    if (pthread_mutex_init(&a->mu, NULL) != 0 || (pthread_cond_init(&a->cv, NULL) != 0 &&
+                                                  (pthread_mutex_destroy(&a->mu), 1))) {
+        k3_ec_read(a->ticket, NULL, NULL); /* read, unused: the fetch is undone */
+        if (k3_ec_end(src->cache, a->ticket, e) == K3_OK)
+            k3_ec_release(src->cache, src->layer, ids, n);
+        a->ticket = NULL;
+        return k3_fail(e, K3_ERUNTIME, "cannot create a mutex for the expert reads");
+    }
+    a->sync = a->reading = 1;
+    if (pthread_create(&a->th, NULL, io_main, a) == 0)
+        a->threaded = 1;
+    else
+        io_main(a); /* no thread to be had: read it all now, then compute */
+    return K3_OK;
+}
+
+/* The next usable expert not yet taken (its index in ids), waiting while
+ * reads go on; 0 when there is none left. Any thread of the team. */
+static int arrivals_next(arrivals *a, size_t *q)
+{
+    if (!a->sync) {
+        int got = 0;
+#pragma omp critical(k3_moe_arrivals)
+        if (a->taken < a->nq) {
+            *q = a->order[a->taken++];
+            got = 1;
+        }
+        return got;
+    }
+    pthread_mutex_lock(&a->mu);
+    if (a->reading && (order_batch || a->taken == a->nq)) {
+        double t0 = k3_seconds();
+        while (a->reading && (order_batch || a->taken == a->nq))
+            pthread_cond_wait(&a->cv, &a->mu);
+        if (omp_get_thread_num() == 0) /* the forward thread (wait is under mu) */
+            a->wait += k3_seconds() - t0;
+    }
+    int got = a->taken < a->nq;
+    if (got)
+        *q = a->order[a->taken++];
+    pthread_mutex_unlock(&a->mu);
+    return got;
+}
+
+/* An expert taken by arrivals_next has been computed. */
+static void arrivals_computed(arrivals *a)
+{
+    if (!a->sync)
+        return;
+    pthread_mutex_lock(&a->mu);
+    if (a->reading)
+        a->early++;
+    pthread_mutex_unlock(&a->mu);
+}
+
+/* Joins the reads and ends the fetch (forward thread, outside parallel
+ * regions): K3_OK with every views[i] usable until released, or the
+ * fetch's failure with nothing pinned. */
+static int arrivals_finish(arrivals *a, k3_err *e)
+{
+    if (a->threaded)
+        pthread_join(a->th, NULL);
+    if (a->sync) {
+        pthread_cond_destroy(&a->cv);
+        pthread_mutex_destroy(&a->mu);
+    }
+    a->threaded = a->sync = 0;
+    if (a->src->resident || a->n == 0)
+        return K3_OK;
+    int rc = k3_ec_end(a->src->cache, a->ticket, e);
+    a->ticket = NULL;
+    if (rc == K3_OK)
+        k3_ec_note(a->src->cache, a->early, k3_seconds() - a->t0, a->wait);
+    return rc;
+}
+
+/* Every expert of the chunk, each whole on one thread of the team, in the
+ * order they become usable, into its own output o + pos[q]*Z (pos NULL:
+ * o + q*Z), q its index in the chunk; scratch hu: 2F floats per expert.
+ * Every dot is the kernels' own (a matvec inside this region runs on its
+ * thread), so which thread takes an expert, and when, changes no bit; one
+ * parallel region per chunk instead of three per expert, which matters
+ * when threads sleep between regions (OMP_WAIT_POLICY=passive). */
+static void one_token_experts(arrivals *a, const float *z, size_t Z, size_t F, float b1, float b2,
+                              float *o, const size_t *pos, float *hu)
+{
+#pragma omp parallel if (a->n > 1)
+    {
+        size_t q;
+        while (arrivals_next(a, &q)) {
+            float *h = hu + q * 2 * F, *u = h + F;
+            k3_matvec(&a->views[q]->w1, z, h);
+            k3_matvec(&a->views[q]->w3, z, u);
+            k3_situ(h, u, F, b1, b2);
+            k3_matvec(&a->views[q]->w2, h, o + (pos ? pos[q] : q) * Z);
+            arrivals_computed(a);
+        }
+    }
+}
+
+/* One token's experts ids[0..n) in chunks of at most cap, the first
+ * chunk's fetch already begun (a), each computed as it arrives into
+ * o + pos[i]*Z (pos NULL: o + i*Z) for its index i in ids, with scratch
+ * hu (2F floats per expert of a chunk). Sums nothing: the callers add the
+ * outputs in ascending expert id once all are there. */
+static int one_token_chunks(const k3_config *c, const k3_expert_source *src, const int32_t *ids,
+                            size_t n, const size_t *pos, size_t cap, arrivals *a, const float *z,
+                            float *o, float *hu, size_t *order, k3_err *e)
+{
+    size_t Z = (size_t)c->routed_expert_hidden_size, F = (size_t)c->moe_intermediate_size;
+    float b1 = (float)c->situ_beta, b2 = (float)c->situ_linear_beta;
+    int rc = K3_OK;
+    for (size_t c0 = 0; c0 < n && rc == K3_OK; c0 += cap) {
+        size_t m = n - c0 < cap ? n - c0 : cap;
+        if (c0 > 0 && (rc = arrivals_start(a, src, ids + c0, m, a->views, order, e)) != K3_OK)
+            break;
+        one_token_experts(a, z, Z, F, b1, b2, pos ? o : o + c0 * Z, pos ? pos + c0 : NULL, hu);
+        if ((rc = arrivals_finish(a, e)) == K3_OK)
+            release(src, ids + c0, m);
+    }
+    return rc;
 }
 
 /* The routed experts of all T tokens. Each expert any token chose is
@@ -217,13 +417,6 @@ static int routed(const k3_config *c, const k3_expert_source *src, const int32_t
         size_t n = nu - c0 < cap ? nu - c0 : cap;
         if (c0 > 0 && (rc = fetch(src, uni + c0, n, views, e)) != K3_OK)
             break;
-        if (T == 1) { /* the token's picks are uni itself, ascending */
-            one_token_experts(views, n, z, Z, F, b1, b2, o, NULL, o + n * Z);
-            for (size_t q = 0; q < n; q++)
-                k3_axpy(y, wts[c0 + q], o + q * Z, Z);
-            release(src, uni + c0, n);
-            continue;
-        }
         for (size_t q = 0; q < n; q++) {
             const k3_expert *ex = views[q];
             size_t m = 0;
@@ -249,33 +442,26 @@ static int routed(const k3_config *c, const k3_expert_source *src, const int32_t
     return rc;
 }
 
-/* One token's routed experts under a k3_moe_part: this process computes
- * its own ones, own[0..nown) (expert ids; pos: their indices in uni), in
- * chunks of at most cap, the first already fetched (views), each into
- * o + pos*Z (hu after all k outputs); the gather fills the other outputs;
- * then the sum over all nu in ascending expert order, as routed() does
- * for one process (the same axpys in the same order). */
-static int routed_split(const k3_config *c, const k3_expert_source *src, const float *wts,
-                        const float *z, const int32_t *uni, size_t nu, const int32_t *own,
-                        const size_t *pos, size_t nown, size_t cap, const k3_expert **views,
-                        float *y, float *o, k3_err *e)
+/* One token's routed experts: its picks uni[0..nu) (ascending, weights
+ * wts), of which this process computes want[0..nwant) (all of uni, pos
+ * NULL; under a k3_moe_part its own ones, pos their indices in uni), in
+ * chunks of at most cap, the first chunk's fetch already begun (a), each
+ * into o + (its index in uni) * Z as soon as its bytes are usable (hu after
+ * all k outputs); under a k3_moe_part the gather fills the other outputs.
+ * Then the sum over all nu in ascending expert order: the same axpys in
+ * the same order whatever arrived when, on one process or many. */
+static int routed_one(const k3_config *c, const k3_expert_source *src, const float *wts,
+                      const float *z, const int32_t *uni, size_t nu, const int32_t *want,
+                      const size_t *pos, size_t nwant, size_t cap, arrivals *a, float *y,
+                      float *o, size_t *order, k3_err *e)
 {
-    size_t k = (size_t)c->num_experts_per_token;
-    size_t Z = (size_t)c->routed_expert_hidden_size, F = (size_t)c->moe_intermediate_size;
-    float b1 = (float)c->situ_beta, b2 = (float)c->situ_linear_beta;
-    int rc = K3_OK;
-    for (size_t c0 = 0; c0 < nown && rc == K3_OK; c0 += cap) {
-        size_t n = nown - c0 < cap ? nown - c0 : cap;
-        if (c0 > 0 && (rc = fetch(src, own + c0, n, views, e)) != K3_OK)
-            break;
-        one_token_experts(views, n, z, Z, F, b1, b2, o, pos + c0, o + k * Z);
-        release(src, own + c0, n);
-    }
-    /* Every process gathers, even after a failed read here: the others
-     * wait in this collective, and the failure ends the job (src/mpi). */
+    size_t k = (size_t)c->num_experts_per_token, Z = (size_t)c->routed_expert_hidden_size;
+    int rc = one_token_chunks(c, src, want, nwant, pos, cap, a, z, o, o + k * Z, order, e);
+    /* A failure ends the job before the next collective (src/mpi). */
     if (rc != K3_OK)
         return rc;
-    moe_part->gather(moe_part->ctx, uni, nu, o, Z);
+    if (pos)
+        moe_part->gather(moe_part->ctx, uni, nu, o, Z);
     for (size_t q = 0; q < nu; q++)
         k3_axpy(y, wts[q], o + q * Z, Z);
     return K3_OK;
@@ -361,6 +547,7 @@ typedef struct {
     size_t *next;     /* [T] routed(): each token's next pick */
     size_t *tok;      /* [T] routed(): each gathered row's token */
     const k3_expert **views; /* [E] the fetched experts of one chunk */
+    size_t *order;    /* [E] the order a chunk's experts became usable in */
 } moe_bufs;
 
 /* The one layout of moe_bufs (scratch.h): sizes with base NULL. */
@@ -389,6 +576,7 @@ static uint64_t moe_layout(const k3_config *c, uint64_t T, unsigned char *base, 
     b->next = k3_carve_take(&a, T, sizeof(size_t));
     b->tok = k3_carve_take(&a, T, sizeof(size_t));
     b->views = k3_carve_take(&a, E, sizeof(const k3_expert *));
+    b->order = k3_carve_take(&a, E, sizeof(size_t));
     return a.used;
 }
 
@@ -431,27 +619,22 @@ int k3_moe_block(const k3_config *c, const k3_moe_weights *w, const k3_expert_so
         want = b.own;
     }
 
-    /* Reads of the first experts start now, on a helper thread; the latent
-     * projection and the shared experts compute meanwhile. */
-    fetch_job job = { src, want, nwant < cap ? nwant : cap, b.views, { 0, "" }, K3_OK };
-    pthread_t th;
-    int threaded = !src->resident && job.n > 0 && pthread_create(&th, NULL, fetch_main, &job) == 0;
-    if (!threaded)
-        fetch_main(&job);
+    /* The first chunk's fetch begins now (its reads on an I/O thread);
+     * the latent projection and the shared experts compute meanwhile, then
+     * one token's experts as they arrive (one_token_chunks). */
+    arrivals a;
+    int rc = arrivals_start(&a, src, want, nwant < cap ? nwant : cap, b.views, b.order, e);
+    if (rc != K3_OK)
+        return rc;
     k3_matmul(&w->latent_down, x, T, b.z, wk->mm);
     if (S > 0)
         situ_mlp(&w->shared_gate, &w->shared_up, &w->shared_down, x, T, b.shared, b.tmp, b1, b2,
                  wk->mm, NULL, NULL, e); /* no wait: cannot fail */
-    if (threaded)
-        pthread_join(th, NULL);
-    int rc = job.rc;
-    if (rc != K3_OK)
-        k3_fail(e, rc, "%s", job.err.msg);
     memset(b.y, 0, T * Z * sizeof *b.y);
-    if (rc == K3_OK && mp && T == 1)
-        rc = routed_split(c, src, b.wts, b.z, b.uni, nu, b.own, b.pos, nwant, cap, b.views, b.y,
-                          b.o, e);
-    else if (rc == K3_OK && mp)
+    if (T == 1)
+        rc = routed_one(c, src, b.wts, b.z, b.uni, nu, want, mp ? b.pos : NULL, nwant, cap, &a,
+                        b.y, b.o, b.order, e);
+    else if ((rc = arrivals_finish(&a, e)) == K3_OK && mp)
         rc = routed_split_many(c, src, b.ids, b.wts, b.z, T, b.own, nwant, cap, b.views, b.y,
                                b.g, b.o, b.tmp, b.tok, wk->mm, e);
     else if (rc == K3_OK)

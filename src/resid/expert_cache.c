@@ -11,24 +11,32 @@
  * changing anything, then pins its hits (so they cannot be chosen as
  * victims for its own misses), then gives every miss a slot (empty first,
  * else the least recently released) and reads all misses as one batch
- * (io/read_batch.h). If the batch fails, its slots go back to EMPTY and its
- * hits are unpinned: nothing half-read is ever reachable.
+ * (io/read_batch.h). Each miss is handed to the caller as soon as all its
+ * runs have arrived and its scales pass (k3_ec_read), so the caller can
+ * compute on it while the rest of the batch is read. If the batch fails,
+ * its slots go back to EMPTY and its hits are unpinned (k3_ec_end): nothing
+ * half-read is ever reachable, and a miss with any run unread is never
+ * handed over.
  *
  * Counters: requests, hits and misses count completed fetches; evictions,
  * bytes and seconds count what happened, failed fetches included.
  *
- * Threading: all bookkeeping runs on the caller's thread; only the batch
- * read uses helper threads (plain pthreads, started per batch), which touch
- * nothing but INFLIGHT slot buffers and are joined before the fetch
- * returns. Not OpenMP tasks: the helpers sit blocked in read(), so their
- * number should follow what the device can queue, not OMP_NUM_THREADS, and
- * a team started inside a fetch would be sized by and nest with the
- * engine's compute teams. Starting a thread costs tens of microseconds, a
- * missed release expert (17.5 MB) milliseconds of reading. The cache is not
- * itself safe to call from two threads at once (the engine calls it
- * between its OpenMP compute loops, never from inside them). */
+ * Threading: all bookkeeping runs on the caller's thread (k3_ec_begin,
+ * k3_ec_end); only the batch read (k3_ec_read, itself on any one thread)
+ * uses helper threads (plain pthreads, started per batch), which touch
+ * nothing but the ticket (its counters under its mutex) and INFLIGHT slot
+ * buffers and views, and are joined before k3_ec_read returns. Not OpenMP
+ * tasks: the helpers sit blocked in read(), so their number should follow
+ * what the device can queue, not OMP_NUM_THREADS, and a team started
+ * inside a fetch would be sized by and nest with the engine's compute
+ * teams. Starting a thread costs tens of microseconds, a missed release
+ * expert (17.5 MB) milliseconds of reading. The cache is not itself safe
+ * to call from two threads at once: the engine begins and ends fetches on
+ * its forward thread, outside its OpenMP compute loops, and runs
+ * k3_ec_read on one I/O thread in between (model/moe.c). */
 #include "resid/expert_cache.h"
 
+#include <pthread.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
@@ -333,6 +341,14 @@ void k3_ec_stats_get(const k3_expert_cache *ec, k3_ec_stats *s) { *s = ec->st; }
 
 void k3_ec_set_trace(k3_expert_cache *ec, FILE *trace) { ec->trace = trace; }
 
+void k3_ec_note(k3_expert_cache *ec, uint64_t early, double wall, double wait)
+{
+    ec->st.noted++;
+    ec->st.early += early;
+    ec->st.wall_seconds += wall;
+    ec->st.wait_seconds += wait;
+}
+
 /* An empty slot, else the least recently released one (evicted). */
 static int32_t take_slot(k3_expert_cache *ec)
 {
@@ -418,66 +434,165 @@ static int bind_views(k3_expert_cache *ec, ec_slot *sl, const ec_layout *L, k3_e
     return K3_OK;
 }
 
-/* Reads the experts now in slots miss[0..nm) as one batch. */
-static int load(k3_expert_cache *ec, const int32_t *miss, size_t nm, k3_err *e)
-{
-    k3_span_req *reqs = k3_malloc(e, nm * EC_TENSORS * sizeof *reqs, "expert reads");
-    size_t *owner = k3_malloc(e, nm * EC_TENSORS * sizeof *owner, "expert reads");
-    ec_layout *lay = k3_malloc(e, nm * sizeof *lay, "expert reads");
-    int rc = K3_ERUNTIME;
-    if (!reqs || !owner || !lay)
-        goto out;
-    size_t nr = 0;
-    for (size_t m = 0; m < nm; m++) {
-        ec_slot *sl = &ec->slots[miss[m]];
-        const k3_tensor_info *const *t = ec->tens + sl->key * EC_TENSORS;
-        plan_expert(t, &lay[m]);
-        for (int r = 0; r < lay[m].nruns; r++) {
-            k3_span_req q = { &ec->files[lay[m].shard[r]], lay[m].off[r], lay[m].len[r],
-                              sl->buf + lay[m].place[r] };
-            owner[nr] = m;
-            reqs[nr++] = q;
-        }
-    }
+/* ---- the two halves of a fetch ---- */
+
+/* A fetch's misses between k3_ec_begin and k3_ec_end. Built and freed on
+ * the caller's thread; during k3_ec_read the reader threads write only
+ * left, first_bad and bad_err (under mu), the misses' slot buffers and
+ * views, and what k3_read_batch_each returns; the rest is read-only until
+ * k3_ec_end. */
+struct k3_ec_ticket {
+    k3_expert_cache *ec;
+    int layer;
+    const int32_t *ids;      /* the caller's, valid until k3_ec_end */
+    size_t n, nm;            /* experts asked, misses among them */
+    int32_t *miss;           /* [nm] the misses' slots (INFLIGHT) */
+    size_t *idx;             /* [nm] each miss's index in ids */
+    ec_layout *lay;          /* [nm] where each miss's runs go */
+    int *left;               /* [nm] runs not yet arrived */
+    k3_span_req *reqs;       /* [nr] every run of every miss */
+    size_t *owner;           /* [nr] the miss each run belongs to */
+    size_t nr;
+    k3_ec_arrived_fn arrived;
+    void *ctx;
+    pthread_mutex_t mu;      /* guards left, first_bad, bad_err */
+    size_t first_bad;        /* lowest miss whose scales failed, nm if none */
+    k3_err bad_err;          /* its message */
+    int rc;                  /* the batch read's result, and its message */
+    k3_err err;
     k3_batch_info info;
-    k3_err re = { 0 };
-    double t0 = k3_seconds();
-    rc = k3_read_batch(reqs, nr, EC_READ_THREADS, &info, &re);
-    ec->st.read_seconds += k3_seconds() - t0;
-    ec->st.bytes_read += info.bytes;
-    if (rc != K3_OK) {
-        size_t key = ec->slots[miss[owner[info.failed]]].key;
-        k3_fail(e, rc, "%s [layer %d expert %d]", re.msg, ec->first + (int)(key / (size_t)ec->E),
-                (int)(key % (size_t)ec->E));
-        goto out;
-    }
-    for (size_t m = 0; m < nm && rc == K3_OK; m++)
-        rc = bind_views(ec, &ec->slots[miss[m]], &lay[m], e);
-out:
-    free(reqs);
-    free(owner);
-    free(lay);
-    return rc;
+    double seconds;          /* the read's wall time */
+};
+
+static void ticket_free(k3_ec_ticket *t)
+{
+    if (!t)
+        return;
+    pthread_mutex_destroy(&t->mu);
+    free(t->miss);
+    free(t->idx);
+    free(t->lay);
+    free(t->left);
+    free(t->reqs);
+    free(t->owner);
+    free(t);
 }
 
-int k3_ec_fetch(k3_expert_cache *ec, int layer, const int32_t *ids, size_t n,
-                const k3_expert **out, k3_err *e)
+/* Run r arrived (on a reader thread). When it was its miss's last, the
+ * miss's scales are checked and, if they pass, its view goes to the
+ * caller: the slot's bytes are complete and no reader writes them again. */
+static void run_arrived(void *ctx, size_t r)
+{
+    k3_ec_ticket *t = ctx;
+    size_t m = t->owner[r];
+    pthread_mutex_lock(&t->mu);
+    int last = --t->left[m] == 0;
+    pthread_mutex_unlock(&t->mu);
+    if (!last)
+        return;
+    ec_slot *sl = &t->ec->slots[t->miss[m]];
+    k3_err e = { 0, "" };
+    if (bind_views(t->ec, sl, &t->lay[m], &e) != K3_OK) {
+        pthread_mutex_lock(&t->mu);
+        if (m < t->first_bad) {
+            t->first_bad = m;
+            t->bad_err = e;
+        }
+        pthread_mutex_unlock(&t->mu);
+        return;
+    }
+    if (t->arrived)
+        t->arrived(t->ctx, t->idx[m], &sl->x);
+}
+
+/* The ticket of misses miss[0..nm) (slots already INFLIGHT): every run
+ * planned, nothing read. */
+static k3_ec_ticket *ticket_new(k3_expert_cache *ec, int layer, const int32_t *ids, size_t n,
+                                int32_t *miss, size_t *idx, size_t nm, k3_err *e)
+{
+    k3_ec_ticket *t = k3_calloc(e, 1, sizeof *t, "expert reads");
+    if (!t) {
+        free(miss);
+        free(idx);
+        return NULL;
+    }
+    t->miss = miss;
+    t->idx = idx;
+    if (pthread_mutex_init(&t->mu, NULL) != 0) {
+        k3_fail(e, K3_ERUNTIME, "cannot create a mutex for the expert reads");
+        free(miss);
+        free(idx);
+        free(t);
+        return NULL;
+    }
+    t->ec = ec;
+    t->layer = layer;
+    t->ids = ids;
+    t->n = n;
+    t->nm = t->first_bad = nm;
+    t->lay = k3_malloc(e, nm * sizeof *t->lay, "expert reads");
+    t->left = k3_malloc(e, nm * sizeof *t->left, "expert reads");
+    t->reqs = k3_malloc(e, nm * EC_TENSORS * sizeof *t->reqs, "expert reads");
+    t->owner = k3_malloc(e, nm * EC_TENSORS * sizeof *t->owner, "expert reads");
+    if (!t->lay || !t->left || !t->reqs || !t->owner) {
+        ticket_free(t);
+        return NULL;
+    }
+    for (size_t m = 0; m < nm; m++) {
+        ec_slot *sl = &ec->slots[miss[m]];
+        plan_expert(ec->tens + sl->key * EC_TENSORS, &t->lay[m]);
+        t->left[m] = t->lay[m].nruns;
+        for (int r = 0; r < t->lay[m].nruns; r++) {
+            k3_span_req q = { &ec->files[t->lay[m].shard[r]], t->lay[m].off[r],
+                              t->lay[m].len[r], sl->buf + t->lay[m].place[r] };
+            t->owner[t->nr] = m;
+            t->reqs[t->nr++] = q;
+        }
+    }
+    return t;
+}
+
+/* A successful fetch's counters and trace lines. */
+static void fetch_done(k3_expert_cache *ec, int layer, const int32_t *ids, size_t n, size_t nm)
+{
+    size_t base = (size_t)(layer - ec->first) * (size_t)ec->E;
+    for (size_t i = 0; ec->trace && i < n; i++)
+        fprintf(ec->trace, "%d %d %s\n", layer, (int)ids[i],
+                ec->slots[ec->where[base + (size_t)ids[i]]].loaded == ec->stamp ? "miss" : "hit");
+    ec->st.requests += n;
+    ec->st.misses += nm;
+    ec->st.hits += n - nm;
+}
+
+int k3_ec_begin(k3_expert_cache *ec, int layer, const int32_t *ids, size_t n,
+                const k3_expert **out, k3_ec_ticket **ticket, k3_err *e)
 {
     size_t nm = 0;
     int32_t *miss = NULL;
+    size_t *idx = NULL;
+    *ticket = NULL;
+    for (size_t i = 0; i < n; i++)
+        out[i] = NULL;
     int rc = check_fetch(ec, layer, ids, n, &nm, e);
-    if (rc == K3_OK && nm && !(miss = k3_malloc(e, nm * sizeof *miss, "expert misses")))
-        rc = e->code;
-    if (rc != K3_OK) {
-        for (size_t i = 0; i < n; i++)
-            out[i] = NULL;
-        return rc;
+    if (rc == K3_OK && nm &&
+        (!(miss = k3_malloc(e, nm * sizeof *miss, "expert misses")) ||
+         !(idx = k3_malloc(e, nm * sizeof *idx, "expert misses")))) {
+        free(miss);
+        return e->code;
     }
+    if (rc != K3_OK)
+        return rc;
     size_t base = (size_t)(layer - ec->first) * (size_t)ec->E;
     for (size_t i = 0; i < n; i++) { /* hits first: they must not become victims */
         int32_t s = ec->where[base + (size_t)ids[i]];
-        if (s >= 0)
+        if (s >= 0) {
             pin(ec, s);
+            out[i] = &ec->slots[s].x;
+        }
+    }
+    if (!nm) {
+        fetch_done(ec, layer, ids, n, 0);
+        return K3_OK;
     }
     for (size_t i = 0, m = 0; i < n; i++) {
         if (ec->where[base + (size_t)ids[i]] >= 0)
@@ -487,38 +602,94 @@ int k3_ec_fetch(k3_expert_cache *ec, int layer, const int32_t *ids, size_t n,
         ec->slots[s].key = base + (size_t)ids[i];
         ec->slots[s].pins = 1;
         ec->slots[s].loaded = ec->stamp;
+        idx[m] = i;
         miss[m++] = s;
     }
-    rc = nm ? load(ec, miss, nm, e) : K3_OK;
-    for (size_t m = 0; m < nm; m++) {
-        ec_slot *sl = &ec->slots[miss[m]];
-        if (rc == K3_OK) {
-            sl->state = EC_READY;
-            ec->where[sl->key] = miss[m];
-        } else {
-            free_push(ec, miss[m]);
-        }
-    }
-    free(miss);
+    *ticket = ticket_new(ec, layer, ids, n, miss, idx, nm, e);
+    if (*ticket)
+        return K3_OK;
+    /* No ticket: the misses' slots (their indices freed with it) are found
+     * again by state and emptied; the hits unpinned. */
+    for (size_t s = 0; s < ec->nslots; s++)
+        if (ec->slots[s].state == EC_INFLIGHT)
+            free_push(ec, (int32_t)s);
     for (size_t i = 0; i < n; i++) {
         int32_t s = ec->where[base + (size_t)ids[i]];
-        if (rc != K3_OK) {
-            out[i] = NULL;
+        if (s >= 0)
+            unpin(ec, s);
+        out[i] = NULL;
+    }
+    return e->code;
+}
+
+void k3_ec_read(k3_ec_ticket *t, k3_ec_arrived_fn arrived, void *ctx)
+{
+    if (!t)
+        return;
+    t->arrived = arrived;
+    t->ctx = ctx;
+    double t0 = k3_seconds();
+    t->rc = k3_read_batch_each(t->reqs, t->nr, EC_READ_THREADS, run_arrived, t, &t->info,
+                               &t->err);
+    t->seconds = k3_seconds() - t0;
+}
+
+int k3_ec_end(k3_expert_cache *ec, k3_ec_ticket *t, k3_err *e)
+{
+    if (!t)
+        return K3_OK;
+    ec->st.read_seconds += t->seconds;
+    ec->st.bytes_read += t->info.bytes;
+    int rc = K3_OK;
+    if (t->rc != K3_OK) { /* the first failed read in disk order */
+        size_t key = ec->slots[t->miss[t->owner[t->info.failed]]].key;
+        rc = k3_fail(e, t->rc, "%s [layer %d expert %d]", t->err.msg,
+                     ec->first + (int)(key / (size_t)ec->E), (int)(key % (size_t)ec->E));
+    } else if (t->first_bad < t->nm) { /* else the first broken expert in fetch order */
+        rc = k3_fail(e, t->bad_err.code, "%s", t->bad_err.msg);
+    }
+    for (size_t m = 0; m < t->nm; m++) {
+        ec_slot *sl = &ec->slots[t->miss[m]];
+        if (rc == K3_OK) {
+            sl->state = EC_READY;
+            ec->where[sl->key] = t->miss[m];
+        } else {
+            free_push(ec, t->miss[m]);
+        }
+    }
+    if (rc == K3_OK) {
+        fetch_done(ec, t->layer, t->ids, t->n, t->nm);
+    } else {
+        size_t base = (size_t)(t->layer - ec->first) * (size_t)ec->E;
+        for (size_t i = 0; i < t->n; i++) {
+            int32_t s = ec->where[base + (size_t)t->ids[i]];
             if (s >= 0)
                 unpin(ec, s);
-            continue;
         }
-        out[i] = &ec->slots[s].x;
-        if (ec->trace)
-            fprintf(ec->trace, "%d %d %s\n", layer, (int)ids[i],
-                    ec->slots[s].loaded == ec->stamp ? "miss" : "hit");
     }
+    ticket_free(t);
+    return rc;
+}
+
+/* The whole fetch on one thread: out[i] is filled as its miss arrives. */
+static void arrived_here(void *ctx, size_t i, const k3_expert *x)
+{
+    const k3_expert **out = ctx;
+    out[i] = x;
+}
+
+int k3_ec_fetch(k3_expert_cache *ec, int layer, const int32_t *ids, size_t n,
+                const k3_expert **out, k3_err *e)
+{
+    k3_ec_ticket *t;
+    int rc = k3_ec_begin(ec, layer, ids, n, out, &t, e);
     if (rc != K3_OK)
         return rc;
-    ec->st.requests += n;
-    ec->st.misses += nm;
-    ec->st.hits += n - nm;
-    return K3_OK;
+    k3_ec_read(t, arrived_here, out);
+    rc = k3_ec_end(ec, t, e);
+    for (size_t i = 0; rc != K3_OK && i < n; i++)
+        out[i] = NULL;
+    return rc;
 }
 
 void k3_ec_release(k3_expert_cache *ec, int layer, const int32_t *ids, size_t n)

@@ -12,6 +12,8 @@
  *    experts than slots work in chunks). ids are distinct.
  *  - Misses are read as one batch, in disk-offset order, adjacent byte
  *    ranges coalesced into one read, several reads in flight at once.
+ *    k3_ec_begin / k3_ec_read / k3_ec_end split a fetch so that a caller
+ *    can use each expert as soon as its own bytes are in (below).
  *  - Slot states: EMPTY, INFLIGHT (being read: never evicted, never
  *    returned), or holding a (layer, expert) key. Eviction is LRU among
  *    unpinned slots.
@@ -19,12 +21,14 @@
  *    the fetch returns K3_EINVALID ("RUN INVALID ...") and the run must
  *    stop: an expert is never skipped or replaced. A scale byte of 255
  *    (E8M0 NaN) in a loaded expert is also K3_EINVALID, naming the tensor.
- *  - Counters: hits, misses, evictions, bytes read, seconds spent reading.
+ *  - Counters: hits, misses, evictions, bytes read, seconds spent reading;
+ *    and what the caller notes of its compute (k3_ec_note).
  *  - With a trace file set, every requested (layer, expert) is written as
  *    one line "layer expert hit|miss" in request order. */
 #ifndef K3_RESID_EXPERT_CACHE_H
 #define K3_RESID_EXPERT_CACHE_H
 
+#include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
 
@@ -56,6 +60,11 @@ typedef struct k3_ec_stats {
     uint64_t requests, hits, misses, evictions;
     uint64_t bytes_read;
     double read_seconds;
+    /* k3_ec_note's sums: fetches noted, experts computed before their
+     * fetch's reads had all ended, the caller's wall seconds and the
+     * seconds it waited for bytes within them. */
+    uint64_t noted, early;
+    double wall_seconds, wait_seconds;
 } k3_ec_stats;
 
 /* Bytes one slot holds for experts of these widths (packed + scales of w1,
@@ -76,6 +85,44 @@ size_t k3_ec_capacity(const k3_expert_cache *ec);
 int k3_ec_fetch(k3_expert_cache *ec, int layer, const int32_t *ids, size_t n,
                 const k3_expert **out, k3_err *e);
 void k3_ec_release(k3_expert_cache *ec, int layer, const int32_t *ids, size_t n);
+
+/* A fetch in two halves, so that a caller can compute on each expert as
+ * soon as its bytes are in while the others are still being read
+ * (model/moe.c). k3_ec_fetch is the three calls on one thread.
+ *
+ *  k3_ec_begin (the caller's thread): k3_ec_fetch's checks; pins the hits
+ *    (out[i] their views at once) and gives each miss a slot, INFLIGHT
+ *    (out[i] NULL). *ticket: the misses to read, NULL when there are none
+ *    (the fetch is then complete). On failure nothing is pinned and
+ *    *ticket is NULL. ids must stay unchanged until k3_ec_end.
+ *  k3_ec_read (one thread, any: a NULL ticket does nothing): reads the
+ *    misses. As the last byte of a miss ids[i] arrives and its scales
+ *    pass, calls arrived(ctx, i, view): from the reader threads, several
+ *    at once (under the threads reader) or from this thread (uring); a view
+ *    handed over is complete and no reader touches its slot again. A miss
+ *    that failed, came back short or has a NaN scale is never handed over.
+ *    Touches only the ticket and its INFLIGHT slots: between k3_ec_begin
+ *    and k3_ec_end the caller may use the views it has but must not call
+ *    the cache.
+ *  k3_ec_end (the caller's thread, after k3_ec_read returned; frees the
+ *    ticket): the fetch's result. K3_OK: every expert is pinned until
+ *    k3_ec_release, as after k3_ec_fetch. Otherwise K3_EINVALID ("RUN
+ *    INVALID ...", the first failed read in disk order, else the first
+ *    broken expert in ids order): the misses' slots are EMPTY again and the
+ *    hits unpinned; every view handed out is void and must not be used
+ *    (nor released). */
+typedef struct k3_ec_ticket k3_ec_ticket;
+typedef void (*k3_ec_arrived_fn)(void *ctx, size_t i, const k3_expert *x);
+int k3_ec_begin(k3_expert_cache *ec, int layer, const int32_t *ids, size_t n,
+                const k3_expert **out, k3_ec_ticket **ticket, k3_err *e);
+void k3_ec_read(k3_ec_ticket *t, k3_ec_arrived_fn arrived, void *ctx);
+int k3_ec_end(k3_expert_cache *ec, k3_ec_ticket *t, k3_err *e);
+
+/* The caller's note of one fetch's compute, for the counters: `early`
+ * experts computed before the fetch's reads had all ended, `wall` seconds
+ * from before k3_ec_begin to the end of its compute, `wait` of them spent
+ * waiting for an expert's bytes (wall - wait: the compute). */
+void k3_ec_note(k3_expert_cache *ec, uint64_t early, double wall, double wait);
 
 void k3_ec_stats_get(const k3_expert_cache *ec, k3_ec_stats *s);
 void k3_ec_set_trace(k3_expert_cache *ec, FILE *trace);

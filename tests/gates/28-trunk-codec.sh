@@ -15,24 +15,7 @@ work="$K3_BUILD/trunk-codec"
 rm -rf "$work"
 mkdir -p "$work"
 ids=$(prompt_ids "$(vocab_of "$dir")" 12)
-run() { # NAME ARGS...: one run; ids to $work/NAME.ids, logits to NAME.f32
-    name=$1
-    shift
-    "$K3_BIN" "$dir" --ids "$ids" --gen 10 --ignore-eos --dump-logits "$work/$name.f32" \
-        --out "$work/$name.json" "$@" >"$work/$name.ids" 2>"$work/$name.err" ||
-        { cat "$work/$name.err"; die "$name: exit $?"; }
-}
-same() { # NAME: identical to the all-in-memory run
-    cmp -s "$work/all.ids" "$work/$1.ids" || die "$1: ids differ: $(cat "$work/$1.ids")"
-    cmp -s "$work/all.f32" "$work/$1.f32" || die "$1: logits differ in some bit"
-}
-field() { # NAME KEY: a field of the run's JSON report
-    "$PYTHON" -c 'import json,sys
-d=json.load(open(sys.argv[1]))
-for k in sys.argv[2].split("."): d=d[k]
-print(d)' "$work/$1.json" "$2"
-}
-run all --preset max
+bits_run all --preset max
 n=0
 for codec in compress compress-fast; do
 rm -rf "$work/trunk"
@@ -41,17 +24,17 @@ want=bf16-huffman
 [ "$codec" = compress ] || want=bf16-nibble
 grep -q "\"codec\": \"$want\"" "$work/trunk/trunk.json" || die "--$codec did not write $want"
 for p in ultra laptop desktop workstation server max auto; do
-    run "preset-$p" --preset "$p" --trunk "$work/trunk"
-    same "preset-$p"
+    bits_run "preset-$p" --preset "$p" --trunk "$work/trunk"
+    bits_same "preset-$p"
     n=$((n + 1))
 done
 for pin in 0 1 4; do
     for ring in 1 2 3; do
         for slots in 1 512; do
             name="pin$pin-ring$ring-slots$slots"
-            run "$name" --trunk "$work/trunk" --trunk-layers "$pin" --trunk-ring "$ring" \
+            bits_run "$name" --trunk "$work/trunk" --trunk-layers "$pin" --trunk-ring "$ring" \
                 --cache-experts "$slots"
-            same "$name"
+            bits_same "$name"
             n=$((n + 1))
         done
     done
@@ -60,25 +43,25 @@ done
 # compressed runs of their own, streamed through slots smaller than them.
 for ring in 1 2; do
     name="subruns-ring$ring"
-    run "$name" --trunk "$work/trunk" --trunk-layers 0 --trunk-ring "$ring" --cache-experts 8 \
+    bits_run "$name" --trunk "$work/trunk" --trunk-layers 0 --trunk-ring "$ring" --cache-experts 8 \
         --stream-lm-head
-    same "$name"
+    bits_same "$name"
     n=$((n + 1))
 done
 grep -q '"lm_head/10"' "$work/trunk/trunk.json" || die "the compressed trunk does not cut lm_head"
-run streamed-ends --trunk "$work/trunk" --trunk-layers 0 --trunk-ring 1 --cache-experts 1 \
+bits_run streamed-ends --trunk "$work/trunk" --trunk-layers 0 --trunk-ring 1 --cache-experts 1 \
     --stream-embed --stream-lm-head
-same streamed-ends
+bits_same streamed-ends
 n=$((n + 1))
-read=$(field streamed-ends trunk.bytes_read)
-img=$(field streamed-ends trunk.image_bytes)
+read=$(report_field streamed-ends trunk.bytes_read)
+img=$(report_field streamed-ends trunk.image_bytes)
 [ "$read" -gt 0 ] && [ "$read" -lt "$img" ] ||
     die "streamed runs read $read bytes for $img of images: not compressed"
 "$K3_BIN" "$dir" --plan --trunk "$work/trunk" --trunk-layers 0 | grep -q "trunk streamed .* compressed runs" ||
     die "the plan does not count the compressed bytes"
 for b in 0.0015 0.002 0.005 0.012 0.03; do
-    run "budget-$b" --budget-gb "$b" --trunk "$work/trunk"
-    same "budget-$b"
+    bits_run "budget-$b" --budget-gb "$b" --trunk "$work/trunk"
+    bits_same "budget-$b"
     n=$((n + 1))
 done
 echo "--$codec: $read bytes read for $img of run images when all streams"

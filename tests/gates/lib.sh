@@ -73,3 +73,27 @@ expect_exit() {
     fi
     echo "ok ($got): $(head -c 200 "$K3_BUILD/expect.err")"
 }
+
+# Bit-identity runs (gates 28, 30, 61): set dir (the model), ids (the
+# prompt) and work (a directory) first; every run generates 10 ids.
+# bits_run NAME ARGS...: one run; ids to $work/NAME.ids, logits to
+# NAME.f32, the --out report to NAME.json; dies (showing stderr) if it fails.
+bits_run() {
+    name=$1
+    shift
+    "$K3_BIN" "$dir" --ids "$ids" --gen 10 --ignore-eos --dump-logits "$work/$name.f32" \
+        --out "$work/$name.json" "$@" >"$work/$name.ids" 2>"$work/$name.err" ||
+        { cat "$work/$name.err"; die "$name: exit $?"; }
+}
+# bits_same NAME: ids and logits identical to the run named "all".
+bits_same() {
+    cmp -s "$work/all.ids" "$work/$1.ids" || die "$1: ids differ: $(cat "$work/$1.ids")"
+    cmp -s "$work/all.f32" "$work/$1.f32" || die "$1: logits differ in some bit"
+}
+# report_field NAME KEY: a field of run NAME's report (KEY dotted: plan.pinned_layers).
+report_field() {
+    "$PYTHON" -c 'import json,sys
+d=json.load(open(sys.argv[1]))
+for k in sys.argv[2].split("."): d=d[k]
+print(d)' "$work/$1.json" "$2"
+}

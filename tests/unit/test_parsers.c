@@ -208,7 +208,7 @@ static void test_sizes(void)
         return;
     /* GOOD by hand, from the buffer lists of forward.c, kda.c, mla.c and
      * moe.c (each buffer 64-byte aligned; moe.c's own and pos: a token's
-     * picks under a k3_moe_part): layers 0, 1 KDA and 2 MLA, layer
+     * picks under a k3_moe_part; its views and order: E each): layers 0, 1 KDA and 2 MLA, layer
      * 0 dense and 1, 2 MoE; H 64, V 512, bank 3 rows (2 blocks + 1). */
     uint64_t T = 100, end = 1000;
     uint64_t k1[] = { T * 32 * 4, T * 32 * 4, T * 32 * 4, T * 32 * 4, T * 32 * 4, T * 32 * 4,
@@ -217,9 +217,9 @@ static void test_sizes(void)
                       (2 * 32 + end) * 4 };
     uint64_t e1[] = { T * 8 * 4, 8 * 4, T * 2 * 4, T * 64 * 4, T * 64 * 4, 2 * T * 32 * 4,
                       T * 64 * 4, T * 64 * 4, T * 64 * 4, T * 2 * 4, 8 * 4, 2 * 4, 2 * 8, T * 8,
-                      T * 8, 8 * 8 };
+                      T * 8, 8 * 8, 8 * 8 };
     uint64_t dense = 2 * T * 96 * 4;
-    uint64_t nk = laid(k1, 9), nm = laid(m1, 6), ne = laid(e1, 16);
+    uint64_t nk = laid(k1, 9), nm = laid(m1, 6), ne = laid(e1, 17);
     uint64_t block = nk > nm ? nk : nm;
     block = block > ne ? block : ne;
     block = block > dense ? block : dense;
@@ -268,9 +268,9 @@ static void test_sizes(void)
     uint64_t k0[] = { 32 * 4, 32 * 4, 32 * 4, 32 * 4, 32 * 4, 32 * 4, 16 * 4, 2 * 4,
                       (3 * 32 + 2 * 16) * 4 };
     uint64_t e0[] = { 8 * 4, 8 * 4, 2 * 4, 64 * 4, 64 * 4, 2 * 32 * 4, 64 * 4, 64 * 4,
-                      2 * (64 + 2 * 32) * 4, 2 * 4, 8 * 4, 2 * 4, 2 * 8, 8, 8, 8 * 8 };
+                      2 * (64 + 2 * 32) * 4, 2 * 4, 8 * 4, 2 * 4, 2 * 8, 8, 8, 8 * 8, 8 * 8 };
     uint64_t m0[] = { 32 * 4, 2 * 24 * 4, 40 * 4, 32 * 4, 32 * 4, 2 * 32 * 4 };
-    block = laid(k0, 9) > laid(e0, 16) ? laid(k0, 9) : laid(e0, 16);
+    block = laid(k0, 9) > laid(e0, 17) ? laid(k0, 9) : laid(e0, 17);
     block = block > laid(m0, 6) ? block : laid(m0, 6);
     f1[11] = 0, f1[12] = block > 2 * 96 * 4 ? block : 2 * 96 * 4;
     CHECK(k3_forward_scratch(&big, 3, 1, 0, 0) == laid(f1, 13), "one block: %llu, by hand %llu",

@@ -58,7 +58,7 @@ v=$(cat VERSION)
 # What the Makefile bakes in: "VERSION COMMIT" in a git checkout with git
 # installed, "VERSION " where there is none (a release tarball, or a root
 # without git, as fresh-check's): --version says exactly that.
-id=$(make -s build-id)
+id=$(make -s --no-print-directory build-id)
 commit=${id#"$v "}
 if [ -n "$commit" ]; then want="k3 $v (commit $commit)"; else want="k3 $v"; fi
 grep -qx "$want" "$work/version.txt" ||
@@ -66,7 +66,7 @@ grep -qx "$want" "$work/version.txt" ||
 grep -q unknown "$work/version.txt" && die "--version says unknown"
 # Outside git (GIT_DIR pointing nowhere makes git fail as it does there)
 # the Makefile bakes the VERSION file and no commit.
-nogit=$(GIT_DIR=/nonexistent make -s build-id)
+nogit=$(GIT_DIR=/nonexistent make -s --no-print-directory build-id)
 [ "$nogit" = "$v " ] || die "outside git the build names \"$nogit\", not \"$v \""
 echo "ok: --version says k3 $v; outside git the commit is left out"
 

@@ -40,11 +40,12 @@ json() {
         "$work/$1.json" "$2"
 }
 
-# wait_running: until /health says a generation runs.
-wait_running() {
+# wait_health FIELD N WHAT: until /health's FIELD (running, waiting) is N;
+# dies naming WHAT after 15 s.
+wait_health() {
     i=0
-    until [ "$(get h /health -s)" = 200 ] && [ "$(json h 'r["running"]')" = 1 ]; do
-        [ $i -lt 300 ] || die "no generation started"
+    until [ "$(get h /health -s)" = 200 ] && [ "$(json h "r[\"$1\"]")" = "$2" ]; do
+        [ $i -lt 300 ] || die "$3"
         sleep 0.05
         i=$((i + 1))
     done
@@ -90,12 +91,7 @@ curl -s -o "$work/waiting.json" -w '%{http_code}' --max-time 60 -d "$long_chat}"
     "http://127.0.0.1:$port/v1/chat/completions" >"$work/waiting.code" &
 pids="$pids $!"
 waiting=$!
-i=0
-until [ "$(get h /health -s)" = 200 ] && [ "$(json h 'r["waiting"]')" = 1 ]; do
-    [ $i -lt 300 ] || die "the second request never queued"
-    sleep 0.05
-    i=$((i + 1))
-done
+wait_health waiting 1 "the second request never queued"
 stop_server "$lf_pid" lf 0
 wait "$stream" || true
 wait "$waiting" || true
@@ -118,7 +114,7 @@ curl -s -o "$work/running.json" -w '%{http_code}' --max-time 60 -d "$long_chat}"
     "http://127.0.0.1:$port/v1/chat/completions" >"$work/running.code" &
 pids="$pids $!"
 running=$!
-wait_running
+wait_health running 1 "no generation started"
 stop_server "$pid" run 0
 wait "$running" || true
 [ "$(cat "$work/running.code")" = 503 ] &&
@@ -139,23 +135,13 @@ curl -s -N --max-time 60 -o "$work/par-msg.txt" -H 'content-type: application/js
     "http://127.0.0.1:$port/v1/messages" &
 pids="$pids $!"
 c_msg=$!
-i=0
-until [ "$(get h /health -s)" = 200 ] && [ "$(json h 'r["running"]')" = 2 ]; do
-    [ $i -lt 300 ] || die "par: two generations never ran at once"
-    sleep 0.05
-    i=$((i + 1))
-done
+wait_health running 2 "par: two generations never ran at once"
 curl -s -N --max-time 60 -o "$work/par-resp.txt" \
     -d '{"model":"'"$model_name"'","input":"Hello there","max_output_tokens":3000,"stream":true}' \
     "http://127.0.0.1:$port/v1/responses" &
 pids="$pids $!"
 c_resp=$!
-i=0
-until [ "$(get h /health -s)" = 200 ] && [ "$(json h 'r["waiting"]')" = 1 ]; do
-    [ $i -lt 300 ] || die "par: the third request never queued"
-    sleep 0.05
-    i=$((i + 1))
-done
+wait_health waiting 1 "par: the third request never queued"
 wait_stream_start "$work/par-chat.txt"
 stop_server "$par_pid" par 0
 wait "$c_chat" "$c_msg" "$c_resp" || true
